@@ -1,0 +1,396 @@
+//! The plugin author's side: write a [`Tool`], list it in [`crate::export_plugin!`], done.
+//!
+//! ```ignore
+//! use quiver_abi::{Context, Tool, ToolError, schemars::JsonSchema, serde::{Deserialize, Serialize}};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Input { text: String }
+//! #[derive(Serialize, JsonSchema)]
+//! struct Output { length: usize }
+//!
+//! struct Length;
+//! impl Tool for Length {
+//!     const NAME: &'static str = "text_length";
+//!     type Input = Input;
+//!     type Output = Output;
+//!     fn call(&self, input: Input, _cx: &mut Context<'_>) -> Result<Output, ToolError> {
+//!         Ok(Output { length: input.text.chars().count() })
+//!     }
+//! }
+//!
+//! quiver_abi::export_plugin! { manifest: include_str!("../tool.yaml"), tools: [Length] }
+//! ```
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use abi_stable::std_types::{RResult, RStr, RString};
+use schemars::JsonSchema;
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Map, Value};
+
+use crate::{
+    ABI_VERSION, CallHandle, ErrorCode, HostServicesRef, LogLevel, PluginInfo, ToolError, ToolRequest, ToolResponse,
+    ToolSchemas, contract::MemoryWrite,
+};
+
+/// A tool: a typed Rust function with serde input and output types whose JSON Schemas are
+/// derived with `schemars`.
+pub trait Tool: Send + Sync + 'static {
+    /// The plugin-local tool name; must match a `tools[].name` in the plugin's `tool.yaml`.
+    const NAME: &'static str;
+    /// Arguments, deserialized from the validated call arguments.
+    type Input: DeserializeOwned + JsonSchema;
+    /// The structured result.
+    type Output: Serialize + JsonSchema;
+    /// Runs the tool. Return `Err` for failures the model should see; a panic is caught and
+    /// reported as a `panic` error, but prefer errors.
+    fn call(&self, input: Self::Input, cx: &mut Context<'_>) -> Result<Self::Output, ToolError>;
+}
+
+/// A tool with its types erased, as stored in the plugin's registry.
+#[doc(hidden)]
+pub trait DynTool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn schemas(&self) -> ToolSchemas;
+    fn invoke(&self, inputs: Value, cx: &mut Context<'_>) -> Result<Value, ToolError>;
+}
+
+struct Erased<T>(T);
+
+impl<T: Tool> DynTool for Erased<T> {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+    fn schemas(&self) -> ToolSchemas {
+        ToolSchemas {
+            name: T::NAME.to_owned(),
+            input_schema: schema_of::<T::Input>(),
+            output_schema: schema_of::<T::Output>(),
+        }
+    }
+    fn invoke(&self, inputs: Value, cx: &mut Context<'_>) -> Result<Value, ToolError> {
+        let input: T::Input = serde_json::from_value(inputs).map_err(|e| {
+            ToolError::invalid(format!("arguments of `{}` do not match its input type: {e}", T::NAME))
+        })?;
+        let output = self.0.call(input, cx)?;
+        serde_json::to_value(output)
+            .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("`{}` produced unserializable output: {e}", T::NAME)))
+    }
+}
+
+/// Boxes a tool for the registry (used by [`crate::export_plugin!`]).
+#[doc(hidden)]
+pub fn erase<T: Tool>(tool: T) -> Box<dyn DynTool> {
+    Box::new(Erased(tool))
+}
+
+/// The JSON Schema (2020-12) of a type, as the SDK derives it: `$schema` and the Rust type's
+/// `title` are dropped, so the schema shown to a model carries only what it needs.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let mut v = schemars::SchemaGenerator::default().into_root_schema_for::<T>().to_value();
+    if let Value::Object(m) = &mut v {
+        m.remove("$schema");
+        m.remove("title");
+    }
+    v
+}
+
+/// The tools of one plugin plus its embedded manifest.
+#[doc(hidden)]
+pub struct Registry {
+    manifest: &'static str,
+    tools: Vec<Box<dyn DynTool>>,
+}
+
+impl Registry {
+    pub fn new(manifest: &'static str, tools: Vec<Box<dyn DynTool>>) -> Registry {
+        Registry { manifest, tools }
+    }
+
+    fn info(&self) -> PluginInfo {
+        PluginInfo {
+            abi_version: ABI_VERSION,
+            sdk_version: env!("CARGO_PKG_VERSION").to_owned(),
+            manifest: self.manifest.to_owned(),
+            tools: self.tools.iter().map(|t| t.schemas()).collect(),
+        }
+    }
+
+    /// Runs one call (in-process, no ABI); used by the exported `invoke` and by plugin tests.
+    pub fn call(&self, tool: &str, mut request: ToolRequest, host: Host) -> ToolResponse {
+        let Some(t) = self.tools.iter().find(|t| t.name() == tool) else {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
+            return ToolResponse::error(ToolError::new(
+                ErrorCode::UNKNOWN_TOOL,
+                format!("this plugin has no tool `{tool}` (it has: {})", known.join(", ")),
+            ));
+        };
+        let inputs = std::mem::take(&mut request.inputs);
+        let mut cx = Context {
+            host,
+            request: &request,
+            observations: Vec::new(),
+            memory_writes: Vec::new(),
+            telemetry: Map::new(),
+        };
+        let result = t.invoke(inputs, &mut cx);
+        let Context { observations, memory_writes, telemetry, .. } = cx;
+        let mut response = match result {
+            Ok(outputs) => ToolResponse::ok(outputs),
+            Err(e) => ToolResponse::error(e),
+        };
+        response.observations = observations;
+        response.memory_writes = memory_writes;
+        response.telemetry = telemetry;
+        response
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+fn to_rstring(response: &ToolResponse) -> RString {
+    match serde_json::to_string(response) {
+        Ok(s) => RString::from(s),
+        Err(e) => RString::from(format!(
+            r#"{{"status":"error","error":{{"code":"protocol_error","message":"response not serializable: {}"}}}}"#,
+            e.to_string().replace('"', "'")
+        )),
+    }
+}
+
+/// Body of the exported `invoke`: never unwinds.
+#[doc(hidden)]
+pub fn __invoke(
+    registry: fn() -> &'static Registry,
+    tool: RStr<'_>,
+    request: RStr<'_>,
+    host: HostServicesRef,
+    call: CallHandle,
+) -> RString {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let request: ToolRequest = match serde_json::from_str(request.as_str()) {
+            Ok(r) => r,
+            Err(e) => {
+                return ToolResponse::error(ToolError::new(
+                    ErrorCode::PROTOCOL,
+                    format!("the host sent a request this plugin cannot read: {e}"),
+                ));
+            }
+        };
+        registry().call(tool.as_str(), request, Host::Services { services: host, call })
+    }));
+    let response = outcome.unwrap_or_else(|payload| {
+        ToolResponse::error(ToolError::new(
+            ErrorCode::PANIC,
+            format!("tool `{}` panicked: {}", tool.as_str(), panic_message(payload.as_ref())),
+        ))
+    });
+    to_rstring(&response)
+}
+
+/// Body of the exported `plugin_info`: never unwinds.
+#[doc(hidden)]
+pub fn __plugin_info(registry: fn() -> &'static Registry) -> RString {
+    match catch_unwind(|| serde_json::to_string(&registry().info())) {
+        Ok(Ok(s)) => RString::from(s),
+        Ok(Err(e)) => RString::from(format!(r#"{{"error":"plugin info not serializable: {}"}}"#, e.to_string().replace('"', "'"))),
+        Err(p) => RString::from(format!(
+            r#"{{"error":"plugin info panicked: {}"}}"#,
+            panic_message(p.as_ref()).replace('"', "'")
+        )),
+    }
+}
+
+/// Where a call's host services go.
+#[doc(hidden)]
+#[derive(Clone, Copy)]
+pub enum Host {
+    /// A real host, through the ABI.
+    Services { services: HostServicesRef, call: CallHandle },
+    /// No host (plugin unit tests): logs and progress are dropped, elicitation and sampling fail.
+    Detached,
+}
+
+/// What a running tool can see and do besides its input.
+pub struct Context<'a> {
+    host: Host,
+    request: &'a ToolRequest,
+    observations: Vec<String>,
+    memory_writes: Vec<MemoryWrite>,
+    telemetry: Map<String, Value>,
+}
+
+impl<'a> Context<'a> {
+    /// A context with no host, for unit tests of a tool.
+    pub fn detached(request: &'a ToolRequest) -> Context<'a> {
+        Context { host: Host::Detached, request, observations: Vec::new(), memory_writes: Vec::new(), telemetry: Map::new() }
+    }
+
+    /// The request being served (id, caller, policies, memory snippet).
+    pub fn request(&self) -> &ToolRequest {
+        self.request
+    }
+
+    /// True when a person confirmed this call through the host's approval step.
+    pub fn confirmed(&self) -> bool {
+        self.request.invocation_policies.confirmed
+    }
+
+    /// Sends a log line to the host (and from there to the client).
+    pub fn log(&self, level: LogLevel, message: &str) {
+        if let Host::Services { services, call } = self.host {
+            (services.log())(call, level as u8, RStr::from_str(message));
+        }
+    }
+
+    /// Reports progress; `total` is optional.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: &str) {
+        if let Host::Services { services, call } = self.host {
+            (services.progress())(call, progress, total.unwrap_or(f64::NAN), RStr::from_str(message));
+        }
+    }
+
+    /// True once the caller has cancelled the call or its deadline has passed: a long-running
+    /// tool should check this and stop early.
+    pub fn is_cancelled(&self) -> bool {
+        match self.host {
+            Host::Services { services, call } => (services.is_cancelled())(call),
+            Host::Detached => false,
+        }
+    }
+
+    /// Asks the user through the client. `message` is shown; `requested_schema` is a flat JSON
+    /// Schema object of the fields wanted. Returns the client's answer:
+    /// `{"action": "accept"|"decline"|"cancel", "content": {...}}`.
+    pub fn elicit(&self, message: &str, requested_schema: Value) -> Result<Value, ToolError> {
+        let request = serde_json::json!({ "message": message, "requestedSchema": requested_schema });
+        self.host_json_call(|s| s.elicit(), &request, "elicitation")
+    }
+
+    /// Asks the client's model for a completion; `params` are MCP `sampling/createMessage`
+    /// parameters; returns the client's result object.
+    pub fn sample(&self, params: Value) -> Result<Value, ToolError> {
+        self.host_json_call(|s| s.sample(), &params, "sampling")
+    }
+
+    fn host_json_call(
+        &self,
+        pick: impl FnOnce(HostServicesRef) -> extern "C" fn(CallHandle, RStr<'_>) -> RResult<RString, RString>,
+        request: &Value,
+        what: &str,
+    ) -> Result<Value, ToolError> {
+        let Host::Services { services, call } = self.host else {
+            return Err(ToolError::tool(format!("{what} is not available: no host is attached")));
+        };
+        let body = request.to_string();
+        match (pick(services))(call, RStr::from_str(&body)) {
+            RResult::ROk(s) => serde_json::from_str(s.as_str())
+                .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("host sent an unreadable {what} result: {e}"))),
+            RResult::RErr(e) => Err(ToolError::tool(format!("{what} failed: {e}"))),
+        }
+    }
+
+    /// Adds an observation (a note for the model) to the response.
+    pub fn observe(&mut self, note: impl Into<String>) {
+        self.observations.push(note.into());
+    }
+
+    /// Asks the host to remember a fact for later calls of this session.
+    pub fn remember(&mut self, key: impl Into<String>, value: Value) {
+        self.memory_writes.push(MemoryWrite { key: key.into(), value });
+    }
+
+    /// Records a tool-specific measurement in the response's telemetry.
+    pub fn measure(&mut self, key: impl Into<String>, value: impl Into<Value>) {
+        self.telemetry.insert(key.into(), value.into());
+    }
+}
+
+/// Exports a plugin: its embedded manifest and its tools.
+///
+/// ```ignore
+/// quiver_abi::export_plugin! {
+///     manifest: include_str!("../tool.yaml"),
+///     tools: [ReadFile, ListDir::default()],
+/// }
+/// ```
+/// This defines the library's `abi_stable` root module, whose functions never unwind.
+#[macro_export]
+macro_rules! export_plugin {
+    (manifest: $manifest:expr, tools: [$($tool:expr),* $(,)?] $(,)?) => {
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals, clippy::module_inception)]
+        pub mod __quiver_plugin {
+            #[allow(unused_imports)]
+            use super::*;
+            use $crate::abi_stable::std_types::{RStr, RString};
+
+            static REGISTRY: ::std::sync::OnceLock<$crate::sdk::Registry> = ::std::sync::OnceLock::new();
+
+            /// The plugin's registry (also usable from the plugin's own tests).
+            pub fn registry() -> &'static $crate::sdk::Registry {
+                REGISTRY.get_or_init(|| {
+                    $crate::sdk::Registry::new($manifest, ::std::vec![$($crate::sdk::erase($tool)),*])
+                })
+            }
+
+            extern "C" fn abi_version() -> u32 {
+                $crate::ABI_VERSION
+            }
+
+            extern "C" fn plugin_info() -> RString {
+                $crate::sdk::__plugin_info(registry)
+            }
+
+            extern "C" fn invoke(
+                tool: RStr<'_>,
+                request: RStr<'_>,
+                host: $crate::HostServicesRef,
+                call: $crate::CallHandle,
+            ) -> RString {
+                $crate::sdk::__invoke(registry, tool, request, host, call)
+            }
+
+            struct Statics;
+            impl Statics {
+                $crate::abi_stable::staticref! {
+                    const MODULE: $crate::abi_stable::prefix_type::WithMetadata<$crate::PluginMod> =
+                        $crate::abi_stable::prefix_type::WithMetadata::new($crate::PluginMod {
+                            abi_version,
+                            plugin_info,
+                            invoke,
+                        })
+                }
+            }
+
+            fn root_module() -> $crate::PluginModRef {
+                $crate::PluginModRef(Statics::MODULE.as_prefix())
+            }
+
+            // What `#[abi_stable::export_root_module]` expands to, written out so that plugins
+            // need no direct dependency on `abi_stable`.
+            #[unsafe(no_mangle)]
+            pub static _1as_0lib_1header_0root_bmodule_bloader: $crate::abi_stable::library::LibHeader = {
+                extern "C" fn erased_module() -> $crate::abi_stable::library::RootModuleResult {
+                    $crate::abi_stable::library::__call_root_module_loader(root_module)
+                }
+                // SAFETY: `erased_module` returns the root module of type `PluginModRef`, as
+                // `from_constructor` requires.
+                unsafe {
+                    $crate::abi_stable::library::LibHeader::from_constructor::<$crate::PluginModRef>(
+                        erased_module,
+                        $crate::abi_stable::library::CheckTypeLayout::Yes,
+                    )
+                }
+            };
+        }
+    };
+}

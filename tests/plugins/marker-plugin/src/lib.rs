@@ -1,0 +1,104 @@
+//! Test plugin for the loader's security tests: when the library is opened, a constructor writes
+//! the file named by `QUIVER_TEST_MARKER` (if set), so a test can prove that a rejected bundle
+//! never ran any code. Its tools echo, panic and sleep. Not a bundled user tool.
+
+use quiver_abi::{
+    Context, Tool, ToolError,
+    schemars::JsonSchema,
+    serde::{Deserialize, Serialize},
+};
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static MARKER_CONSTRUCTOR: extern "C" fn() = write_marker;
+
+extern "C" fn write_marker() {
+    if let Some(path) = std::env::var_os("QUIVER_TEST_MARKER") {
+        let _ = std::fs::write(path, b"marker-plugin constructor ran\n");
+    }
+}
+
+/// Echo input.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct EchoInput {
+    /// Text to return.
+    pub text: String,
+}
+
+/// Echo output.
+#[derive(Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct EchoOutput {
+    /// The same text.
+    pub text: String,
+    /// Version of this plugin build, so hot-swap tests can tell builds apart.
+    pub version: String,
+}
+
+/// Echoes its input.
+pub struct Echo;
+impl Tool for Echo {
+    const NAME: &'static str = "marker_echo";
+    type Input = EchoInput;
+    type Output = EchoOutput;
+    fn call(&self, input: EchoInput, _cx: &mut Context<'_>) -> Result<EchoOutput, ToolError> {
+        Ok(EchoOutput { text: input.text, version: env!("CARGO_PKG_VERSION").to_owned() })
+    }
+}
+
+/// Panics.
+pub struct Panic;
+impl Tool for Panic {
+    const NAME: &'static str = "marker_panic";
+    type Input = EchoInput;
+    type Output = EchoOutput;
+    fn call(&self, input: EchoInput, _cx: &mut Context<'_>) -> Result<EchoOutput, ToolError> {
+        panic!("marker_panic was asked to panic with {:?}", input.text)
+    }
+}
+
+/// Sleep input.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct SleepInput {
+    /// Milliseconds to sleep.
+    pub ms: u64,
+}
+
+/// Sleep output.
+#[derive(Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct SleepOutput {
+    /// Milliseconds actually slept.
+    pub slept_ms: u64,
+    /// True when the sleep stopped early because the call was cancelled.
+    pub cancelled: bool,
+}
+
+/// Sleeps in 5 ms steps, stopping early on cancellation.
+pub struct Sleep;
+impl Tool for Sleep {
+    const NAME: &'static str = "marker_sleep";
+    type Input = SleepInput;
+    type Output = SleepOutput;
+    fn call(&self, input: SleepInput, cx: &mut Context<'_>) -> Result<SleepOutput, ToolError> {
+        let start = std::time::Instant::now();
+        while (start.elapsed().as_millis() as u64) < input.ms {
+            if cx.is_cancelled() {
+                return Ok(SleepOutput { slept_ms: start.elapsed().as_millis() as u64, cancelled: true });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(SleepOutput { slept_ms: start.elapsed().as_millis() as u64, cancelled: false })
+    }
+}
+
+quiver_abi::export_plugin! {
+    manifest: include_str!("../tool.yaml"),
+    tools: [Echo, Panic, Sleep],
+}
