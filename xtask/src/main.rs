@@ -1,1 +1,78 @@
-fn main() {}
+//! Quiver's project automation, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
+//!
+//! - `build-plugins [NAME...]`: release-build the plugins under `plugins/` and sign each into a
+//!   bundle with the local development key (`.quiver-dev/`, created on first use).
+//! - `new-tool NAME`: scaffold a plugin crate that builds and passes its contract test untouched.
+//! - `contract-test [NAME...]`: run every plugin's fixtures through the real host and router.
+//! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
+//!
+//! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
+//! signing) and drives everything else through cargo and the `quiver` binary, so it builds fast.
+
+mod build_plugins;
+mod ci;
+mod contract_test;
+mod new_tool;
+mod workspace;
+
+use clap::{Parser, Subcommand};
+
+use crate::workspace::Workspace;
+
+/// Project automation for Quiver.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Release-build plugins and sign them into bundles with the local development key.
+    BuildPlugins {
+        /// Plugins to build (folder names under plugins/); default: all.
+        names: Vec<String>,
+    },
+    /// Scaffold a new plugin under plugins/NAME.
+    NewTool {
+        /// Plugin name, kebab-case (the tool is named with `_` for `-`).
+        name: String,
+    },
+    /// Run each plugin's fixtures through the real host and router.
+    ContractTest {
+        /// Plugins to test; default: all.
+        names: Vec<String>,
+    },
+    /// The whole test suite: fmt, clippy, tests, build-plugins, contract-test.
+    Ci,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let ws = Workspace::current();
+    let result = match &cli.command {
+        Command::BuildPlugins { names } => build_plugins::run(&ws, names),
+        Command::NewTool { name } => new_tool::run(&ws, name),
+        Command::ContractTest { names } => contract_test::run(&ws, names),
+        Command::Ci => ci::run(&ws),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -26,6 +26,9 @@ pub struct ToolRequest {
     /// Policies in force for this call.
     #[serde(default)]
     pub invocation_policies: InvocationPolicies,
+    /// The plugin's settings from the host configuration (`plugin_config.<plugin id>`), or null.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub config: Value,
     /// Optional context the host remembered for this tool and session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_snippet: Option<String>,
@@ -86,6 +89,11 @@ pub struct ToolResponse {
     /// The structured result (conforms to the tool's output schema when `status` is ok).
     #[serde(default)]
     pub outputs: Value,
+    /// Extra content blocks for the client, in MCP content-block shape (`{"type": "image",
+    /// "data": ..., "mimeType": ...}`, `{"type": "text", "text": ...}`, ...). When present, the
+    /// server sends them as the result's content, and `outputs` as its structured content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<Value>,
     /// Free-text observations for the model (warnings, notes), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observations: Vec<String>,

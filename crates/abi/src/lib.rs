@@ -21,7 +21,7 @@ pub mod sdk;
 
 pub use contract::{AgentContext, ErrorCode, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse};
 pub use module::{
-    ABI_VERSION, CallHandle, HostServices, HostServicesRef, LogLevel, PluginInfo, PluginMod, PluginModRef,
+    ABI_VERSION, CallHandle, HostServices, HostServicesRef, LogLevel, PluginInfo, PluginMod, PluginModRef, SDK_VERSION,
     ToolSchemas,
 };
 pub use sdk::{Context, Tool};

@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 /// [`PluginMod::abi_version`]; a manifest declares it in its `abi` field; the host checks both.
 pub const ABI_VERSION: u32 = 1;
 
+/// Version of this crate (the SDK a plugin was built with; reported in [`PluginInfo`]).
+pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// The root module a plugin library exports (through [`crate::export_plugin!`]).
 ///
 /// **Frozen.** Adding, removing or reordering a field breaks every plugin built before the

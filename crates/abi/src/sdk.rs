@@ -69,12 +69,12 @@ impl<T: Tool> DynTool for Erased<T> {
         }
     }
     fn invoke(&self, inputs: Value, cx: &mut Context<'_>) -> Result<Value, ToolError> {
-        let input: T::Input = serde_json::from_value(inputs).map_err(|e| {
-            ToolError::invalid(format!("arguments of `{}` do not match its input type: {e}", T::NAME))
-        })?;
+        let input: T::Input = serde_json::from_value(inputs)
+            .map_err(|e| ToolError::invalid(format!("arguments of `{}` do not match its input type: {e}", T::NAME)))?;
         let output = self.0.call(input, cx)?;
-        serde_json::to_value(output)
-            .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("`{}` produced unserializable output: {e}", T::NAME)))
+        serde_json::to_value(output).map_err(|e| {
+            ToolError::new(ErrorCode::PROTOCOL, format!("`{}` produced unserializable output: {e}", T::NAME))
+        })
     }
 }
 
@@ -110,7 +110,7 @@ impl Registry {
     fn info(&self) -> PluginInfo {
         PluginInfo {
             abi_version: ABI_VERSION,
-            sdk_version: env!("CARGO_PKG_VERSION").to_owned(),
+            sdk_version: crate::SDK_VERSION.to_owned(),
             manifest: self.manifest.to_owned(),
             tools: self.tools.iter().map(|t| t.schemas()).collect(),
         }
@@ -132,9 +132,10 @@ impl Registry {
             observations: Vec::new(),
             memory_writes: Vec::new(),
             telemetry: Map::new(),
+            content: Vec::new(),
         };
         let result = t.invoke(inputs, &mut cx);
-        let Context { observations, memory_writes, telemetry, .. } = cx;
+        let Context { observations, memory_writes, telemetry, content, .. } = cx;
         let mut response = match result {
             Ok(outputs) => ToolResponse::ok(outputs),
             Err(e) => ToolResponse::error(e),
@@ -142,6 +143,7 @@ impl Registry {
         response.observations = observations;
         response.memory_writes = memory_writes;
         response.telemetry = telemetry;
+        response.content = content;
         response
     }
 }
@@ -201,7 +203,9 @@ pub fn __invoke(
 pub fn __plugin_info(registry: fn() -> &'static Registry) -> RString {
     match catch_unwind(|| serde_json::to_string(&registry().info())) {
         Ok(Ok(s)) => RString::from(s),
-        Ok(Err(e)) => RString::from(format!(r#"{{"error":"plugin info not serializable: {}"}}"#, e.to_string().replace('"', "'"))),
+        Ok(Err(e)) => {
+            RString::from(format!(r#"{{"error":"plugin info not serializable: {}"}}"#, e.to_string().replace('"', "'")))
+        }
         Err(p) => RString::from(format!(
             r#"{{"error":"plugin info panicked: {}"}}"#,
             panic_message(p.as_ref()).replace('"', "'")
@@ -226,17 +230,35 @@ pub struct Context<'a> {
     observations: Vec<String>,
     memory_writes: Vec<MemoryWrite>,
     telemetry: Map<String, Value>,
+    content: Vec<Value>,
 }
 
 impl<'a> Context<'a> {
     /// A context with no host, for unit tests of a tool.
     pub fn detached(request: &'a ToolRequest) -> Context<'a> {
-        Context { host: Host::Detached, request, observations: Vec::new(), memory_writes: Vec::new(), telemetry: Map::new() }
+        Context {
+            host: Host::Detached,
+            request,
+            observations: Vec::new(),
+            memory_writes: Vec::new(),
+            telemetry: Map::new(),
+            content: Vec::new(),
+        }
     }
 
     /// The request being served (id, caller, policies, memory snippet).
     pub fn request(&self) -> &ToolRequest {
         self.request
+    }
+
+    /// The plugin's settings from the host configuration (`plugin_config.<plugin id>`); null when none.
+    pub fn config(&self) -> &Value {
+        &self.request.config
+    }
+
+    /// The consolidated-tool action of this call, if the tool has actions.
+    pub fn action(&self) -> Option<&str> {
+        self.request.invocation_policies.action.as_deref()
     }
 
     /// True when a person confirmed this call through the host's approval step.
@@ -292,8 +314,9 @@ impl<'a> Context<'a> {
         };
         let body = request.to_string();
         match (pick(services))(call, RStr::from_str(&body)) {
-            RResult::ROk(s) => serde_json::from_str(s.as_str())
-                .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("host sent an unreadable {what} result: {e}"))),
+            RResult::ROk(s) => serde_json::from_str(s.as_str()).map_err(|e| {
+                ToolError::new(ErrorCode::PROTOCOL, format!("host sent an unreadable {what} result: {e}"))
+            }),
             RResult::RErr(e) => Err(ToolError::tool(format!("{what} failed: {e}"))),
         }
     }
@@ -306,6 +329,12 @@ impl<'a> Context<'a> {
     /// Asks the host to remember a fact for later calls of this session.
     pub fn remember(&mut self, key: impl Into<String>, value: Value) {
         self.memory_writes.push(MemoryWrite { key: key.into(), value });
+    }
+
+    /// Adds a content block for the client (MCP content-block shape: text, image, audio,
+    /// resource); see [`crate::ToolResponse::content`].
+    pub fn add_content(&mut self, block: Value) {
+        self.content.push(block);
     }
 
     /// Records a tool-specific measurement in the response's telemetry.

@@ -1,1 +1,30 @@
-//! stub
+//! The catalog: what tools exist, under which names, and what an agent sees of them.
+//!
+//! Principal types: [`PluginEntry`] (a loaded plugin with its tools' schemas compiled once),
+//! [`Catalog`] (an immutable snapshot of every tool and every name — canonical, alias, removed —
+//! that reaches one) and the [`ToolBackend`] / [`CallSink`] traits through which a tool runs.
+//!
+//! What this crate does not do: load or verify plugins (`quiver-lifecycle`), dispatch calls or
+//! apply policies (`quiver-router`), or speak MCP (`quiver-mcp`). It does no I/O.
+
+mod access;
+mod backend;
+mod catalog;
+mod entry;
+pub mod eval;
+pub mod search;
+mod session;
+mod surface;
+
+pub use access::{Access, CatalogSource};
+pub use backend::{CallSink, LogLevel, NullSink, ToolBackend};
+pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
+pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
+pub use session::{
+    MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SurfaceStats, partitions,
+    search_catalog,
+};
+pub use surface::{ExposureMode, LIST_TOOLS, META_TOOLS, Partition, RUN_TOOL, Surface, SurfaceEntry, SurfacePolicy, TOOL_SEARCH};
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,144 @@
-fn main() {}
+//! `quiver`: the command line of the Quiver tool host. It wires the crates together: reads the
+//! host configuration (`quiver.yaml`) into [`quiver_lifecycle::HostSettings`] ([`settings`]),
+//! loads signed bundles through [`quiver_lifecycle::Host`], calls tools through
+//! [`quiver_router::Router`], and signs and verifies bundles with [`quiver_manifest`].
+//!
+//! Commands: `list`, `call`, `verify` (checks bundles without loading their code), `keygen`,
+//! `sign`, `replay`, `stats`, and the hidden `contract-test` behind `cargo xtask contract-test`.
+//! Each lives in its own module under `commands/`.
+//!
+//! Output contract: results go to stdout (human text, or one JSON document with `--json`); logs,
+//! warnings and errors go to stderr only. Exit codes: 0 success, 1 failure, 2 usage error.
+//!
+//! What this binary does not do: decide policy (the router does), verify signatures itself (the
+//! lifecycle and manifest crates do) or speak MCP (`quiver-mcp`).
+
+mod bundle;
+mod commands;
+mod settings;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Serve native tool plugins to LLM agents; inspect, call, sign and verify them.
+#[derive(Debug, Parser)]
+#[command(name = "quiver", version, about, propagate_version = true)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags every command accepts.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Plugins folder to scan (overrides `plugins_dir` of the config).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub plugins: Option<PathBuf>,
+    /// Host configuration file [default: ./quiver.yaml if it exists, else built-in defaults].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Machine-readable output: one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the loaded tools with their plugin, version and lifecycle state.
+    List(commands::list::ListArgs),
+    /// Call one tool through the router and print its result.
+    Call(commands::call::CallArgs),
+    /// Verify bundles (signature, manifest, checksum) without loading their code.
+    Verify(commands::verify::VerifyArgs),
+    /// Create a minisign key pair for signing bundles.
+    Keygen(commands::keygen::KeygenArgs),
+    /// Sign a bundle manifest (optionally pinning its library first).
+    Sign(commands::sign::SignArgs),
+    // Room for the commands colleagues add, one module each under commands/:
+    // `serve` (commands/serve.rs), `search` (commands/search.rs), `eval search` (commands/eval.rs).
+    /// Run a plugin's contract-test fixtures through the real host and router (used by
+    /// `cargo xtask contract-test`).
+    #[command(hide = true)]
+    ContractTest(commands::contract_test::ContractTestArgs),
+}
+
+/// An error in how the command was invoked (exit code 2), as opposed to a failure (exit 1).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A command that ran and found a failure it already reported (exit code 1, no extra message).
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("failure already reported")
+    }
+}
+
+impl std::error::Error for Reported {}
+
+/// Sends logs to stderr (through `quiver_telemetry`, which never writes to stdout). Default:
+/// warnings, minus the loader's per-bundle ones (the commands report rejected bundles
+/// themselves); `-v` info, `-vv` debug; `RUST_LOG` overrides all of it.
+fn init_logging(verbose: u8) {
+    if std::env::var_os("RUST_LOG").is_none() {
+        let filter = match verbose {
+            0 => "warn,quiver_lifecycle=error",
+            1 => "info",
+            _ => "debug",
+        };
+        // SAFETY: called first thing in `main`, before any other thread exists, so nothing reads
+        // the environment concurrently.
+        unsafe { std::env::set_var("RUST_LOG", filter) };
+    }
+    quiver_telemetry::init_logging();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.global.verbose);
+    let g = &cli.global;
+    let result = match cli.command {
+        Command::List(a) => commands::list::run(g, &a),
+        Command::Call(a) => commands::call::run(g, &a),
+        Command::Verify(a) => commands::verify::run(g, &a),
+        Command::Keygen(a) => commands::keygen::run(g, &a),
+        Command::Sign(a) => commands::sign::run(g, &a),
+        Command::ContractTest(a) => commands::contract_test::run(g, &a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Reported>() => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.is::<UsageError>() { ExitCode::from(2) } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

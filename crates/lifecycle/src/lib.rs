@@ -1,1 +1,26 @@
-//! stub
+//! Plugin lifecycle: finds signed bundles in the plugins folder, verifies them, loads them and
+//! hot-swaps them without a restart.
+//!
+//! The order of checks is the security contract of Quiver (see `docs/ARCHITECTURE.md`):
+//! signature over the manifest bytes → manifest validation → library is a regular file of
+//! bounded size beside the manifest → its sha256 equals the signed one → downgrade check → the
+//! very bytes that were hashed are written to a new private path → only then is that copy opened
+//! → ABI check → the library's embedded manifest must equal the signed one. [`verify_bundle`]
+//! runs the checks that need no plugin code; [`load_verified`] the rest.
+//!
+//! Principal types: [`Host`] (scan state, last good state per bundle, lock-free catalog
+//! snapshots), [`VerifiedBundle`], [`BundleError`] with its failed [`Stage`].
+//!
+//! What this crate does not do: decide what a session sees (`quiver-catalog`), run the call
+//! pipeline (`quiver-router`), or unload libraries (never: a swapped-out library stays mapped so
+//! in-flight calls finish on it).
+
+mod bundle;
+mod host;
+mod host_services;
+
+pub use bundle::{
+    BundleError, MAX_MANIFEST_BYTES, Stage, VerifiedBundle, VerifyPolicy, load_verified, signature_path, verify_bundle,
+};
+pub use host::{Host, HostSettings, Rescanner, ScanReport};
+pub use host_services::InProcessBackend;

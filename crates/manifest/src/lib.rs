@@ -1,1 +1,46 @@
-//! stub
+//! `quiver-manifest`: what a plugin bundle and the host configuration say, and whether to believe
+//! them. The bottom of the host side.
+//!
+//! - **Manifest model** ([`Manifest`], [`ToolSpec`], [`AliasSpec`], [`ActionSpec`], lifecycle and
+//!   policy types): the typed `tool.yaml`.
+//! - **Validation**: [`Manifest::from_yaml`] reads untrusted YAML (size cap, no anchors or
+//!   aliases), checks it against the embedded JSON Schema `schemas/tool-manifest.schema.json`,
+//!   deserializes it, then applies the rules a schema cannot express (unique tool and alias
+//!   names, lifecycle, action enums, argument schemas that compile). Failures are a
+//!   [`ManifestError`] listing every [`Issue`] with its field path and a fix.
+//! - **Host configuration**: [`HostConfig::from_yaml`] reads `quiver.yaml` the same way, against
+//!   `schemas/quiver-config.schema.json`; [`HostConfig::profile_for`] picks a session's
+//!   [`Profile`].
+//! - **Signatures**: minisign-format keys and signatures ([`PublicKey`], [`TrustedKeys`],
+//!   [`verify`], [`KeyPair`], [`sign`]), interoperable with the `minisign` tool.
+//! - **Checksums**: [`sha256_hex`] of library bytes, as written in `artifact.sha256`.
+//!
+//! What it does not do: load plugins, run plugin code, scan or watch folders, read key files or
+//! resolve paths. Its parsing core does no I/O at all; callers read files and pass text or bytes
+//! (**Architecture Invariant**: `manifest` does no I/O).
+
+#![warn(missing_docs)]
+
+mod checksum;
+mod config;
+mod error;
+mod model;
+mod schema;
+mod signature;
+mod validate;
+mod yaml;
+
+pub use checksum::sha256_hex;
+pub use config::{
+    ApprovalMode, CONFIG_VERSION, ExposureMode, HostConfig, KeySource, NameConflicts, Profile, RouterConfig,
+    ServerConfig, TranscriptConfig,
+};
+pub use error::{Issue, ManifestError};
+pub use model::{
+    ActionSpec, AliasSpec, Artifact, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, Policies, PolicySpec,
+    SideEffects, ToolSpec,
+};
+pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA};
+pub use signature::{KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified, sign, verify};
+pub use validate::{MAX_NAME_LEN, SUPPORTED_ABI};
+pub use yaml::MAX_YAML_BYTES;

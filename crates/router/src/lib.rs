@@ -1,1 +1,49 @@
-//! stub
+//! The router: one dispatch path for every tool call, whatever name or lane it came by.
+//!
+//! A call arrives by its canonical name, an alias, a consolidated action's alias, or through the
+//! generic `run_tool` lane; [`Router::call`] and [`Router::run_tool`] send all of them through
+//! the same pipeline, so the generic lane is no hole in the protections:
+//!
+//! 1. **resolve** the name in the current catalog snapshot (loaded once per call): canonical,
+//!    alias (which may fill in `arguments.action`), or removed (an error naming the replacement
+//!    and the removing version);
+//! 2. **visibility and scopes**: a tool the caller may not see (scopes, profile gates:
+//!    [`quiver_catalog::Access`]) is reported exactly like a name that does not exist, and the
+//!    suggestions offered for unknown names only ever list tools the caller may see;
+//! 3. **arguments** against the tool's precompiled input schema, with errors that give a JSON
+//!    pointer, what was expected, what was got and a hint;
+//! 4. **approval** of calls that need a person's confirmation ([`Approval`]): asked through the
+//!    client ([`ClientBridge::elicit`]) when it can, refused with how-to-confirm otherwise;
+//! 5. **circuit breaker** per tool; 6. **concurrency** limits (per tool and host-wide);
+//! 7. **invocation** on a blocking thread under the tool's deadline, cancellable; 8. **retries**
+//!    of retryable errors with exponential backoff and jitter;
+//! 9. **output** against the output schema; 10. **result size** (truncation to a preview, status
+//!    `partial`, the full text kept for [`Router::fetch_result`]); 11. the **notice** for
+//!    deprecated or compatibility names in [`CallMeta`]; 12. **telemetry** and the
+//!    **transcript** line. [`replay`] re-runs a transcript against the current catalog.
+//!
+//! Principal types: [`Router`], [`Call`] / [`CallOutcome`] / [`CallMeta`], [`Caller`],
+//! [`ClientBridge`], [`RouterSettings`]; error codes beyond `quiver_abi::ErrorCode` in [`codes`].
+//!
+//! What this crate does not do: load plugins (`quiver-lifecycle`), decide what a session's tool
+//! list shows (`quiver-catalog`), or speak MCP (`quiver-mcp`, which implements
+//! [`ClientBridge`] and maps [`CallMeta`] to `_meta`). It cannot stop a tool that overruns its
+//! deadline: an in-process call cannot be killed, so the caller stops waiting, the tool is told
+//! through `is_cancelled`, and its thread keeps its concurrency slot until it returns.
+
+mod breaker;
+mod call;
+pub mod codes;
+mod replay;
+mod results;
+mod router;
+mod settings;
+mod sink;
+mod suggest;
+mod validate;
+
+pub use call::{Approval, BoxFuture, Call, CallMeta, CallOutcome, Caller, ClientBridge, Lane, LogLevel, NullBridge};
+pub use replay::{ReplayEntry, ReplayReport, ReplayVerdict, replay};
+pub use router::Router;
+pub use settings::RouterSettings;
+pub use tokio_util::sync::CancellationToken;

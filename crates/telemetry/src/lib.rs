@@ -1,1 +1,29 @@
-//! stub
+//! Telemetry of the Quiver host: logs, request ids, lock-free call counters, transcripts and the
+//! statistics read back from them.
+//!
+//! Principal types:
+//! - [`init_logging`]: a `tracing` subscriber that writes to **stderr only** (stdout belongs to
+//!   the MCP stdio transport), filtered by `RUST_LOG` (default `info`); safe to call twice.
+//! - [`next_request_id`]: short, process-unique request ids (`<prefix>-<counter>`).
+//! - [`Counters`]: atomics updated on every call (per lane, per tool, per error code, retries,
+//!   breaker states, generic-lane use, surface schema counts) and a duration histogram;
+//!   [`Counters::record_call`] also emits the call's `tracing` event. [`Counters::snapshot`]
+//!   gives a serializable [`Stats`].
+//! - [`TranscriptRecord`] (one JSON line per call) and [`TranscriptWriter`] (appends them from a
+//!   background thread, one file per session); [`stats_from_transcript`] summarizes a file
+//!   (`quiver stats TRANSCRIPT`).
+//!
+//! What this crate does not do: decide anything about a call (the router does), replay
+//! transcripts (`quiver-router`), or export metrics over the network.
+
+mod counters;
+mod logging;
+mod request_id;
+mod stats;
+mod transcript;
+
+pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters};
+pub use logging::init_logging;
+pub use request_id::next_request_id;
+pub use stats::{DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript};
+pub use transcript::{TRANSCRIPT_FORMAT, TranscriptRecord, TranscriptWriter, transcript_file_name};

@@ -1,5 +1,5 @@
 //! Test plugin for the loader's security tests: when the library is opened, a constructor writes
-//! the file named by `QUIVER_TEST_MARKER` (if set), so a test can prove that a rejected bundle
+//! a line naming its version to the file named by `QUIVER_TEST_MARKER` (if set), so a test can prove that a rejected bundle
 //! never ran any code. Its tools echo, panic and sleep. Not a bundled user tool.
 
 use quiver_abi::{
@@ -13,8 +13,11 @@ use quiver_abi::{
 static MARKER_CONSTRUCTOR: extern "C" fn() = write_marker;
 
 extern "C" fn write_marker() {
-    if let Some(path) = std::env::var_os("QUIVER_TEST_MARKER") {
-        let _ = std::fs::write(path, b"marker-plugin constructor ran\n");
+    use std::io::Write;
+    if let Some(path) = std::env::var_os("QUIVER_TEST_MARKER")
+        && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path)
+    {
+        let _ = writeln!(f, "constructor ran: marker-plugin {}", build_version());
     }
 }
 
@@ -45,7 +48,7 @@ impl Tool for Echo {
     type Input = EchoInput;
     type Output = EchoOutput;
     fn call(&self, input: EchoInput, _cx: &mut Context<'_>) -> Result<EchoOutput, ToolError> {
-        Ok(EchoOutput { text: input.text, version: env!("CARGO_PKG_VERSION").to_owned() })
+        Ok(EchoOutput { text: input.text, version: build_version().to_owned() })
     }
 }
 
@@ -98,7 +101,23 @@ impl Tool for Sleep {
     }
 }
 
+/// The embedded manifest. Tests build a second copy of this plugin with
+/// `QUIVER_MARKER_VERSION=0.2.0` set at compile time to get a genuinely different library whose
+/// embedded manifest declares that version (hot-swap and downgrade tests).
+fn manifest() -> &'static str {
+    const SOURCE: &str = include_str!("../tool.yaml");
+    match option_env!("QUIVER_MARKER_VERSION") {
+        Some(v) => Box::leak(SOURCE.replacen("version: 0.1.0", &format!("version: {v}"), 1).into_boxed_str()),
+        None => SOURCE,
+    }
+}
+
+/// Version of this build (see [`manifest`]).
+fn build_version() -> &'static str {
+    option_env!("QUIVER_MARKER_VERSION").unwrap_or(env!("CARGO_PKG_VERSION"))
+}
+
 quiver_abi::export_plugin! {
-    manifest: include_str!("../tool.yaml"),
+    manifest: manifest(),
     tools: [Echo, Panic, Sleep],
 }

@@ -1,0 +1,93 @@
+//! Evaluates tool search on a labelled query set.
+//!
+//! ```text
+//! cargo run --release -p quiver-catalog --example eval_search -- TOOLS.json QUERIES.jsonl \
+//!     [--k 1,5,10] [--misses] [--json]
+//! ```
+//!
+//! TOOLS.json is a JSON array of MCP tools or OpenAI function definitions; QUERIES.jsonl has one
+//! `{"query": "...", "expected": ["tool", ...]}` per line. Prints recall@k, MRR and latency
+//! (`--json`: the report as JSON; `--misses`: every query that missed at the smallest k).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use quiver_catalog::eval::{evaluate, load_queries, load_tools};
+use quiver_catalog::search::SearchIndex;
+
+const USAGE: &str = "usage: eval_search TOOLS.json QUERIES.jsonl [--k 1,5,10] [--misses] [--json]";
+
+struct Args {
+    tools: PathBuf,
+    queries: PathBuf,
+    ks: Vec<usize>,
+    misses: bool,
+    json: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut positional = Vec::new();
+    let mut ks = vec![1, 5, 10];
+    let (mut misses, mut json) = (false, false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--misses" => misses = true,
+            "--json" => json = true,
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            "--k" => {
+                let list = args.next().ok_or("--k needs a value, e.g. --k 1,5,10")?;
+                ks = list
+                    .split(',')
+                    .map(|s| match s.trim().parse::<usize>() {
+                        Ok(k) if k > 0 => Ok(k),
+                        _ => Err(format!("--k: `{s}` is not a positive integer")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            s if s.starts_with("--") => return Err(format!("unknown option {s}\n{USAGE}")),
+            _ => positional.push(PathBuf::from(arg)),
+        }
+    }
+    let [tools, queries]: [PathBuf; 2] = positional.try_into().map_err(|_| format!("expected two files\n{USAGE}"))?;
+    Ok(Args { tools, queries, ks, misses, json })
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let loaded = load_tools(&args.tools).and_then(|t| Ok((t, load_queries(&args.queries)?)));
+    let (tools, queries) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let start = Instant::now();
+    let index = SearchIndex::build(tools);
+    let build_ms = start.elapsed().as_secs_f64() * 1e3;
+    let mut report = evaluate(&index, &queries, &args.ks);
+    if args.json {
+        if !args.misses {
+            report.misses.clear();
+        }
+        match serde_json::to_string_pretty(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", report.render(args.misses));
+        println!("index build {build_ms:.1} ms");
+    }
+    ExitCode::SUCCESS
+}

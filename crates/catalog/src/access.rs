@@ -1,0 +1,74 @@
+//! Who may see and call what: scopes and per-profile gates. The one place visibility is decided,
+//! so listing, search, dispatch and error messages cannot disagree.
+
+use std::collections::BTreeSet;
+
+use crate::ToolDef;
+
+/// What a session is allowed: the scopes it holds and the tool names its profile gates off.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    all_scopes: bool,
+    scopes: BTreeSet<String>,
+    gated: BTreeSet<String>,
+}
+
+impl Access {
+    /// Access with the given scopes (`"*"` grants every scope) and gated tool names.
+    pub fn new<S: AsRef<str>>(scopes: impl IntoIterator<Item = S>, gated: impl IntoIterator<Item = S>) -> Access {
+        let mut all_scopes = false;
+        let mut set = BTreeSet::new();
+        for s in scopes {
+            let s = s.as_ref();
+            if s == "*" {
+                all_scopes = true;
+            } else {
+                set.insert(s.to_owned());
+            }
+        }
+        Access { all_scopes, scopes: set, gated: gated.into_iter().map(|g| g.as_ref().to_owned()).collect() }
+    }
+
+    /// Every scope, nothing gated (CLI use by the machine's owner).
+    pub fn unrestricted() -> Access {
+        Access { all_scopes: true, ..Access::default() }
+    }
+
+    /// True when the session holds `scope`.
+    pub fn holds(&self, scope: &str) -> bool {
+        self.all_scopes || self.scopes.contains(scope)
+    }
+
+    /// True when the session may know that the tool exists: it holds every scope the tool
+    /// requires and the profile does not gate the tool's canonical name. Action scopes are
+    /// checked at call time ([`Access::may_call`]).
+    pub fn may_see(&self, canonical_name: &str, def: &ToolDef) -> bool {
+        !self.gated.contains(canonical_name) && def.spec.scopes.iter().all(|s| self.holds(s))
+    }
+
+    /// True when the session may run the tool with the given action.
+    pub fn may_call(&self, canonical_name: &str, def: &ToolDef, action: Option<&str>) -> bool {
+        self.may_see(canonical_name, def) && def.scopes_for(action).all(|s| self.holds(s))
+    }
+
+    /// The scopes held (without `*`), for telemetry and the request's agent context.
+    pub fn scopes(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.scopes.iter().cloned().collect();
+        if self.all_scopes {
+            v.insert(0, "*".to_owned());
+        }
+        v
+    }
+}
+
+/// Anything that can hand out the current catalog snapshot (the lifecycle host, a test fixture).
+pub trait CatalogSource: Send + Sync {
+    /// The current snapshot.
+    fn catalog(&self) -> std::sync::Arc<crate::Catalog>;
+}
+
+impl CatalogSource for std::sync::Arc<crate::Catalog> {
+    fn catalog(&self) -> std::sync::Arc<crate::Catalog> {
+        self.clone()
+    }
+}

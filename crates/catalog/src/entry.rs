@@ -1,0 +1,173 @@
+//! A loaded plugin as the catalog sees it: its signed manifest, its tools with their schemas
+//! compiled once, and the backend that runs them.
+
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use quiver_abi::PluginInfo;
+use quiver_manifest::{Manifest, Policies, SideEffects, ToolSpec};
+use serde_json::Value;
+
+use crate::ToolBackend;
+
+/// Where a plugin came from and who vouched for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    /// sha256 of the library bytes that were loaded.
+    pub sha256: String,
+    /// Key id of the minisign key that signed the manifest; `None` for an unsigned development load.
+    pub signer_key_id: Option<String>,
+    /// The manifest file the bundle was read from.
+    pub manifest_path: String,
+}
+
+/// One loaded plugin. Built once per load (schemas compiled here, never on the call path) and
+/// shared by every catalog snapshot that contains it, so in-flight calls keep it alive across swaps.
+pub struct PluginEntry {
+    /// The signed manifest.
+    pub manifest: Manifest,
+    /// Provenance of the bundle.
+    pub provenance: Provenance,
+    /// The tools, in manifest order.
+    pub tools: Vec<ToolDef>,
+    /// Runs the plugin's calls.
+    pub backend: Arc<dyn ToolBackend>,
+}
+
+impl std::fmt::Debug for PluginEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginEntry")
+            .field("id", &self.manifest.id)
+            .field("version", &self.manifest.version.to_string())
+            .field("sha256", &self.provenance.sha256)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One tool of a loaded plugin, ready to be validated against and called.
+pub struct ToolDef {
+    /// The manifest entry.
+    pub spec: ToolSpec,
+    /// The effective input schema (manifest override, else derived from the Rust type).
+    pub input_schema: Arc<Value>,
+    /// The effective output schema, if any.
+    pub output_schema: Option<Arc<Value>>,
+    /// Compiled input validator.
+    pub input_validator: Arc<Validator>,
+    /// Compiled output validator.
+    pub output_validator: Option<Arc<Validator>>,
+    /// Policies with defaults applied.
+    pub policies: Policies,
+}
+
+impl std::fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDef").field("name", &self.spec.name).finish_non_exhaustive()
+    }
+}
+
+impl ToolDef {
+    /// Risk of a call: the action's risk when the tool has actions and one is named, else the tool's.
+    pub fn side_effects_for(&self, action: Option<&str>) -> SideEffects {
+        action
+            .and_then(|a| self.spec.actions.iter().find(|x| x.name == a))
+            .map(|a| a.side_effects)
+            .unwrap_or(self.spec.side_effects)
+    }
+
+    /// Whether a call needs confirmation: the action's override, else the tool's policy.
+    pub fn needs_confirmation(&self, action: Option<&str>) -> bool {
+        action
+            .and_then(|a| self.spec.actions.iter().find(|x| x.name == a))
+            .and_then(|a| a.confirmation)
+            .unwrap_or(self.policies.confirmation)
+    }
+
+    /// Scopes a call needs: the tool's plus the action's.
+    pub fn scopes_for<'a>(&'a self, action: Option<&str>) -> impl Iterator<Item = &'a str> + 'a {
+        let extra = action
+            .and_then(|a| self.spec.actions.iter().find(|x| x.name == a))
+            .map(|a| a.scopes.as_slice())
+            .unwrap_or(&[]);
+        self.spec.scopes.iter().chain(extra.iter()).map(String::as_str)
+    }
+}
+
+/// Why a plugin could not become a [`PluginEntry`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryError {
+    /// Plugin id.
+    pub plugin: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl std::fmt::Display for EntryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "plugin `{}`: {}", self.plugin, self.message)
+    }
+}
+
+impl std::error::Error for EntryError {}
+
+/// Compiles a JSON Schema (draft 2020-12, no remote references).
+pub fn compile_schema(schema: &Value) -> Result<Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
+
+impl PluginEntry {
+    /// Builds the entry: checks that the plugin implements exactly the manifest's tools, picks
+    /// each effective schema and compiles it.
+    pub fn new(
+        manifest: Manifest,
+        info: &PluginInfo,
+        provenance: Provenance,
+        backend: Arc<dyn ToolBackend>,
+    ) -> Result<PluginEntry, EntryError> {
+        let err = |message: String| EntryError { plugin: manifest.id.clone(), message };
+        for t in &info.tools {
+            if manifest.tool(&t.name).is_none() {
+                return Err(err(format!(
+                    "the library implements tool `{}` which its manifest does not declare; add it to tool.yaml or remove it from export_plugin!",
+                    t.name
+                )));
+            }
+        }
+        let mut tools = Vec::with_capacity(manifest.tools.len());
+        for spec in &manifest.tools {
+            let derived = info.tools.iter().find(|t| t.name == spec.name).ok_or_else(|| {
+                err(format!(
+                    "tool `{}` is declared in the manifest but the library does not implement it; add it to export_plugin! or remove it from tool.yaml",
+                    spec.name
+                ))
+            })?;
+            let input_schema = spec.input_schema.clone().unwrap_or_else(|| derived.input_schema.clone());
+            let output_schema = spec.output_schema.clone().or_else(|| Some(derived.output_schema.clone()));
+            let input_validator = compile_schema(&input_schema)
+                .map_err(|e| err(format!("tool `{}`: input schema does not compile: {e}", spec.name)))?;
+            let output_validator = match &output_schema {
+                Some(s) => Some(Arc::new(
+                    compile_schema(s).map_err(|e| err(format!("tool `{}`: output schema does not compile: {e}", spec.name)))?,
+                )),
+                None => None,
+            };
+            tools.push(ToolDef {
+                policies: spec.policies.effective(spec.side_effects),
+                spec: spec.clone(),
+                input_schema: Arc::new(input_schema),
+                output_schema: output_schema.map(Arc::new),
+                input_validator: Arc::new(input_validator),
+                output_validator,
+            });
+        }
+        Ok(PluginEntry { manifest, provenance, tools, backend })
+    }
+
+    /// Plugin id.
+    pub fn id(&self) -> &str {
+        &self.manifest.id
+    }
+}

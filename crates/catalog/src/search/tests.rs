@@ -1,0 +1,251 @@
+use serde_json::json;
+
+use super::*;
+
+fn doc(name: &str, description: &str, params: &[(&str, &str)]) -> SearchDoc {
+    SearchDoc {
+        params: params.iter().map(|(n, d)| ParamDoc { name: n.to_string(), description: d.to_string() }).collect(),
+        ..SearchDoc::new(name, description)
+    }
+}
+
+fn catalog() -> SearchIndex {
+    let mut tz = doc(
+        "tz_convert",
+        "Convert a timestamp from one time zone to another.",
+        &[("timestamp", "ISO 8601 time"), ("to_zone", "IANA zone name")],
+    );
+    tz.aliases = vec!["timezone_convert".into()];
+    tz.domain = "time".into();
+    tz.examples = vec!["what time is it in Tokyo when it is noon in Paris".into()];
+    let mut grep = doc(
+        "fs.grep",
+        "Search file contents for lines matching a pattern.",
+        &[("pattern", "Regular expression"), ("path", "Directory to search")],
+    );
+    grep.title = "Search in files".into();
+    grep.capabilities = vec!["search".into(), "read".into()];
+    SearchIndex::build(vec![
+        doc(
+            "Weather_1_GetWeather",
+            "Get the weather forecast of a city on a date.",
+            &[("city", "City name"), ("date", "Date, YYYY-MM-DD")],
+        ),
+        doc(
+            "Movies_1_FindMovies",
+            "Search for movies playing in theaters at a location.",
+            &[("location", "City where the theater is"), ("genre", "Genre. Values: Comedy, Drama, Horror.")],
+        ),
+        doc("readFile", "Read the contents of a file from disk.", &[("path", "File path")]),
+        doc(
+            "write_file",
+            "Write text to a file on disk, creating it if needed.",
+            &[("path", "File path"), ("content", "Text to write")],
+        ),
+        doc("delete_file", "Delete a file from disk.", &[("path", "File path")]),
+        doc(
+            "send_email",
+            "Send an email message to a recipient.",
+            &[("to", "Recipient address"), ("subject", "Subject line")],
+        ),
+        doc("help", "Show usage help for the host.", &[]),
+        tz,
+        grep,
+    ])
+}
+
+fn names(index: &SearchIndex, result: &SearchResult) -> Vec<String> {
+    result.hits.iter().map(|h| index.doc(h.doc).name.clone()).collect()
+}
+
+fn top(index: &SearchIndex, text: &str) -> String {
+    let result = index.search(&Query::text(text), &|_| true).unwrap();
+    names(index, &result).into_iter().next().unwrap_or_default()
+}
+
+#[test]
+fn index_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<SearchIndex>();
+}
+
+#[test]
+fn right_tool_ranks_first() {
+    let index = catalog();
+    assert_eq!(index.len(), 9);
+    let cases = [
+        ("will it rain in Boston tomorrow? weather please", "Weather_1_GetWeather"),
+        ("find a comedy movie playing near me", "Movies_1_FindMovies"),
+        ("read the file notes.txt", "readFile"),
+        ("remove the file old.log", "delete_file"),
+        ("save this text into a file", "write_file"),
+        ("email my boss the report", "send_email"),
+        ("convert 9am from Paris time zone to Tokyo", "tz_convert"),
+        ("search for TODO in all files under src", "fs.grep"),
+        // Synonyms: nothing in the catalog says "film" or "erase".
+        ("which films are playing tonight", "Movies_1_FindMovies"),
+        ("erase a file", "delete_file"),
+        // Stemming: "deleting" meets "Delete".
+        ("deleting files", "delete_file"),
+        // Enum values in parameter descriptions.
+        ("horror in Berkeley", "Movies_1_FindMovies"),
+        // Prefix completion of an unknown word.
+        ("weath", "Weather_1_GetWeather"),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(top(&index, query), expected, "query: {query}");
+    }
+}
+
+#[test]
+fn exact_names_and_aliases_come_first() {
+    let index = catalog();
+    assert_eq!(top(&index, "please call write_file now"), "write_file");
+    assert_eq!(top(&index, "I think readFile is what I need"), "readFile");
+    assert_eq!(top(&index, "TIMEZONE_CONVERT"), "tz_convert");
+    assert_eq!(top(&index, "help"), "help");
+    // A plain-word name inside a sentence is just a word, not a name mention.
+    assert_eq!(top(&index, "can you help me delete a file from disk"), "delete_file");
+    // One-word queries prefer names they start.
+    assert_eq!(top(&index, "send"), "send_email");
+}
+
+#[test]
+fn ties_break_by_name() {
+    let same = |name: &str| doc(name, "Identical description of a tool.", &[]);
+    let index = SearchIndex::build(vec![same("zeta"), same("alpha"), same("mid")]);
+    for _ in 0..3 {
+        let result = index.search(&Query::text("identical tool"), &|_| true).unwrap();
+        assert_eq!(names(&index, &result), ["alpha", "mid", "zeta"]);
+        assert_eq!(result.hits[0].score, result.hits[2].score);
+    }
+}
+
+#[test]
+fn filter_applies_before_limit_and_total() {
+    let index = catalog();
+    let query = Query::text("file disk").with_limit(1);
+    let all = index.search(&query, &|_| true).unwrap();
+    assert!(all.total >= 3, "{all:?}");
+    assert_eq!(all.hits.len(), 1);
+    let excluded = all.hits[0].doc;
+    let filtered = index.search(&query, &|d| d != excluded).unwrap();
+    assert_eq!(filtered.total, all.total - 1);
+    assert_eq!(filtered.hits.len(), 1);
+    assert_ne!(filtered.hits[0].doc, excluded);
+    let none = index.search(&query, &|_| false).unwrap();
+    assert_eq!((none.total, none.hits.len()), (0, 0));
+}
+
+#[test]
+fn offset_limit_and_total_page_consistently() {
+    let index = catalog();
+    let full = index.search(&Query::text("file").with_limit(50), &|_| true).unwrap();
+    assert!(full.total >= 4, "{:?}", names(&index, &full));
+    assert_eq!(full.hits.len(), full.total);
+    let mut paged = Vec::new();
+    for offset in (0..full.total + 2).step_by(2) {
+        let page = index.search(&Query::text("file").with_limit(2).with_offset(offset), &|_| true).unwrap();
+        assert_eq!(page.total, full.total);
+        assert!(page.hits.len() <= 2);
+        paged.extend(page.hits);
+    }
+    assert_eq!(paged, full.hits);
+    // Scores descend.
+    assert!(full.hits.windows(2).all(|w| w[0].score >= w[1].score));
+}
+
+#[test]
+fn limit_is_clamped() {
+    let index = catalog();
+    assert_eq!(Query::text("x").with_limit(0).effective_limit(), 1);
+    assert_eq!(Query::text("x").with_limit(500).effective_limit(), 50);
+    assert_eq!(Query::default().effective_limit(), Query::DEFAULT_LIMIT);
+    let result = index.search(&Query::text("file").with_limit(0), &|_| true).unwrap();
+    assert_eq!(result.hits.len(), 1);
+}
+
+#[test]
+fn empty_query_lists_everything_by_name() {
+    let index = catalog();
+    let result = index.search(&Query::text("  ").with_limit(50), &|d| d != 0).unwrap();
+    assert_eq!(result.total, 8);
+    let got = names(&index, &result);
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(got, sorted);
+    let nothing = index.search(&Query::text("qqqq zzzz"), &|_| true).unwrap();
+    assert_eq!(nothing.total, 0);
+}
+
+#[test]
+fn regex_mode_matches_fields_case_insensitively() {
+    let index = catalog();
+    let result = index.search(&Query::regex("FILE"), &|_| true).unwrap();
+    let got = names(&index, &result);
+    // Names first (by name), then descriptions.
+    assert_eq!(got, ["delete_file", "readFile", "write_file", "fs.grep"], "{got:?}");
+    let alias = index.search(&Query::regex("^timezone_"), &|_| true).unwrap();
+    assert_eq!(names(&index, &alias), ["tz_convert"]);
+    let title = index.search(&Query::regex("in files$"), &|_| true).unwrap();
+    assert_eq!(names(&index, &title), ["fs.grep"]);
+    let filtered = index.search(&Query::regex("file").with_limit(1), &|d| index.doc(d).name != "delete_file").unwrap();
+    assert_eq!(filtered.total, 3);
+    assert_eq!(names(&index, &filtered), ["readFile"]);
+}
+
+#[test]
+fn regex_errors_are_clear() {
+    let index = catalog();
+    match index.search(&Query::regex("(unclosed"), &|_| true) {
+        Err(SearchError::InvalidRegex { pattern, message }) => {
+            assert_eq!(pattern, "(unclosed");
+            assert!(!message.is_empty());
+        }
+        other => panic!("expected InvalidRegex, got {other:?}"),
+    }
+    let long = "a".repeat(MAX_REGEX_LEN + 1);
+    let err = index.search(&Query::regex(long), &|_| true).unwrap_err();
+    assert_eq!(err, SearchError::PatternTooLong { len: MAX_REGEX_LEN + 1, max: MAX_REGEX_LEN });
+    assert!(err.to_string().contains("at most 256"));
+    // A pattern that compiles to a huge program is refused, not built.
+    let huge = index.search(&Query::regex(r"\w{200}\w{200}\w{200}"), &|_| true);
+    assert!(matches!(huge, Err(SearchError::InvalidRegex { .. })), "{huge:?}");
+}
+
+#[test]
+fn builds_docs_from_input_schema() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name"},
+            "units": {"type": "string", "enum": ["metric", "imperial"]}
+        }
+    });
+    let d = SearchDoc::from_input_schema("get_weather", "Weather now", &schema);
+    assert_eq!(d.name, "get_weather");
+    assert_eq!(d.params.len(), 2);
+    assert!(d.params.iter().any(|p| p.name == "units" && p.description.contains("imperial")));
+    let index = SearchIndex::build(vec![d, doc("other", "Unrelated tool", &[])]);
+    assert_eq!(top(&index, "imperial units"), "get_weather");
+}
+
+#[test]
+fn empty_index_is_fine() {
+    let index = SearchIndex::build(Vec::new());
+    assert!(index.is_empty());
+    let result = index.search(&Query::text("anything"), &|_| true).unwrap();
+    assert_eq!(result, SearchResult::default());
+}
+
+#[test]
+fn huge_queries_are_bounded() {
+    let index = catalog();
+    let mut text: String = (0..20_000).map(|i| format!("word{i}x ")).collect();
+    text.push_str("weather");
+    let start = std::time::Instant::now();
+    let result = index.search(&Query::text(text), &|_| true).unwrap();
+    // Only the first words count; the late "weather" is ignored, and the search stays quick.
+    assert_eq!(result.total, 0);
+    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+}

@@ -1,0 +1,301 @@
+//! Text analysis for tool search: identifier-aware tokenisation, a small suffix stemmer, stop
+//! words and a short table of generic synonyms.
+//!
+//! Everything here is deterministic and allocation-light; the same pipeline runs over documents
+//! (at index build) and queries (at search time), so both sides meet on the same terms.
+
+/// Splits `text` into lower-cased word parts.
+///
+/// Runs of alphanumeric characters are words; inside a run, camelCase boundaries
+/// (`findMovies` → `find`, `movies`; `HTTPServer` → `http`, `server`) and letter/digit
+/// boundaries split further. Pure numbers and one-character parts are dropped; a part that mixes
+/// letters and digits is also kept whole (`sha256` → `sha`, `sha256`). `_`, `.`, `-` and every
+/// other non-alphanumeric character separate words.
+pub fn split_words(text: &str, mut emit: impl FnMut(&str)) {
+    let mut buf = String::new();
+    let mut run: Vec<char> = Vec::new();
+    for ch in text.chars().chain(std::iter::once(' ')) {
+        if ch.is_alphanumeric() {
+            run.push(ch);
+        } else if !run.is_empty() {
+            split_run(&run, &mut buf, &mut emit);
+            run.clear();
+        }
+    }
+}
+
+/// Splits one alphanumeric run at camelCase and letter/digit boundaries.
+fn split_run(run: &[char], buf: &mut String, emit: &mut impl FnMut(&str)) {
+    // Segments at camelCase boundaries, digits kept attached for now.
+    let mut start = 0;
+    for i in 1..=run.len() {
+        let boundary = i == run.len() || {
+            let (prev, cur) = (run[i - 1], run[i]);
+            let next_lower = run.get(i + 1).is_some_and(|c| c.is_lowercase());
+            (prev.is_lowercase() && cur.is_uppercase()) || (prev.is_uppercase() && cur.is_uppercase() && next_lower)
+        };
+        if boundary {
+            emit_segment(&run[start..i], buf, emit);
+            start = i;
+        }
+    }
+}
+
+/// Emits a camelCase segment: its letter and digit parts, and the whole segment when it mixes
+/// both.
+fn emit_segment(seg: &[char], buf: &mut String, emit: &mut impl FnMut(&str)) {
+    let has_digit = seg.iter().any(|c| c.is_numeric());
+    let has_alpha = seg.iter().any(|c| !c.is_numeric());
+    if has_digit && has_alpha && seg.len() <= 12 {
+        lower_into(seg, buf);
+        emit(buf);
+    }
+    let mut start = 0;
+    for i in 1..=seg.len() {
+        if i == seg.len() || seg[i - 1].is_numeric() != seg[i].is_numeric() {
+            let part = &seg[start..i];
+            if part.len() > 1 && !part[0].is_numeric() {
+                lower_into(part, buf);
+                emit(buf);
+            }
+            start = i;
+        }
+    }
+}
+
+fn lower_into(chars: &[char], buf: &mut String) {
+    buf.clear();
+    for c in chars {
+        buf.extend(c.to_lowercase());
+    }
+}
+
+/// True for ASCII vowels (and `y` is not one here).
+fn is_vowel(b: u8) -> bool {
+    matches!(b, b'a' | b'e' | b'i' | b'o' | b'u')
+}
+
+/// Words the stemmer leaves alone: their suffix is not an inflection. Sorted.
+#[rustfmt::skip]
+const STEM_EXCEPTIONS: &[&str] = &[
+    "alias", "always", "anything", "atlas", "bed", "bias", "breed", "bus", "canvas", "ceiling",
+    "chaos", "during", "embed", "everything", "exceed", "feed", "gas", "hundred", "indeed", "king",
+    "lens", "naked", "need", "news", "nothing", "perhaps", "previous", "proceed", "pudding", "red",
+    "ring", "sacred", "seed", "series", "shed", "something", "species", "speed", "spring", "status",
+    "string", "succeed", "thing", "thus", "various", "wedding", "weed", "wicked", "yes",
+];
+
+/// A light suffix stemmer for English: plurals, `-ing`, `-ed`, `-tion`, `-ator`, a final `-e`
+/// and `-y` after a consonant. It aims at conflating the forms a tool catalog and its users mix
+/// (`movies`/`movie`, `calculate`/`calculation`, `creating`/`created`/`create`), not at
+/// linguistic accuracy: both sides of a match go through it. Non-ASCII words are returned as
+/// they are.
+pub fn stem(word: &str) -> String {
+    let mut w = word.to_string();
+    if !w.is_ascii() || w.len() <= 3 || STEM_EXCEPTIONS.binary_search(&word).is_ok() {
+        return w;
+    }
+    // Plurals.
+    if w.ends_with("ies") && w.len() > 4 {
+        w.truncate(w.len() - 3);
+        w.push('i');
+    } else if w.ends_with("sses") {
+        w.truncate(w.len() - 2);
+    } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
+        w.pop();
+    }
+    // Verb inflections and -ation/-tion nouns.
+    let mut stripped = false;
+    if w.ends_with("ing") && w.len() > 5 && has_vowel(&w.as_bytes()[..w.len() - 3]) {
+        w.truncate(w.len() - 3);
+        stripped = true;
+    } else if w.ends_with("ed") && !w.ends_with("eed") && w.len() > 4 && has_vowel(&w.as_bytes()[..w.len() - 2]) {
+        w.truncate(w.len() - 2);
+        stripped = true;
+    } else if w.ends_with("ator") && w.len() > 6 {
+        // Agent nouns meet their verbs: calculator/calculate, generator/generate.
+        w.truncate(w.len() - 2);
+    } else if w.ends_with("tion") && w.len() > 6 {
+        // -ation and -tion nouns meet their verbs: calculation/calculate, deletion/delete.
+        w.truncate(w.len() - 3);
+    }
+    if stripped {
+        let b = w.as_bytes();
+        let n = b.len();
+        if n >= 4 && b[n - 1] == b[n - 2] && !is_vowel(b[n - 1]) && !matches!(b[n - 1], b'l' | b's' | b'z') {
+            w.pop();
+        }
+    }
+    // Final -e and -y.
+    let b = w.as_bytes();
+    let n = b.len();
+    if n > 3 && b[n - 1] == b'e' && b[n - 2] != b'e' {
+        w.pop();
+    } else if n > 3 && b[n - 1] == b'y' && !is_vowel(b[n - 2]) {
+        w.pop();
+        w.push('i');
+    }
+    w
+}
+
+fn has_vowel(b: &[u8]) -> bool {
+    b.iter().any(|&c| is_vowel(c) || c == b'y')
+}
+
+/// Common English function words and request filler ("could you please ...") that carry no
+/// signal about which tool is meant.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "aren", "as", "at", "be",
+    "been", "being", "but", "by", "can", "could", "couldn", "d", "did", "do", "does", "doesn", "doing", "don", "e",
+    "eg", "etc", "for", "from", "had", "has", "have", "having", "he", "hello", "her", "here", "hers", "hey", "hi",
+    "him", "his", "how", "i", "ie", "if", "im", "in", "into", "is", "isn", "it", "its", "itself", "just", "let",
+    "like", "ll", "m", "may", "me", "might", "must", "my", "myself", "of", "off", "on", "once", "one", "only", "or",
+    "other", "our", "ours", "out", "own", "please", "re", "s", "shall", "she", "should", "shouldn", "so", "some",
+    "such", "t", "than", "thank", "thanks", "that", "the", "their", "theirs", "them", "then", "there", "these", "they",
+    "this", "those", "through", "to", "too", "us", "ve", "very", "via", "wanna", "want", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "whose", "why", "will", "with", "won", "would", "wouldn", "you",
+    "your", "yours", "yourself",
+];
+
+/// True when `word` (lower-case, unstemmed) is a stop word.
+pub fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
+}
+
+/// Words that requests use conversationally ("can you help me find", "I need to know") and that
+/// only rarely name what is wanted. Queries weigh them down rather than dropping them.
+const FILLER_WORDS: &[&str] =
+    &["assist", "help", "kindly", "know", "need", "needs", "tell", "trying", "wonder", "wondering"];
+
+/// True when `word` (lower-case, unstemmed) is conversational filler in a request.
+pub fn is_filler_word(word: &str) -> bool {
+    FILLER_WORDS.binary_search(&word).is_ok()
+}
+
+/// Groups of generic English and programming words that name the same thing or action. Used for
+/// query expansion at reduced weight; kept short and catalog-agnostic on purpose.
+pub const SYNONYM_GROUPS: &[&[&str]] = &[
+    &["find", "search", "lookup", "seek", "discover", "look"],
+    &["get", "retrieve", "fetch", "obtain", "return"],
+    &["show", "display", "list", "view"],
+    &["create", "add", "make", "insert", "new", "register"],
+    &["generate", "create", "produce"],
+    &["delete", "remove", "erase", "destroy", "drop", "purge"],
+    &["update", "modify", "change", "edit", "alter"],
+    &["set", "configure", "adjust"],
+    &["calculate", "compute", "determine", "estimate"],
+    &["buy", "purchase", "order"],
+    &["book", "reserve", "reservation"],
+    &["pay", "payment", "transfer"],
+    &["send", "transmit", "deliver"],
+    &["start", "begin", "launch"],
+    &["run", "execute", "invoke"],
+    &["stop", "halt", "terminate", "kill"],
+    &["cancel", "abort", "revoke"],
+    &["play", "listen"],
+    &["rent", "hire", "lease"],
+    &["convert", "transform", "translate"],
+    &["check", "verify", "validate"],
+    &["analyze", "analyse", "analysis", "examine"],
+    &["schedule", "appointment"],
+    &["movie", "film", "cinema"],
+    &["song", "music", "track", "tune"],
+    &["car", "vehicle", "automobile"],
+    &["house", "home", "apartment", "residence"],
+    &["hotel", "accommodation", "lodging"],
+    &["flight", "fly", "airline"],
+    &["trip", "travel", "journey"],
+    &["doctor", "physician"],
+    &["restaurant", "dine", "dining", "eatery"],
+    &["event", "concert"],
+    &["weather", "forecast"],
+    &["price", "cost", "fee"],
+    &["money", "cash", "fund"],
+    &["city", "town"],
+    &["location", "place", "area"],
+    &["image", "picture", "photo"],
+    &["file", "document"],
+    &["directory", "folder"],
+    &["user", "account"],
+    &["person", "people"],
+    &["message", "mail", "email"],
+    &["amount", "quantity"],
+    &["error", "bug", "issue", "problem"],
+    &["information", "info", "detail"],
+    &["task", "job", "todo"],
+    &["server", "host"],
+    &["database", "db"],
+    &["repository", "repo"],
+    &["configuration", "config", "setting"],
+    &["identifier", "id"],
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        let mut v = Vec::new();
+        split_words(s, |w| v.push(w.to_string()));
+        v
+    }
+
+    #[test]
+    fn splits_identifiers() {
+        assert_eq!(words("Movies_1_FindMovies"), ["movies", "find", "movies"]);
+        assert_eq!(words("getHTTPServer.list-all"), ["get", "http", "server", "list", "all"]);
+        assert_eq!(words("sha256 x 42 num1"), ["sha256", "sha", "num1", "num"]);
+        assert_eq!(words("Ünïcode Straße"), ["ünïcode", "straße"]);
+        assert_eq!(words("protein_3D get2FA"), ["protein", "3d", "get2fa", "get", "fa"]);
+        assert_eq!(words("AbstractJarAgent.runJarAgent"), ["abstract", "jar", "agent", "run", "jar", "agent"]);
+    }
+
+    #[test]
+    fn stems_inflections_together() {
+        let same = [
+            ("movies", "movie"),
+            ("cities", "city"),
+            ("buses", "bus"),
+            ("houses", "house"),
+            ("matches", "match"),
+            ("calculation", "calculate"),
+            ("calculating", "calculated"),
+            ("creating", "create"),
+            ("running", "run"),
+            ("stopped", "stop"),
+            ("deletion", "delete"),
+            ("locations", "locate"),
+            ("queries", "query"),
+            ("plays", "play"),
+            ("calculator", "calculate"),
+            ("generators", "generated"),
+        ];
+        for (a, b) in same {
+            assert_eq!(stem(a), stem(b), "{a} vs {b}");
+        }
+        assert_eq!(stem("string"), "string");
+        assert_eq!(stem("status"), "status");
+        assert_eq!(stem("news"), "news");
+        assert_ne!(stem("news"), stem("new"));
+        assert_eq!(stem("adding"), "add");
+        assert_eq!(stem("add"), "add");
+        assert_eq!(stem("speed"), "speed");
+        assert_eq!(stem("straße"), "straße");
+    }
+
+    #[test]
+    fn stop_words_sorted_and_found() {
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, STOP_WORDS, "STOP_WORDS must stay sorted for binary search");
+        assert!(is_stop_word("the"));
+        assert!(!is_stop_word("weather"));
+        let mut sorted = STEM_EXCEPTIONS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, STEM_EXCEPTIONS);
+        let mut sorted = FILLER_WORDS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, FILLER_WORDS);
+        assert!(is_filler_word("help"));
+    }
+}

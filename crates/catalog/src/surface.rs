@@ -1,0 +1,265 @@
+//! What a session sees: exposure modes, caps, byte budgets, and byte-stable serialization.
+//!
+//! A surface is built in partitions, each in a fixed order, so that its serialization is
+//! deterministic and append-friendly for prompt caching:
+//! 1. **head**: the profile's eager tools and the `active` tools the session may see, sorted by
+//!    name; identical for every mode that shares the profile's head;
+//! 2. **meta**: the mode's meta tools (`tool_search`; `list_tools` + `run_tool`), fixed order;
+//! 3. **loaded**: tools loaded into the session by `tool_search`, in load order;
+//! 4. **intent**: (adaptive, hybrid) deferred tools picked for the session's recent intent,
+//!    sorted by name.
+//!
+//! Caps: at most `max_typed_tools` typed schemas plus the meta tools, and at most `byte_budget`
+//! bytes of serialized typed descriptors; a tool that does not fit is left out (and reported).
+//! Mode `full` shows every visible tool and applies no caps (its counts are still reported).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::{Access, Catalog, ToolRef};
+
+/// How much of the catalog a session sees up front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExposureMode {
+    /// Every visible tool.
+    Full,
+    /// Core plus a typed subset picked per turn by intent.
+    Adaptive,
+    /// Adaptive plus the generic lane (`list_tools`, `run_tool`).
+    #[default]
+    Hybrid,
+    /// The eager set plus `tool_search`, which loads matches into the session.
+    Lazy,
+}
+
+impl ExposureMode {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExposureMode::Full => "full",
+            ExposureMode::Adaptive => "adaptive",
+            ExposureMode::Hybrid => "hybrid",
+            ExposureMode::Lazy => "lazy",
+        }
+    }
+    /// The meta tools this mode adds, in their fixed order.
+    pub fn meta_tools(self) -> &'static [&'static str] {
+        match self {
+            ExposureMode::Full => &[],
+            ExposureMode::Adaptive => &[TOOL_SEARCH],
+            ExposureMode::Hybrid => &[TOOL_SEARCH, LIST_TOOLS, RUN_TOOL],
+            ExposureMode::Lazy => &[TOOL_SEARCH],
+        }
+    }
+    /// True when tools are picked by the session's intent.
+    pub fn uses_intent(self) -> bool {
+        matches!(self, ExposureMode::Adaptive | ExposureMode::Hybrid)
+    }
+}
+
+/// Name of the search meta tool.
+pub const TOOL_SEARCH: &str = "tool_search";
+/// Name of the generic listing tool.
+pub const LIST_TOOLS: &str = "list_tools";
+/// Name of the generic dispatch tool.
+pub const RUN_TOOL: &str = "run_tool";
+/// Names the router must never dispatch through `run_tool`.
+pub const META_TOOLS: [&str; 3] = [TOOL_SEARCH, LIST_TOOLS, RUN_TOOL];
+
+/// Per-profile surface settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurfacePolicy {
+    /// Exposure mode.
+    pub mode: ExposureMode,
+    /// Tool names always in the head (the core), in the profile's order.
+    pub eager: Vec<String>,
+    /// Typed schemas per turn, meta tools not counted.
+    pub max_typed_tools: usize,
+    /// Bytes of serialized typed descriptors per turn.
+    pub byte_budget: usize,
+}
+
+impl SurfacePolicy {
+    /// Default cap on typed schemas.
+    pub const DEFAULT_MAX_TYPED: usize = 16;
+    /// Default byte budget.
+    pub const DEFAULT_BYTE_BUDGET: usize = 12 * 1024;
+}
+
+impl Default for SurfacePolicy {
+    fn default() -> Self {
+        SurfacePolicy {
+            mode: ExposureMode::Hybrid,
+            eager: Vec::new(),
+            max_typed_tools: Self::DEFAULT_MAX_TYPED,
+            byte_budget: Self::DEFAULT_BYTE_BUDGET,
+        }
+    }
+}
+
+/// Which partition a surface entry belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Partition {
+    /// Eager and active tools.
+    Head,
+    /// Meta tools of the mode.
+    Meta,
+    /// Loaded by search.
+    Loaded,
+    /// Picked by intent.
+    Intent,
+}
+
+/// One tool on a surface.
+#[derive(Debug, Clone)]
+pub struct SurfaceEntry {
+    /// Exposed name.
+    pub name: String,
+    /// Partition.
+    pub partition: Partition,
+    /// The serialized descriptor (MCP `Tool` shape without `_meta`).
+    pub descriptor: Arc<Value>,
+    /// Its serialized size in bytes.
+    pub bytes: usize,
+}
+
+/// What one session sees on one turn, with the figures telemetry reports.
+#[derive(Debug, Clone, Default)]
+pub struct Surface {
+    /// Entries in serialization order.
+    pub entries: Vec<SurfaceEntry>,
+    /// Typed (non-meta) tools shown.
+    pub n_typed: usize,
+    /// Meta tools shown.
+    pub n_meta: usize,
+    /// Bytes of serialized typed descriptors.
+    pub typed_bytes: usize,
+    /// Bytes of the whole serialized surface ([`Surface::to_bytes`]).
+    pub total_bytes: usize,
+    /// Tools that qualified but were left out by the caps, in priority order.
+    pub dropped: Vec<String>,
+    /// Eager names the profile lists that are not visible tools (ignored).
+    pub ignored_eager: Vec<String>,
+}
+
+impl Surface {
+    /// The byte-stable serialization: a JSON array of descriptors, in entry order.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.total_bytes.max(2));
+        out.push(b'[');
+        for (i, e) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // Serializing a `Value` cannot fail.
+            out.extend(serde_json::to_vec(e.descriptor.as_ref()).unwrap_or_default());
+        }
+        out.push(b']');
+        out
+    }
+
+    /// True when `name` is on the surface.
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.iter().any(|e| e.name == name)
+    }
+
+    /// Names in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.entries.iter().map(|e| e.name.as_str()).collect()
+    }
+}
+
+/// Builds the MCP-shaped descriptor of a tool (no `_meta`: provenance is added by the server
+/// and is not part of what the budget counts).
+pub(crate) fn descriptor(catalog: &Catalog, r: &ToolRef) -> Value {
+    let def = catalog.def(r);
+    let s = &def.spec;
+    let mut d = serde_json::Map::new();
+    d.insert("name".into(), Value::String(r.name.clone()));
+    d.insert("title".into(), Value::String(s.title.clone()));
+    d.insert("description".into(), Value::String(s.description.clone()));
+    d.insert("inputSchema".into(), (*def.input_schema).clone());
+    if let Some(o) = &def.output_schema {
+        d.insert("outputSchema".into(), (**o).clone());
+    }
+    let se = s.side_effects;
+    d.insert(
+        "annotations".into(),
+        json!({
+            "readOnlyHint": !se.mutates(),
+            "destructiveHint": se == quiver_manifest::SideEffects::Destructive,
+            "idempotentHint": s.idempotent || !se.mutates(),
+            "openWorldHint": se == quiver_manifest::SideEffects::External,
+        }),
+    );
+    Value::Object(d)
+}
+
+/// Descriptors of the meta tools. `tool_search`'s description carries a compact index of what
+/// can be found (domains with counts, a few names), bounded to `index_budget` bytes.
+pub(crate) fn meta_descriptor(name: &str, catalog: &Catalog, access: &Access, index_budget: usize) -> Value {
+    match name {
+        TOOL_SEARCH => {
+            let index = catalog.domain_index(access, index_budget);
+            json!({
+                "name": TOOL_SEARCH,
+                "title": "Find tools",
+                "description": format!(
+                    "Search the tool catalog by what you want to do, and load the best matches so you can call them directly. Returns compact entries (name, summary, required arguments, whether it changes anything). Use before giving up on a task that needs a tool you do not see. {index}"
+                ),
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "What you want to do, in plain words, or a regex when mode is regex."},
+                        "mode": {"type": "string", "enum": ["text", "regex"], "default": "text"},
+                        "domain": {"type": "string", "description": "Only tools of this domain."},
+                        "mutating": {"type": "boolean", "description": "true: only tools that change something; false: only read-only tools."},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+                        "offset": {"type": "integer", "minimum": 0, "default": 0},
+                        "detail": {"type": "string", "enum": ["compact", "full"], "default": "compact", "description": "full adds each tool's input schema."},
+                        "load": {"type": "boolean", "default": true, "description": "Load the matches into this session's tool list."}
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                },
+                "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+            })
+        }
+        LIST_TOOLS => json!({
+            "name": LIST_TOOLS,
+            "title": "List callable tools",
+            "description": "List every tool you can call through run_tool, including ones not in your tool list, optionally filtered by a search query or domain. Returns compact entries; ask for detail=full to get input schemas.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Optional words to rank by."},
+                    "domain": {"type": "string"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
+                    "offset": {"type": "integer", "minimum": 0, "default": 0},
+                    "detail": {"type": "string", "enum": ["compact", "full"], "default": "compact"}
+                },
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+        }),
+        _ => json!({
+            "name": RUN_TOOL,
+            "title": "Run any tool",
+            "description": "Call any tool by name, including tools not in your tool list (find them with list_tools or tool_search). The same checks apply as for a direct call: scopes, confirmation, argument validation.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The tool's name."},
+                    "arguments": {"type": "object", "description": "The tool's arguments, as its input schema describes."}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}
+        }),
+    }
+}

@@ -1,0 +1,144 @@
+//! Making bundles by hand: pinning a library into a manifest (a textual edit that keeps the
+//! author's comments) and writing signature files. Used by `quiver sign` and `quiver contract-test`.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use quiver_manifest::{Artifact, Manifest};
+
+/// The comment line written above a generated `artifact` section.
+const ARTIFACT_MARKER: &str = "# Added by `quiver sign --library`: the library this manifest vouches for.";
+
+/// Returns `manifest` with its top-level `artifact:` block (if any) removed and a fresh one
+/// appended. Everything else, comments included, is kept byte for byte. The result is parsed
+/// back to make sure the edit did what it says.
+pub fn set_artifact(manifest: &str, artifact: &Artifact, origin: &str) -> Result<String> {
+    let lines: Vec<&str> = manifest.lines().collect();
+    let is_top_level_key = |l: &str| !l.is_empty() && !l.starts_with([' ', '\t', '#', '-']);
+    let mut kept: Vec<&str> = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.starts_with("artifact:") {
+            // Drop our own marker comment right above it.
+            if kept.last().is_some_and(|l| l.trim_start().starts_with("# Added by ")) {
+                kept.pop();
+            }
+            i += 1;
+            while i < lines.len() && !is_top_level_key(lines[i]) && !lines[i].starts_with('#') {
+                i += 1;
+            }
+            continue;
+        }
+        kept.push(line);
+        i += 1;
+    }
+    while kept.last().is_some_and(|l| l.trim().is_empty()) {
+        kept.pop();
+    }
+    let mut out = kept.join("\n");
+    out.push_str(&format!(
+        "\n{ARTIFACT_MARKER}\nartifact:\n  file: {}\n  sha256: {}\n",
+        yaml_scalar(&artifact.file),
+        artifact.sha256
+    ));
+    let parsed = Manifest::from_yaml(&out, origin)?;
+    if parsed.artifact.as_ref() != Some(artifact) {
+        bail!("{origin}: could not replace the `artifact` section textually; remove it by hand and sign again");
+    }
+    Ok(out)
+}
+
+/// A file name as a YAML scalar: plain when safe, else double-quoted.
+fn yaml_scalar(s: &str) -> String {
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'));
+    if plain { s.to_owned() } else { format!("{s:?}") }
+}
+
+/// The artifact section for a library file beside the manifest: its file name and sha256.
+pub fn artifact_for(manifest_path: &Path, library: &Path) -> Result<Artifact> {
+    let file = library
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{} has no usable file name", library.display()))?
+        .to_owned();
+    let manifest_dir = manifest_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let beside = manifest_dir.join(&file);
+    let same = fs::canonicalize(&beside).ok().zip(fs::canonicalize(library).ok()).is_some_and(|(a, b)| a == b);
+    if !same {
+        bail!(
+            "the library must sit beside the manifest: copy {} to {} first (a bundle names its library by file name only)",
+            library.display(),
+            beside.display()
+        );
+    }
+    let bytes = fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
+    Ok(Artifact { file, sha256: quiver_manifest::sha256_hex(&bytes) })
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a host scanning the
+/// folder never reads half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        bail!("cannot write {}: {e}", path.display());
+    }
+    Ok(())
+}
+
+/// Creates `path` with `mode`; refuses to overwrite an existing file.
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let mut f = match fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            bail!("{} already exists; refusing to overwrite it (pick another --name or --out-dir)", path.display())
+        }
+        Err(e) => bail!("cannot create {}: {e}", path.display()),
+    };
+    f.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "# my plugin\nmanifest_version: 1\nid: demo\nversion: 0.1.0\ndisplay_name: Demo\ndescription: A demo plugin for tests.\nabi: 1\ntools:\n  # the one tool\n  - name: demo_echo\n    title: Echo\n    description: Returns its input text unchanged, for tests.\n    side_effects: read\n";
+
+    fn art(sha: char) -> Artifact {
+        Artifact { file: "libdemo.so".into(), sha256: sha.to_string().repeat(64) }
+    }
+
+    #[test]
+    fn appends_and_replaces_keeping_comments() {
+        let once = set_artifact(BASE, &art('a'), "t").unwrap();
+        assert!(once.starts_with(BASE.trim_end()));
+        assert!(once.contains("  # the one tool\n"));
+        let twice = set_artifact(&once, &art('b'), "t").unwrap();
+        assert_eq!(twice.matches("artifact:").count(), 1);
+        assert_eq!(twice.matches(ARTIFACT_MARKER).count(), 1);
+        assert!(twice.contains(&"b".repeat(64)) && !twice.contains(&"a".repeat(64)));
+        assert_eq!(twice, set_artifact(&twice, &art('b'), "t").unwrap());
+    }
+
+    #[test]
+    fn replaces_a_hand_written_block_in_the_middle() {
+        let text = BASE.replace("abi: 1\n", "abi: 1\nartifact: {file: old.so, sha256: x}\n# keep me\n");
+        let out = set_artifact(&text, &art('c'), "t").unwrap();
+        assert!(!out.contains("old.so"));
+        assert!(out.contains("# keep me\n"));
+        assert!(out.contains("tools:\n"));
+    }
+}

@@ -1,0 +1,13 @@
+//! One module per command. Each has an `Args` struct (clap) and a `run` function taking the
+//! global flags and its arguments.
+//!
+//! Room for the commands still to come, one module each: `serve` (the MCP server: stdio and
+//! HTTP), `search` (query the catalog as an agent would), `eval` (`eval search`: search quality
+//! against labelled queries).
+
+pub mod call;
+pub mod contract_test;
+pub mod keygen;
+pub mod list;
+pub mod sign;
+pub mod verify;

@@ -1,0 +1,69 @@
+//! `quiver sign`: signs a bundle manifest's bytes into `MANIFEST.minisig`, optionally pinning
+//! its library (`artifact` section) first.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use quiver_manifest::{KeyPair, Manifest};
+
+use crate::GlobalArgs;
+use crate::bundle::{artifact_for, set_artifact, write_atomic};
+
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The bundle manifest (`NAME.tool.yaml`).
+    pub manifest: PathBuf,
+    /// The minisign secret key (from `quiver keygen`).
+    #[arg(long, value_name = "SECRET_KEY")]
+    pub key: PathBuf,
+    /// Set the manifest's `artifact` to this library (file name and sha256) before signing; the
+    /// library must sit beside the manifest.
+    #[arg(long, value_name = "LIB")]
+    pub library: Option<PathBuf>,
+}
+
+pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
+    let origin = a.manifest.display().to_string();
+    let mut text =
+        std::fs::read_to_string(&a.manifest).with_context(|| format!("cannot read the manifest {origin}"))?;
+    let key_text = std::fs::read_to_string(&a.key).with_context(|| format!("cannot read the secret key {}", a.key.display()))?;
+    let pair = KeyPair::from_secret_key_text(&key_text).with_context(|| {
+        format!("{} is not an unencrypted minisign secret key (make one with `quiver keygen`)", a.key.display())
+    })?;
+    if let Some(lib) = &a.library {
+        let artifact = artifact_for(&a.manifest, lib)?;
+        let updated = set_artifact(&text, &artifact, &origin)?;
+        if updated != text {
+            write_atomic(&a.manifest, updated.as_bytes())?;
+            text = updated;
+        }
+    }
+    let manifest = Manifest::from_yaml(&text, &origin)?;
+    if manifest.artifact.is_none() {
+        eprintln!("warning: {origin} has no `artifact` section: the host will refuse this bundle; sign with --library LIB");
+    }
+    let comment = format!("{} {}", manifest.id, manifest.version);
+    let signature = quiver_manifest::sign(&pair, text.as_bytes(), &comment);
+    let sig_path = quiver_lifecycle::signature_path(&a.manifest);
+    write_atomic(&sig_path, signature.as_bytes())?;
+    let key_id = pair.key_id();
+    if g.json {
+        let out = serde_json::json!({
+            "manifest": a.manifest,
+            "signature": sig_path,
+            "key_id": key_id,
+            "id": manifest.id,
+            "version": manifest.version.to_string(),
+            "artifact": manifest.artifact.as_ref().map(|x| serde_json::json!({"file": x.file, "sha256": x.sha256})),
+        });
+        println!("{out:#}");
+    } else {
+        println!("signed {} {} with key {key_id}", manifest.id, manifest.version);
+        if let Some(x) = &manifest.artifact {
+            println!("artifact {} sha256 {}", x.file, x.sha256);
+        }
+        println!("wrote {}", sig_path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! `quiver verify`: checks bundles the way the host does before loading them (signature,
+//! manifest, library, checksum) and never loads any plugin code.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use clap::Args;
+use quiver_lifecycle::{BundleError, Host, Stage, verify_bundle};
+use serde_json::json;
+
+use crate::settings::Settings;
+use crate::{GlobalArgs, Reported};
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Bundle manifests (`*.tool.yaml`) or folders scanned like the host does
+    /// [default: the configured plugins folder].
+    pub paths: Vec<PathBuf>,
+}
+
+/// The outcome for one bundle.
+enum Checked {
+    Ok { path: PathBuf, id: String, version: String, sha256: String, signer: Option<String> },
+    Failed(BundleError),
+}
+
+/// Expands folders into their bundle manifests.
+fn manifests(paths: &[PathBuf]) -> Vec<Result<PathBuf, BundleError>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            match Host::find_manifests(p) {
+                Ok(found) if found.is_empty() => out.push(Err(BundleError {
+                    bundle: p.clone(),
+                    stage: Stage::Read,
+                    message: format!(
+                        "no bundle manifests (*.tool.yaml) in {} or its subfolders; build them with `cargo xtask build-plugins`",
+                        p.display()
+                    ),
+                })),
+                Ok(found) => out.extend(found.into_iter().map(Ok)),
+                Err(e) => out.push(Err(BundleError {
+                    bundle: p.clone(),
+                    stage: Stage::Read,
+                    message: format!("cannot read the folder: {e}"),
+                })),
+            }
+        } else {
+            out.push(Ok(p.clone()));
+        }
+    }
+    out
+}
+
+pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
+    let settings = Settings::load(g)?;
+    let policy = &settings.host.verify;
+    let paths = if a.paths.is_empty() { vec![settings.host.plugins_dir.clone()] } else { a.paths.clone() };
+    let results: Vec<Checked> = manifests(&paths)
+        .into_iter()
+        .map(|m| match m.and_then(|path| verify_bundle(&path, policy)) {
+            Ok(b) => Checked::Ok {
+                path: b.manifest_path,
+                id: b.manifest.id,
+                version: b.manifest.version.to_string(),
+                sha256: b.sha256,
+                signer: b.signer_key_id,
+            },
+            Err(e) => Checked::Failed(e),
+        })
+        .collect();
+    let n_failed = results.iter().filter(|r| matches!(r, Checked::Failed(_))).count();
+
+    if g.json {
+        let bundles: Vec<_> = results
+            .iter()
+            .map(|r| match r {
+                Checked::Ok { path, id, version, sha256, signer } => json!({
+                    "bundle": path, "ok": true, "id": id, "version": version, "sha256": sha256,
+                    "signer_key_id": signer, "signer": signer.as_deref().and_then(|k| settings.key_name(k)),
+                }),
+                Checked::Failed(e) => json!({
+                    "bundle": e.bundle, "ok": false, "stage": e.stage.as_str(), "message": e.message,
+                }),
+            })
+            .collect();
+        let out = json!({ "bundles": bundles, "n_ok": results.len() - n_failed, "n_failed": n_failed });
+        println!("{out:#}");
+    } else {
+        for r in &results {
+            match r {
+                Checked::Ok { path, id, version, sha256, signer } => {
+                    let signer = match signer {
+                        Some(k) => match settings.key_name(k) {
+                            Some(name) => format!("key {k} ({name})"),
+                            None => format!("key {k}"),
+                        },
+                        None => "UNSIGNED (allow_unsigned)".to_owned(),
+                    };
+                    println!("OK      {}  {id} {version}  sha256 {sha256}  signed by {signer}", show(path));
+                }
+                Checked::Failed(e) => {
+                    println!("FAILED  {}  {} check: {}", show(&e.bundle), e.stage.as_str(), e.message);
+                }
+            }
+        }
+        println!("{} verified, {n_failed} failed (no plugin code was loaded)", results.len() - n_failed);
+    }
+    if n_failed > 0 { Err(Reported.into()) } else { Ok(()) }
+}
+
+fn show(p: &Path) -> String {
+    let cwd = std::env::current_dir().ok();
+    cwd.and_then(|c| p.strip_prefix(c).ok().map(|r| r.display().to_string())).unwrap_or_else(|| p.display().to_string())
+}

@@ -1,0 +1,246 @@
+//! From `quiver.yaml` to the settings of the host and router: the one place the configuration
+//! file is found, read, validated and resolved (relative paths against its folder, trusted key
+//! files read). Every command that loads plugins goes through [`Settings::load`]; `serve` does too.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use quiver_catalog::ConflictPolicy;
+use quiver_lifecycle::{Host, HostSettings, VerifyPolicy};
+use quiver_manifest::{HostConfig, NameConflicts, Profile, PublicKey, TrustedKeys};
+use quiver_router::RouterSettings;
+
+use crate::GlobalArgs;
+
+/// The configuration file looked for in the working folder when `--config` is not given.
+pub const DEFAULT_CONFIG_FILE: &str = "quiver.yaml";
+
+/// The host configuration with everything resolved.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The configuration as read (paths as written).
+    pub config: HostConfig,
+    /// The file it was read from; `None` for the built-in defaults.
+    pub config_path: Option<PathBuf>,
+    /// The folder relative paths of the configuration are resolved against.
+    pub base_dir: PathBuf,
+    /// What the plugin host needs (plugins folder, trusted keys, limits), resolved.
+    pub host: HostSettings,
+}
+
+impl Settings {
+    /// Finds and reads the configuration named by the global flags: `--config FILE`, else
+    /// `./quiver.yaml` when it exists, else the built-in defaults. `--plugins DIR` overrides the
+    /// plugins folder.
+    pub fn load(g: &GlobalArgs) -> Result<Settings> {
+        let cwd = std::env::current_dir().context("cannot determine the current folder")?;
+        let (config, config_path) = match &g.config {
+            Some(path) => {
+                if !path.is_file() {
+                    bail!(
+                        "configuration file {} does not exist; pass an existing file to --config, or leave --config out to use ./{DEFAULT_CONFIG_FILE} or the built-in defaults",
+                        path.display()
+                    );
+                }
+                (read_config(path)?, Some(path.clone()))
+            }
+            None => {
+                let path = cwd.join(DEFAULT_CONFIG_FILE);
+                if path.is_file() {
+                    (read_config(&path)?, Some(PathBuf::from(DEFAULT_CONFIG_FILE)))
+                } else {
+                    tracing::info!("no ./{DEFAULT_CONFIG_FILE}; using the built-in defaults");
+                    (HostConfig::default(), None)
+                }
+            }
+        };
+        let base_dir = match &config_path {
+            Some(p) => absolute(&cwd, p.parent().unwrap_or(Path::new(""))),
+            None => cwd.clone(),
+        };
+        let plugins_override = g.plugins.as_ref().map(|p| absolute(&cwd, p));
+        Settings::resolve(config, config_path, base_dir, plugins_override)
+    }
+
+    /// Resolves a configuration read from `config_path` (for messages) against `base_dir`.
+    pub fn resolve(
+        config: HostConfig,
+        config_path: Option<PathBuf>,
+        base_dir: PathBuf,
+        plugins_override: Option<PathBuf>,
+    ) -> Result<Settings> {
+        let origin = config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
+        let trusted = read_trusted_keys(&config, &origin, &base_dir)?;
+        if config.allow_unsigned {
+            eprintln!(
+                "WARNING: allow_unsigned is ON ({origin}): bundles WITHOUT a signature file will be loaded and run.\n\
+                 WARNING: this is for plugin development only; never enable it on a machine that runs untrusted bundles."
+            );
+        } else if trusted.is_empty() {
+            tracing::warn!("no trusted_keys configured ({origin}): every bundle will be refused");
+        }
+        let host = HostSettings {
+            plugins_dir: plugins_override.unwrap_or_else(|| base_dir.join(&config.plugins_dir)),
+            verify: VerifyPolicy {
+                trusted,
+                allow_unsigned: config.allow_unsigned,
+                max_library_bytes: config.max_library_bytes,
+            },
+            cache_dir: config.cache_dir.as_ref().map(|d| base_dir.join(d)),
+            conflicts: match config.name_conflicts {
+                NameConflicts::Error => ConflictPolicy::Error,
+                NameConflicts::Namespace => ConflictPolicy::Namespace,
+            },
+        };
+        Ok(Settings { config, config_path, base_dir, host })
+    }
+
+    /// The name of a trusted key, by key id.
+    pub fn key_name(&self, key_id: &str) -> Option<&str> {
+        self.host.verify.trusted.find(key_id).map(|k| k.name.as_str())
+    }
+
+    /// The profile `name`, or the default profile; an unknown name is a usage error.
+    pub fn profile(&self, name: Option<&str>) -> Result<(String, Profile)> {
+        if let Some(n) = name
+            && self.config.profile(n).is_none()
+        {
+            let known: Vec<&str> = self.config.profiles.keys().map(String::as_str).collect();
+            return Err(crate::UsageError(format!(
+                "no profile `{n}` in {} (profiles: {})",
+                self.origin(),
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            ))
+            .into());
+        }
+        let (n, p) = self.config.profile_for("quiver-cli", name);
+        Ok((n.to_owned(), p.clone()))
+    }
+
+    /// The router's settings from the configuration's `router` and `transcripts` sections.
+    pub fn router(&self) -> RouterSettings {
+        let r = &self.config.router;
+        RouterSettings {
+            breaker_failures: r.breaker_failures,
+            breaker_cooldown: Duration::from_millis(r.breaker_cooldown_ms),
+            retry_base: Duration::from_millis(r.retry_base_ms),
+            result_handle_ttl: Duration::from_millis(r.result_handle_ttl_ms),
+            max_concurrency: r.max_concurrency as usize,
+            transcript_dir: self.config.transcripts.dir.as_ref().map(|d| self.base_dir.join(d)),
+        }
+    }
+
+    /// Where the configuration came from, for messages.
+    pub fn origin(&self) -> String {
+        self.config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "the built-in defaults".to_owned())
+    }
+
+    /// Starts a plugin host and scans the plugins folder once. Rejected bundles and catalog
+    /// warnings are reported on stderr; they do not stop the host.
+    pub fn start_host(&self) -> Result<Arc<Host>> {
+        if !self.host.plugins_dir.is_dir() {
+            bail!(
+                "plugins folder {} does not exist (plugins_dir in {}, or --plugins); build the bundled plugins with `cargo xtask build-plugins`",
+                self.host.plugins_dir.display(),
+                self.origin()
+            );
+        }
+        let host = Host::new(self.host.clone()).context("cannot start the plugin host")?;
+        let report = host.rescan();
+        for e in &report.rejected {
+            eprintln!("rejected bundle {}: {} check failed: {}", e.bundle.display(), e.stage.as_str(), e.message);
+        }
+        for w in host.catalog().warnings() {
+            eprintln!("warning: {w}");
+        }
+        Ok(Arc::new(host))
+    }
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) }
+}
+
+fn read_config(path: &Path) -> Result<HostConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+    Ok(HostConfig::from_yaml(&text, &path.display().to_string())?)
+}
+
+/// Reads every `trusted_keys` entry: inline keys, or key files relative to `base_dir`.
+fn read_trusted_keys(config: &HostConfig, origin: &str, base_dir: &Path) -> Result<TrustedKeys> {
+    let mut keys = TrustedKeys::new();
+    for (n, source) in config.trusted_keys.iter().enumerate() {
+        let at = format!("{origin}: trusted_keys[{n}]");
+        let name = source.name.clone().unwrap_or_default();
+        let (key, from) = match (&source.path, source.inline_key()) {
+            (_, Some(inline)) => (inline.with_context(|| format!("{at}.key"))?, format!("{at}.key")),
+            (Some(path), None) => {
+                let file = base_dir.join(path);
+                let text = match std::fs::read_to_string(&file) {
+                    Ok(t) => t,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+                        "{at}.path: trusted key file {} does not exist (resolved against the configuration's folder {}); \
+                         run `cargo xtask build-plugins` to create the local development key, or make a key with `quiver keygen` and point `path` at its .pub file",
+                        path.display(),
+                        base_dir.display()
+                    ),
+                    Err(e) => bail!("{at}.path: cannot read the trusted key file {}: {e}", file.display()),
+                };
+                let key = PublicKey::parse(&text).with_context(|| format!("{at}.path: {} is not a minisign public key", file.display()))?;
+                (key, file.display().to_string())
+            }
+            (None, None) => bail!("{at}: give `path` or `key`"),
+        };
+        keys.add(name, from, key);
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+    }
+
+    #[test]
+    fn repository_config_is_valid() {
+        let path = repo_root().join(DEFAULT_CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let config = HostConfig::from_yaml(&text, "quiver.yaml").unwrap();
+        assert_eq!(config.plugins_dir, PathBuf::from("plugins"));
+        assert!(!config.allow_unsigned, "the repository config must not allow unsigned bundles");
+        assert_eq!(config.trusted_keys.len(), 1);
+        assert_eq!(config.trusted_keys[0].path.as_deref(), Some(Path::new(".quiver-dev/dev.pub")));
+        let agent = config.profile("agent").unwrap();
+        assert_eq!(agent.scopes, ["*"]);
+        let plan = config.profile("plan").unwrap();
+        assert_eq!(plan.mode, quiver_manifest::ExposureMode::Lazy);
+        assert!(!plan.scopes.iter().any(|s| s == "*"), "plan must be read-only");
+        assert!(config.profiles.values().any(|p| !p.clients.is_empty()), "a profile for a known client");
+    }
+
+    #[test]
+    fn missing_key_file_says_how_to_make_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = HostConfig::from_yaml("trusted_keys: [{name: dev, path: .quiver-dev/dev.pub}]\n", "q.yaml").unwrap();
+        let err = Settings::resolve(config, Some("q.yaml".into()), dir.path().to_owned(), None).unwrap_err().to_string();
+        assert!(err.contains("q.yaml: trusted_keys[0].path") && err.contains("cargo xtask build-plugins"), "{err}");
+    }
+
+    #[test]
+    fn paths_resolve_against_the_config_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let pair = quiver_manifest::KeyPair::generate();
+        std::fs::create_dir(dir.path().join("keys")).unwrap();
+        std::fs::write(dir.path().join("keys/a.pub"), pair.public_key_text()).unwrap();
+        let config = HostConfig::from_yaml("plugins_dir: p\ntrusted_keys: [{name: a, path: keys/a.pub}]\n", "q.yaml").unwrap();
+        let s = Settings::resolve(config, Some("q.yaml".into()), dir.path().to_owned(), None).unwrap();
+        assert_eq!(s.host.plugins_dir, dir.path().join("p"));
+        assert_eq!(s.key_name(&pair.key_id()), Some("a"));
+        assert!(s.profile(Some("nope")).unwrap_err().is::<crate::UsageError>());
+    }
+}

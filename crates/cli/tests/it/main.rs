@@ -1,0 +1,309 @@
+//! End-to-end tests of the `quiver` binary against real signed bundles of the marker test plugin.
+//!
+//! The plugin is built once per test run with its own target directory (the outer cargo may
+//! hold the lock of `target/`), then every test makes its own bundle in a temporary folder with
+//! `quiver keygen` and `quiver sign --library`, exactly as a user would.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+const QUIVER: &str = env!("CARGO_BIN_EXE_quiver");
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
+}
+
+/// The marker plugin's library, built once.
+fn marker_library() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let root = repo_root();
+        let target = root.join("target/test-plugins");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--quiet", "-p", "marker-plugin", "--target-dir"])
+            .arg(&target)
+            .status()
+            .expect("cannot run cargo");
+        assert!(status.success(), "building marker-plugin failed");
+        let lib = target.join(format!("debug/{}marker_plugin{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX));
+        assert!(lib.is_file(), "{} was not built", lib.display());
+        lib
+    })
+}
+
+/// A finished `quiver` run.
+struct Run {
+    out: Output,
+}
+
+impl Run {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    fn code(&self) -> i32 {
+        self.out.status.code().unwrap_or(-1)
+    }
+    /// stdout as one JSON document: nothing else may be on it.
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout())
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout(), self.stderr()))
+    }
+    #[track_caller]
+    fn success(self) -> Run {
+        assert_eq!(self.code(), 0, "quiver failed\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
+        self
+    }
+    #[track_caller]
+    fn failure(self, code: i32) -> Run {
+        assert_eq!(self.code(), code, "unexpected exit code\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
+        self
+    }
+}
+
+/// A temporary project: a key pair, a config trusting it, and a plugins folder with one signed
+/// marker bundle.
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new() -> Project {
+        let p = Project { dir: tempfile::tempdir().unwrap() };
+        p.quiver(&["keygen", "--out-dir", "keys", "--name", "test"]).success();
+        fs::write(
+            p.path("quiver.yaml"),
+            "plugins_dir: plugins\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\n",
+        )
+        .unwrap();
+        p.make_bundle("marker", "keys/test.key");
+        p
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Copies the marker library and manifest into `plugins/NAME/` and signs them.
+    fn make_bundle(&self, name: &str, key: &str) {
+        let dir = self.path(&format!("plugins/{name}"));
+        fs::create_dir_all(&dir).unwrap();
+        let lib = marker_library();
+        let lib_copy = dir.join(lib.file_name().unwrap());
+        fs::copy(lib, &lib_copy).unwrap();
+        fs::copy(repo_root().join("tests/plugins/marker-plugin/tool.yaml"), dir.join("marker.tool.yaml")).unwrap();
+        self.quiver(&["sign", &format!("plugins/{name}/marker.tool.yaml"), "--key", key, "--library"])
+            .arg_path(&lib_copy)
+            .success();
+    }
+
+    fn manifest(&self) -> PathBuf {
+        self.path("plugins/marker/marker.tool.yaml")
+    }
+
+    fn quiver(&self, args: &[&str]) -> Pending {
+        let mut cmd = Command::new(QUIVER);
+        cmd.current_dir(self.dir.path()).args(args).env_remove("RUST_LOG");
+        Pending { cmd }
+    }
+}
+
+/// A command not yet run (so tests can add arguments).
+struct Pending {
+    cmd: Command,
+}
+
+impl Pending {
+    fn arg_path(mut self, p: &Path) -> Run {
+        self.cmd.arg(p);
+        self.run()
+    }
+    fn run(mut self) -> Run {
+        Run { out: self.cmd.output().expect("cannot run quiver") }
+    }
+    #[track_caller]
+    fn success(self) -> Run {
+        self.run().success()
+    }
+    #[track_caller]
+    fn failure(self, code: i32) -> Run {
+        self.run().failure(code)
+    }
+}
+
+#[test]
+fn list_shows_the_tools() {
+    let p = Project::new();
+    let run = p.quiver(&["list"]).success();
+    let out = run.stdout();
+    for tool in ["marker_echo", "marker_panic", "marker_sleep"] {
+        assert!(out.contains(tool), "{tool} missing from:\n{out}");
+    }
+    assert!(out.contains("marker-plugin") && out.contains("0.1.0") && out.contains("active"), "{out}");
+
+    let v = p.quiver(&["list", "--json"]).success().json();
+    let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["marker_echo", "marker_panic", "marker_sleep"]);
+    assert_eq!(v["tools"][0]["plugin"], "marker-plugin");
+
+    let v = p.quiver(&["list", "--deprecations", "--json"]).success().json();
+    assert_eq!(v["deprecations"], serde_json::json!([]));
+}
+
+#[test]
+fn call_returns_the_echo() {
+    let p = Project::new();
+    let run = p.quiver(&["call", "marker_echo", "--args", r#"{"text": "hello there"}"#]).success();
+    assert!(run.stdout().contains("hello there"), "{}", run.stdout());
+
+    let v = p.quiver(&["--json", "call", "marker_echo", "--args", r#"{"text": "hi"}"#]).success().json();
+    assert_eq!(v["response"]["status"], "ok", "{v:#}");
+    assert_eq!(v["response"]["outputs"]["text"], "hi");
+    assert_eq!(v["response"]["outputs"]["version"], "0.1.0");
+}
+
+#[test]
+fn call_errors_exit_non_zero() {
+    let p = Project::new();
+    let run = p.quiver(&["call", "marker_panic", "--args", r#"{"text": "boom"}"#]).failure(1);
+    assert!((run.stdout() + &run.stderr()).contains("panic"), "{}{}", run.stdout(), run.stderr());
+
+    let v = p.quiver(&["call", "marker_echo", "--json", "--args", r#"{"txt": 1}"#]).failure(1).json();
+    assert_eq!(v["response"]["status"], "error");
+
+    let run = p.quiver(&["call", "no_such_tool", "--args", "{}"]).failure(1);
+    assert!(run.stderr().contains("no_such_tool") || run.stdout().contains("no_such_tool"));
+
+    // Not JSON: a usage error.
+    p.quiver(&["call", "marker_echo", "--args", "{not json"]).failure(2);
+}
+
+#[test]
+fn verify_passes_on_a_good_bundle() {
+    let p = Project::new();
+    let run = p.quiver(&["verify"]).success();
+    assert!(run.stdout().contains("OK") && run.stdout().contains("marker-plugin"), "{}", run.stdout());
+    let v = p.quiver(&["verify", "--json", "plugins/marker/marker.tool.yaml"]).success().json();
+    let b = &v["bundles"][0];
+    assert_eq!(b["ok"], true);
+    assert_eq!(b["id"], "marker-plugin");
+    assert_eq!(b["sha256"].as_str().unwrap().len(), 64);
+    assert!(b["signer_key_id"].is_string());
+}
+
+/// Runs `verify` on the (tampered) bundle and returns the failed stage.
+#[track_caller]
+fn failed_stage(p: &Project) -> String {
+    let run = p.quiver(&["verify"]).failure(1);
+    assert!(run.stdout().contains("FAILED"), "{}", run.stdout());
+    let v = p.quiver(&["verify", "--json"]).failure(1).json();
+    assert_eq!(v["n_failed"], 1, "{v:#}");
+    let stage = v["bundles"][0]["stage"].as_str().unwrap().to_owned();
+    assert!(run.stdout().contains(&format!("{stage} check")), "{}", run.stdout());
+    stage
+}
+
+#[test]
+fn verify_names_the_failed_check_of_a_tampered_library() {
+    let p = Project::new();
+    let lib = p.path(&format!("plugins/marker/{}", marker_library().file_name().unwrap().to_string_lossy()));
+    let mut bytes = fs::read(&lib).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    fs::write(&lib, bytes).unwrap();
+    assert_eq!(failed_stage(&p), "checksum");
+}
+
+#[test]
+fn verify_names_the_failed_check_of_an_edited_manifest() {
+    let p = Project::new();
+    let text = fs::read_to_string(p.manifest()).unwrap();
+    fs::write(p.manifest(), text.replace("Returns its input text.", "Returns its input text, honestly.")).unwrap();
+    assert_eq!(failed_stage(&p), "signature");
+}
+
+#[test]
+fn verify_names_the_failed_check_of_a_foreign_signature() {
+    let p = Project::new();
+    p.quiver(&["keygen", "--out-dir", "keys", "--name", "other"]).success();
+    p.quiver(&["sign", "plugins/marker/marker.tool.yaml", "--key", "keys/other.key"]).success();
+    assert_eq!(failed_stage(&p), "signature");
+}
+
+#[test]
+fn verify_names_the_failed_check_of_a_missing_signature() {
+    let p = Project::new();
+    fs::remove_file(p.path("plugins/marker/marker.tool.yaml.minisig")).unwrap();
+    assert_eq!(failed_stage(&p), "signature");
+    // The tampered bundle is not loaded either.
+    let run = p.quiver(&["list"]).success();
+    assert!(run.stderr().contains("signature"), "{}", run.stderr());
+    assert!(!run.stdout().contains("marker_echo"));
+}
+
+#[test]
+fn keygen_refuses_to_overwrite_and_protects_the_secret_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let mode = fs::metadata(p.path("keys/test.key")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let before = fs::read(p.path("keys/test.key")).unwrap();
+    p.quiver(&["keygen", "--out-dir", "keys", "--name", "test"]).failure(1);
+    assert_eq!(fs::read(p.path("keys/test.key")).unwrap(), before);
+    let v = p.quiver(&["keygen", "--json", "--out-dir", "keys", "--name", "third"]).success().json();
+    assert!(v["key_id"].is_string());
+}
+
+#[test]
+fn sign_with_library_keeps_comments_and_replaces_the_artifact() {
+    let p = Project::new();
+    let text = fs::read_to_string(p.manifest()).unwrap();
+    assert_eq!(text.matches("artifact:").count(), 1);
+    let commented = format!("# my comment\n{text}");
+    fs::write(p.manifest(), commented).unwrap();
+    let lib = p.path(&format!("plugins/marker/{}", marker_library().file_name().unwrap().to_string_lossy()));
+    p.quiver(&["sign", "plugins/marker/marker.tool.yaml", "--key", "keys/test.key", "--library"]).arg_path(&lib).success();
+    let text = fs::read_to_string(p.manifest()).unwrap();
+    assert!(text.starts_with("# my comment\n"));
+    assert_eq!(text.matches("artifact:").count(), 1);
+    p.quiver(&["verify"]).success();
+}
+
+#[test]
+fn json_runs_keep_stdout_clean_of_logs() {
+    let p = Project::new();
+    // Verbose logging must still go to stderr only.
+    for args in [
+        &["-vv", "--json", "list"][..],
+        &["-vv", "--json", "list", "--all"],
+        &["-vv", "--json", "verify"],
+        &["-vv", "--json", "call", "marker_echo", "--args", r#"{"text": "x"}"#],
+    ] {
+        let run = p.quiver(args).success();
+        run.json();
+        assert!(!run.stderr().is_empty() || args.contains(&"verify"), "expected logs on stderr for {args:?}");
+    }
+}
+
+#[test]
+fn bad_config_names_the_file_and_the_fix() {
+    let p = Project::new();
+    let run = p.quiver(&["--config", "missing.yaml", "list"]).failure(1);
+    assert!(run.stderr().contains("missing.yaml"), "{}", run.stderr());
+
+    fs::write(p.path("quiver.yaml"), "plugins_dir: plugins\ntrusted_keys:\n  - name: gone\n    path: keys/gone.pub\n").unwrap();
+    let run = p.quiver(&["list"]).failure(1);
+    assert!(run.stderr().contains("gone.pub"), "{}", run.stderr());
+
+    fs::write(p.path("quiver.yaml"), "plugins_dir: [1, 2]\n").unwrap();
+    let run = p.quiver(&["list"]).failure(1);
+    assert!(run.stderr().contains("quiver.yaml"), "{}", run.stderr());
+}

@@ -1,0 +1,546 @@
+//! The host configuration (`quiver.yaml`): where plugins live, which keys are trusted, and the
+//! exposure profiles sessions run under. Read like a manifest: YAML → JSON Schema
+//! (`schemas/quiver-config.schema.json`) → typed model → semantic checks. No I/O: paths are kept
+//! as written (relative ones are resolved by the caller against the config file's folder) and
+//! key files are read by the caller.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, field, index};
+use crate::schema::{DocumentSchema, QUIVER_CONFIG_SCHEMA};
+use crate::signature::PublicKey;
+use crate::validate::{SCOPE_FIX, TOOL_NAME_FIX, is_scope, is_tool_name};
+use crate::yaml;
+
+/// The configuration format this crate reads (`config_version`).
+pub const CONFIG_VERSION: u32 = 1;
+
+const SCHEMA_FILE: &str = "schemas/quiver-config.schema.json";
+
+fn config_schema() -> &'static DocumentSchema {
+    static SCHEMA: OnceLock<DocumentSchema> = OnceLock::new();
+    SCHEMA.get_or_init(|| DocumentSchema::compile(SCHEMA_FILE, QUIVER_CONFIG_SCHEMA))
+}
+
+/// The host configuration. Every field is optional in the file; missing ones take the values of
+/// [`HostConfig::default`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostConfig {
+    /// Configuration format version; [`CONFIG_VERSION`]. Default 1.
+    pub config_version: u32,
+    /// Folder scanned for bundles, relative to the configuration file's folder (the caller
+    /// resolves it). Default `plugins`.
+    pub plugins_dir: PathBuf,
+    /// Milliseconds between rescans of `plugins_dir`; 0 disables rescans. Default 3000.
+    pub rescan_interval_ms: u64,
+    /// Public keys whose signatures are accepted. Default none (so nothing loads unless
+    /// `allow_unsigned` is on).
+    pub trusted_keys: Vec<KeySource>,
+    /// DEVELOPMENT ONLY: load bundles that have no signature file (a bad signature is still
+    /// refused). Default false.
+    pub allow_unsigned: bool,
+    /// Where verified libraries are copied before loading; `None`: a private temporary folder.
+    /// Default `None`.
+    pub cache_dir: Option<PathBuf>,
+    /// Largest plugin library accepted, in bytes. Default 64 MiB.
+    pub max_library_bytes: u64,
+    /// What happens when two plugins claim one tool name. Default [`NameConflicts::Error`].
+    pub name_conflicts: NameConflicts,
+    /// Profile used when a session neither requests one nor matches any profile's `clients`.
+    /// Default `agent`.
+    pub default_profile: String,
+    /// Exposure profiles by name. Giving `profiles` replaces the defaults entirely. Default: `agent`
+    /// (mode hybrid, all scopes) and `plan` (mode lazy, all scopes; callers wanting a read-only
+    /// planning profile narrow its `scopes`).
+    pub profiles: BTreeMap<String, Profile>,
+    /// Call transcripts.
+    pub transcripts: TranscriptConfig,
+    /// Router tuning.
+    pub router: RouterConfig,
+    /// MCP server limits.
+    pub server: ServerConfig,
+}
+
+/// One trusted public key: exactly one of `path` (a minisign `.pub` file, relative to the
+/// configuration file's folder) or `key` (the base64 key line), and an optional name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeySource {
+    /// A human name shown in logs (`local-dev`); default: the key id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A minisign `.pub` file, read by the caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// The base64 public key line, inline (`RWQ...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl KeySource {
+    /// The inline key parsed, when `key` is given.
+    pub fn inline_key(&self) -> Option<Result<PublicKey, crate::KeyError>> {
+        self.key.as_deref().map(PublicKey::parse)
+    }
+}
+
+/// How tools are exposed to a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExposureMode {
+    /// Every visible tool is typed on the first turn.
+    Full,
+    /// The typed set follows what the session uses, within the budgets.
+    Adaptive,
+    /// The `eager` core is typed up front; the rest is found by search and loaded on demand.
+    #[default]
+    Hybrid,
+    /// Only the search/load meta-tools up front; everything else on demand.
+    Lazy,
+}
+
+/// What to do with a call that needs a person's confirmation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalMode {
+    /// Ask the client's user; refuse when the client cannot be asked.
+    #[default]
+    Ask,
+    /// Refuse such calls.
+    Deny,
+    /// Run them without asking (trusted automation only).
+    Allow,
+}
+
+/// What happens when two plugins claim the same tool name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NameConflicts {
+    /// The later plugin is refused.
+    #[default]
+    Error,
+    /// Both are kept, each name prefixed by its plugin id.
+    Namespace,
+}
+
+/// An exposure profile: which tools a session sees, how, and under which scopes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Profile {
+    /// How tools are exposed. Default [`ExposureMode::Hybrid`].
+    pub mode: ExposureMode,
+    /// Tool names always typed on the first-turn surface (the core). Default none.
+    pub eager: Vec<String>,
+    /// Tool names neither visible nor callable in this profile. Default none.
+    pub gated: Vec<String>,
+    /// Scopes the session holds; `*` means all. Default `["*"]`.
+    pub scopes: Vec<String>,
+    /// Client-name globs (`*` matches any run of characters, case-insensitive) that select this
+    /// profile, e.g. `claude-code*`. Default none.
+    pub clients: Vec<String>,
+    /// Most tools typed at once, 1 to 64. Default 16.
+    pub max_typed_tools: u32,
+    /// Bytes of serialized typed schemas per turn, at least 256. Default 12288.
+    pub byte_budget: u64,
+    /// What to do with tools needing confirmation. Default [`ApprovalMode::Ask`].
+    pub approval: ApprovalMode,
+}
+
+impl Default for Profile {
+    fn default() -> Profile {
+        Profile {
+            mode: ExposureMode::Hybrid,
+            eager: Vec::new(),
+            gated: Vec::new(),
+            scopes: vec!["*".to_owned()],
+            clients: Vec::new(),
+            max_typed_tools: 16,
+            byte_budget: 12_288,
+            approval: ApprovalMode::Ask,
+        }
+    }
+}
+
+impl Profile {
+    /// True when `client_name` matches one of [`Profile::clients`].
+    pub fn matches_client(&self, client_name: &str) -> bool {
+        self.clients.iter().any(|glob| glob_matches(glob, client_name))
+    }
+}
+
+/// Call transcripts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TranscriptConfig {
+    /// When set, every call is recorded there as JSON lines (relative to the configuration
+    /// file's folder). Default `None` (no transcripts).
+    pub dir: Option<PathBuf>,
+}
+
+/// Router tuning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouterConfig {
+    /// Consecutive failures that open a tool's circuit breaker, at least 1. Default 5.
+    pub breaker_failures: u32,
+    /// How long an open breaker refuses calls, in milliseconds. Default 30000.
+    pub breaker_cooldown_ms: u64,
+    /// Base delay of retry backoff, in milliseconds. Default 50.
+    pub retry_base_ms: u64,
+    /// How long a truncated result stays retrievable by handle, in milliseconds, at least 1.
+    /// Default 300000.
+    pub result_handle_ttl_ms: u64,
+    /// Calls running at once across all tools, at least 1. Default 256.
+    pub max_concurrency: u32,
+}
+
+impl Default for RouterConfig {
+    fn default() -> RouterConfig {
+        RouterConfig {
+            breaker_failures: 5,
+            breaker_cooldown_ms: 30_000,
+            retry_base_ms: 50,
+            result_handle_ttl_ms: 300_000,
+            max_concurrency: 256,
+        }
+    }
+}
+
+/// MCP server limits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Largest incoming message, in bytes, at least 1024. Default 4 MiB.
+    pub max_message_bytes: u64,
+    /// Browser origins (`scheme://host[:port]`) allowed to reach the HTTP transport. Default none.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig { max_message_bytes: 4 * 1024 * 1024, allowed_origins: Vec::new() }
+    }
+}
+
+impl Default for HostConfig {
+    /// The configuration of an empty `quiver.yaml`: see each field's documentation.
+    fn default() -> HostConfig {
+        let profiles = BTreeMap::from([
+            ("agent".to_owned(), Profile::default()),
+            ("plan".to_owned(), Profile { mode: ExposureMode::Lazy, ..Profile::default() }),
+        ]);
+        HostConfig {
+            config_version: CONFIG_VERSION,
+            plugins_dir: PathBuf::from("plugins"),
+            rescan_interval_ms: 3000,
+            trusted_keys: Vec::new(),
+            allow_unsigned: false,
+            cache_dir: None,
+            max_library_bytes: 64 * 1024 * 1024,
+            name_conflicts: NameConflicts::Error,
+            default_profile: "agent".to_owned(),
+            profiles,
+            transcripts: TranscriptConfig::default(),
+            router: RouterConfig::default(),
+            server: ServerConfig::default(),
+        }
+    }
+}
+
+impl HostConfig {
+    /// Reads and checks a configuration. `origin` names the file in messages (`quiver.yaml`).
+    /// An empty file gives [`HostConfig::default`].
+    pub fn from_yaml(text: &str, origin: &str) -> Result<HostConfig, ManifestError> {
+        let mut value = yaml::parse(text).map_err(|issues| ManifestError::new(origin, issues))?;
+        if value.is_null() {
+            value = serde_json::Value::Object(serde_json::Map::new());
+        }
+        let issues = config_schema().check(&value);
+        if !issues.is_empty() {
+            return Err(ManifestError::new(origin, issues));
+        }
+        let config: HostConfig = serde_json::from_value(value).map_err(|e| {
+            ManifestError::single(
+                origin,
+                Issue::new(
+                    DOCUMENT,
+                    format!("does not fit the configuration model: {e}"),
+                    format!("see {SCHEMA_FILE}"),
+                ),
+            )
+        })?;
+        config.validate(origin)?;
+        Ok(config)
+    }
+
+    /// The semantic checks (also run by [`HostConfig::from_yaml`]), for configurations built in
+    /// code.
+    pub fn validate(&self, origin: &str) -> Result<(), ManifestError> {
+        let issues = semantic_issues(self);
+        if issues.is_empty() { Ok(()) } else { Err(ManifestError::new(origin, issues)) }
+    }
+
+    /// The profile named `name`.
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.profiles.get(name)
+    }
+
+    /// The profile for a session: the `requested` one when it exists; else the first profile (in
+    /// name order) with a `clients` glob matching `client_name`; else the default profile. An
+    /// unknown `requested` name falls through (callers that must refuse it check
+    /// [`HostConfig::profile`] first). With no profiles at all, returns the default profile's
+    /// name and [`Profile::default`].
+    pub fn profile_for(&self, client_name: &str, requested: Option<&str>) -> (&str, &Profile) {
+        if let Some((name, profile)) = requested.and_then(|r| self.profiles.get_key_value(r)) {
+            return (name, profile);
+        }
+        if let Some((name, profile)) = self.profiles.iter().find(|(_, p)| p.matches_client(client_name)) {
+            return (name, profile);
+        }
+        if let Some((name, profile)) = self.profiles.get_key_value(&self.default_profile) {
+            return (name, profile);
+        }
+        static FALLBACK: OnceLock<Profile> = OnceLock::new();
+        (&self.default_profile, FALLBACK.get_or_init(Profile::default))
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself, ignoring ASCII case.
+pub(crate) fn glob_matches(glob: &str, text: &str) -> bool {
+    let glob = glob.to_ascii_lowercase();
+    let text = text.to_ascii_lowercase();
+    let mut parts = glob.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty(); // no `*`: exact match
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+fn is_profile_name(s: &str) -> bool {
+    s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+fn is_origin(s: &str) -> bool {
+    let Some((scheme, host)) = s.split_once("://") else { return false };
+    scheme.starts_with(|c: char| c.is_ascii_lowercase())
+        && scheme.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '.' | '-'))
+        && !host.is_empty()
+        && !host.contains(['/', '?', '#', '*'])
+        && !host.chars().any(char::is_whitespace)
+}
+
+fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let mut push = |path: String, message: String, fix: &str| issues.push(Issue::new(path, message, fix));
+    if cfg.config_version != CONFIG_VERSION {
+        push(
+            "config_version".into(),
+            format!(
+                "configuration version {} is not supported; this host reads version {CONFIG_VERSION}",
+                cfg.config_version
+            ),
+            "write `config_version: 1`",
+        );
+    }
+    if cfg.plugins_dir.as_os_str().is_empty() {
+        push("plugins_dir".into(), "the plugins folder must not be empty".into(), "name a folder, e.g. `plugins`");
+    }
+    let mut key_names = BTreeMap::new();
+    for (n, source) in cfg.trusted_keys.iter().enumerate() {
+        let at = index("trusted_keys", n);
+        match (&source.path, &source.key) {
+            (Some(_), Some(_)) | (None, None) => push(
+                at.clone(),
+                "a trusted key needs exactly one of `path` and `key`".into(),
+                "give `path` (a minisign .pub file) or `key` (its base64 key line), not both",
+            ),
+            (Some(path), None) if path.as_os_str().is_empty() => {
+                push(field(&at, "path"), "the key file path is empty".into(), "name the minisign .pub file")
+            }
+            _ => {}
+        }
+        if let Some(Err(e)) = source.inline_key() {
+            push(
+                field(&at, "key"),
+                e.to_string(),
+                "paste the second line of the minisign .pub file (it starts with `RW`)",
+            );
+        }
+        if let Some(name) = &source.name {
+            if name.trim().is_empty() {
+                push(
+                    field(&at, "name"),
+                    "the key name is empty".into(),
+                    "name the key (e.g. `local-dev`) or remove `name`",
+                );
+            } else if let Some(first) = key_names.insert(name.clone(), n) {
+                push(
+                    field(&at, "name"),
+                    format!("key name `{name}` is already used by trusted_keys[{first}]"),
+                    "give each trusted key its own name",
+                );
+            }
+        }
+    }
+    if cfg.max_library_bytes == 0 {
+        push(
+            "max_library_bytes".into(),
+            "a library size limit of 0 refuses every plugin".into(),
+            "use a positive size, e.g. 67108864",
+        );
+    }
+    if !cfg.profiles.is_empty() && !cfg.profiles.contains_key(&cfg.default_profile) {
+        let names = cfg.profiles.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
+        push(
+            "default_profile".into(),
+            format!("default profile `{}` is not among the profiles ({names})", excerpt(&cfg.default_profile)),
+            "name one of the profiles, or add a profile with that name",
+        );
+    }
+    for (name, profile) in &cfg.profiles {
+        let at = field("profiles", name);
+        if !is_profile_name(name) {
+            push(
+                at.clone(),
+                format!("profile name `{}` is not valid", excerpt(name)),
+                "use a lower-case letter, then lower-case letters, digits, `_` or `-` (at most 64 characters)",
+            );
+        }
+        for (list, names) in [("eager", &profile.eager), ("gated", &profile.gated)] {
+            for (n, tool) in names.iter().enumerate() {
+                if !is_tool_name(tool) {
+                    push(
+                        index(&field(&at, list), n),
+                        format!("`{}` is not a valid tool name", excerpt(tool)),
+                        TOOL_NAME_FIX,
+                    );
+                }
+            }
+        }
+        for (n, tool) in profile.eager.iter().enumerate() {
+            if profile.gated.contains(tool) {
+                push(
+                    index(&field(&at, "eager"), n),
+                    format!("`{tool}` is both eager and gated"),
+                    "remove it from one of the two lists (gated tools are never visible)",
+                );
+            }
+        }
+        for (n, scope) in profile.scopes.iter().enumerate() {
+            if scope != "*" && !is_scope(scope) {
+                push(index(&field(&at, "scopes"), n), format!("`{}` is not a valid scope", excerpt(scope)), SCOPE_FIX);
+            }
+        }
+        for (n, glob) in profile.clients.iter().enumerate() {
+            if glob.trim().is_empty() {
+                push(
+                    index(&field(&at, "clients"), n),
+                    "the client glob is empty".into(),
+                    "write a client name or glob, e.g. `claude-code*`",
+                );
+            }
+        }
+        if !(1..=64).contains(&profile.max_typed_tools) {
+            push(
+                field(&at, "max_typed_tools"),
+                format!("{} typed tools is out of range", profile.max_typed_tools),
+                "use 1 to 64",
+            );
+        }
+        if profile.byte_budget < 256 {
+            push(
+                field(&at, "byte_budget"),
+                format!("a budget of {} bytes is too small", profile.byte_budget),
+                "use at least 256",
+            );
+        }
+    }
+    if cfg.router.breaker_failures == 0 {
+        push("router.breaker_failures".into(), "0 failures would keep every breaker open".into(), "use at least 1");
+    }
+    if cfg.router.result_handle_ttl_ms == 0 {
+        push("router.result_handle_ttl_ms".into(), "result handles would expire at once".into(), "use at least 1");
+    }
+    if cfg.router.max_concurrency == 0 {
+        push("router.max_concurrency".into(), "a concurrency of 0 would block every call".into(), "use at least 1");
+    }
+    if cfg.server.max_message_bytes < 1024 {
+        push(
+            "server.max_message_bytes".into(),
+            format!("{} bytes is too small for MCP messages", cfg.server.max_message_bytes),
+            "use at least 1024",
+        );
+    }
+    for (n, origin) in cfg.server.allowed_origins.iter().enumerate() {
+        if !is_origin(origin) {
+            push(
+                index("server.allowed_origins", n),
+                format!("`{}` is not an origin", excerpt(origin)),
+                "write `scheme://host[:port]` with no path or wildcard, e.g. `http://localhost:3000`",
+            );
+        }
+    }
+    issues
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches("claude-code*", "claude-code"));
+        assert!(glob_matches("claude-code*", "Claude-Code 1.2"));
+        assert!(glob_matches("*", ""));
+        assert!(glob_matches("*cursor*", "my-cursor-client"));
+        assert!(glob_matches("a*b*c", "aXbYc"));
+        assert!(!glob_matches("a*b*c", "aXcYb"));
+        assert!(!glob_matches("exact", "exactly"));
+        assert!(glob_matches("exact", "EXACT"));
+        assert!(!glob_matches("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn defaults() {
+        let cfg = HostConfig::default();
+        assert_eq!(HostConfig::from_yaml("", "quiver.yaml").unwrap(), cfg);
+        assert_eq!(HostConfig::from_yaml("{}\n", "quiver.yaml").unwrap(), cfg);
+        assert_eq!(cfg.profiles["agent"].mode, ExposureMode::Hybrid);
+        assert_eq!(cfg.profiles["plan"].mode, ExposureMode::Lazy);
+        assert_eq!(cfg.profile_for("anything", None).0, "agent");
+        assert_eq!(cfg.profile_for("anything", Some("plan")).0, "plan");
+        assert_eq!(cfg.profile_for("anything", Some("nope")).0, "agent");
+        assert!(cfg.validate("x").is_ok());
+    }
+
+    #[test]
+    fn profile_selection_by_client() {
+        let cfg = HostConfig::from_yaml(
+            "default_profile: main\nprofiles:\n  main: {}\n  ide: {clients: [\"cursor*\", \"*vscode*\"], mode: full}\n",
+            "q.yaml",
+        )
+        .unwrap();
+        assert_eq!(cfg.profile_for("Cursor 0.4", None).0, "ide");
+        assert_eq!(cfg.profile_for("github-vscode-chat", None).1.mode, ExposureMode::Full);
+        assert_eq!(cfg.profile_for("claude", None).0, "main");
+        assert_eq!(cfg.profile_for("cursor", Some("main")).0, "main");
+        let empty = HostConfig { profiles: BTreeMap::new(), ..HostConfig::default() };
+        assert_eq!(empty.profile_for("x", None), ("agent", &Profile::default()));
+    }
+}

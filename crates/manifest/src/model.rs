@@ -1,0 +1,307 @@
+//! The typed model of a plugin manifest (`tool.yaml`). Serde only; no I/O, no validation beyond
+//! what the types express (see [`Manifest::from_yaml`] for the rest).
+
+use semver::Version;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The manifest format this crate reads.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// A plugin manifest: who the plugin is, which library it ships, and its tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Manifest format version; [`MANIFEST_VERSION`].
+    pub manifest_version: u32,
+    /// Plugin id, kebab-case (`fs-tools`).
+    pub id: String,
+    /// Plugin version (semver). The host refuses to replace a loaded plugin with a lower one.
+    pub version: Version,
+    /// Human name.
+    pub display_name: String,
+    /// What the plugin offers, one or two sentences.
+    pub description: String,
+    /// ABI generation the library was built for (`quiver_abi::ABI_VERSION`).
+    pub abi: u32,
+    /// The library this manifest vouches for. Absent in the source manifest a plugin embeds;
+    /// present (and signed) in a bundle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Artifact>,
+    /// The tools, in the order the author lists them.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// The library file of a bundle and its checksum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Artifact {
+    /// File name of the library, beside the manifest (no directories).
+    pub file: String,
+    /// Lower-case hex sha256 of the library bytes.
+    pub sha256: String,
+}
+
+/// One tool of a plugin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// Canonical name, unique across the host (`[a-z][a-z0-9_]*`, at most 64 chars).
+    pub name: String,
+    /// Short human title.
+    pub title: String,
+    /// What the tool does and when to use it; what a model reads.
+    pub description: String,
+    /// JSON Schema (2020-12) of the arguments; when absent, the schema derived from the tool's
+    /// Rust input type (reported by the plugin) is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+    /// JSON Schema of the structured result; when absent, the derived one is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Domain for routing and search filters (`filesystem`, `time`, `text`).
+    #[serde(default)]
+    pub domain: String,
+    /// Capability keywords (`read`, `search`, `convert`).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Other names that reach this tool.
+    #[serde(default)]
+    pub aliases: Vec<AliasSpec>,
+    /// A line of guidance shown with the tool when it is loaded into a session.
+    #[serde(default)]
+    pub prompt_snippet: String,
+    /// Highest risk of the tool (of any of its actions).
+    pub side_effects: SideEffects,
+    /// True when repeating a call with the same arguments has no further effect.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Scopes a caller must hold to see or call the tool.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Call policies.
+    #[serde(default)]
+    pub policies: PolicySpec,
+    /// Lifecycle state of the canonical name.
+    #[serde(default)]
+    pub lifecycle: LifecycleSpec,
+    /// For a consolidated multi-action tool: its actions. The input schema then has a string
+    /// property `action` whose enum lists exactly these names.
+    #[serde(default)]
+    pub actions: Vec<ActionSpec>,
+    /// User requests that should find this tool (search evaluation and contract tests).
+    #[serde(default)]
+    pub examples: Vec<String>,
+}
+
+/// Risk class of a tool or action, ordered from least to most risky.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SideEffects {
+    /// Reads only; no state changes.
+    Read,
+    /// Creates or changes state that can be changed back.
+    Write,
+    /// Deletes or overwrites irrecoverably.
+    Destructive,
+    /// Reaches outside the host (network, other systems).
+    External,
+}
+
+impl SideEffects {
+    /// True for anything but `read`.
+    pub fn mutates(self) -> bool {
+        !matches!(self, SideEffects::Read)
+    }
+    /// The lower-case name used in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SideEffects::Read => "read",
+            SideEffects::Write => "write",
+            SideEffects::Destructive => "destructive",
+            SideEffects::External => "external",
+        }
+    }
+}
+
+/// Call policies as written in a manifest; unset fields take the host defaults
+/// ([`PolicySpec::effective`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    /// A person must confirm each call. Default: true for destructive tools, else false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<bool>,
+    /// Deadline of a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Retries of retryable errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// Result bytes kept before truncation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_result_bytes: Option<u64>,
+    /// Calls of this tool running at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+}
+
+/// Policies with every default applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policies {
+    /// A person must confirm each call.
+    pub confirmation: bool,
+    /// Deadline of a call, milliseconds.
+    pub timeout_ms: u64,
+    /// Retries of retryable errors.
+    pub retries: u32,
+    /// Result bytes kept before truncation.
+    pub max_result_bytes: u64,
+    /// Calls of this tool running at once.
+    pub max_concurrency: u32,
+}
+
+impl Policies {
+    /// Default deadline.
+    pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+    /// Default result size cap.
+    pub const DEFAULT_MAX_RESULT_BYTES: u64 = 64 * 1024;
+    /// Default concurrency per tool.
+    pub const DEFAULT_MAX_CONCURRENCY: u32 = 32;
+}
+
+impl PolicySpec {
+    /// Applies the defaults for a tool of the given risk.
+    pub fn effective(&self, side_effects: SideEffects) -> Policies {
+        Policies {
+            confirmation: self.confirmation.unwrap_or(side_effects == SideEffects::Destructive),
+            timeout_ms: self.timeout_ms.unwrap_or(Policies::DEFAULT_TIMEOUT_MS),
+            retries: self.retries.unwrap_or(0),
+            max_result_bytes: self.max_result_bytes.unwrap_or(Policies::DEFAULT_MAX_RESULT_BYTES),
+            max_concurrency: self.max_concurrency.unwrap_or(Policies::DEFAULT_MAX_CONCURRENCY),
+        }
+    }
+}
+
+/// The five lifecycle states of a tool name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LifecycleState {
+    /// In the first-turn surface.
+    #[default]
+    Active,
+    /// Registered and findable by search; loaded into a session on demand.
+    Deferred,
+    /// Dispatchable with identical behaviour; absent from the surface and from search; silent.
+    HiddenCompatibility,
+    /// Like hidden-compatibility, and each call's result metadata names the replacement.
+    Deprecated,
+    /// Not dispatchable; a call is an error naming the replacement and the removing version.
+    Removed,
+}
+
+impl LifecycleState {
+    /// The kebab-case name used in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleState::Active => "active",
+            LifecycleState::Deferred => "deferred",
+            LifecycleState::HiddenCompatibility => "hidden-compatibility",
+            LifecycleState::Deprecated => "deprecated",
+            LifecycleState::Removed => "removed",
+        }
+    }
+    /// Shown in surfaces and search (active, deferred).
+    pub fn is_visible(self) -> bool {
+        matches!(self, LifecycleState::Active | LifecycleState::Deferred)
+    }
+    /// Can be called (everything but removed).
+    pub fn is_dispatchable(self) -> bool {
+        !matches!(self, LifecycleState::Removed)
+    }
+}
+
+/// Lifecycle of a canonical tool name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleSpec {
+    /// Current state.
+    #[serde(default)]
+    pub state: LifecycleState,
+    /// The tool to use instead (deprecated, hidden-compatibility or removed tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    /// First plugin version in which the name was deprecated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_deprecated_version: Option<Version>,
+    /// Plugin version planned to remove the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_removal_version: Option<Version>,
+    /// Plugin version that removed the name (state `removed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_in_version: Option<Version>,
+    /// Recorded transcripts that use the name still replay.
+    #[serde(default = "yes")]
+    pub replay_supported: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for LifecycleSpec {
+    fn default() -> Self {
+        LifecycleSpec {
+            state: LifecycleState::Active,
+            replacement: None,
+            first_deprecated_version: None,
+            planned_removal_version: None,
+            removed_in_version: None,
+            replay_supported: true,
+        }
+    }
+}
+
+/// Another name for a tool (and, for a consolidated tool, one of its actions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AliasSpec {
+    /// The alias name (same rules as tool names).
+    pub name: String,
+    /// `hidden-compatibility`, `deprecated` or `removed`: aliases are never on the surface.
+    pub state: LifecycleState,
+    /// For a consolidated tool: the action the alias fills in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// First plugin version in which the alias was deprecated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_deprecated_version: Option<Version>,
+    /// Plugin version planned to remove the alias.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_removal_version: Option<Version>,
+    /// Plugin version that removed the alias (state `removed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_in_version: Option<Version>,
+    /// Recorded transcripts that use the alias still replay.
+    #[serde(default = "yes")]
+    pub replay_supported: bool,
+}
+
+/// One action of a consolidated multi-action tool, with its own risk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionSpec {
+    /// Action name, a value of the `action` enum.
+    pub name: String,
+    /// What the action does.
+    #[serde(default)]
+    pub description: String,
+    /// Risk of this action (at most the tool's `side_effects`).
+    pub side_effects: SideEffects,
+    /// Extra scopes this action needs beyond the tool's.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Overrides the tool's confirmation policy for this action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<bool>,
+}

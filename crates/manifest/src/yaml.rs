@@ -1,0 +1,272 @@
+//! Untrusted YAML text to a JSON value: a size cap, a conservative scan that refuses anchors,
+//! aliases and tags, and a conversion that refuses non-string and merge (`<<`) keys.
+//!
+//! The scan works on the text rather than on parser events (serde_yaml does not expose them). It
+//! is conservative: it may refuse an unusual but valid document (say, a continuation line of an
+//! unquoted value starting with `*`), never the other way round; the message then says to quote
+//! the value.
+
+use serde_json::{Map, Number, Value};
+
+use crate::error::{DOCUMENT, Issue, field, index};
+
+/// Largest manifest or configuration file accepted, in bytes (1 MiB).
+pub const MAX_YAML_BYTES: usize = 1024 * 1024;
+
+/// Parses `text` into a JSON value, or the issues that prevent it.
+pub(crate) fn parse(text: &str) -> Result<Value, Vec<Issue>> {
+    if text.len() > MAX_YAML_BYTES {
+        return Err(vec![Issue::new(
+            DOCUMENT,
+            format!("the file is {} bytes, over the {MAX_YAML_BYTES}-byte (1 MiB) limit", text.len()),
+            "shrink the file below 1 MiB (large schemas belong in the plugin, not its manifest)",
+        )]);
+    }
+    if let Some(issue) = scan_for_references(text) {
+        return Err(vec![issue]);
+    }
+    let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
+        let at = e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
+        let full = e.to_string();
+        let message = strip_location(&full);
+        vec![Issue::new(
+            DOCUMENT,
+            format!("not valid YAML{at}: {message}"),
+            "correct the YAML syntax (indent with spaces, quote values that contain `: ` or start with a special character)",
+        )]
+    })?;
+    let mut issues = Vec::new();
+    let value = to_json(yaml, "", &mut issues);
+    if issues.is_empty() { Ok(value) } else { Err(issues) }
+}
+
+/// serde_yaml appends " at line L column C"; the location is reported separately.
+fn strip_location(message: &str) -> &str {
+    match message.rfind(" at line ") {
+        Some(at) => &message[..at],
+        None => message,
+    }
+}
+
+fn to_json(yaml: serde_yaml::Value, path: &str, issues: &mut Vec<Issue>) -> Value {
+    use serde_yaml::Value as Y;
+    let at = |path: &str| if path.is_empty() { DOCUMENT.to_owned() } else { path.to_owned() };
+    match yaml {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else {
+                match n.as_f64().and_then(Number::from_f64) {
+                    Some(f) => Value::Number(f),
+                    None => {
+                        issues.push(Issue::new(
+                            at(path),
+                            format!("`{n}` is not a finite number"),
+                            "write a finite number, or quote the value to make it text",
+                        ));
+                        Value::Null
+                    }
+                }
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(
+            items.into_iter().enumerate().map(|(n, item)| to_json(item, &index(path, n), issues)).collect(),
+        ),
+        Y::Mapping(mapping) => {
+            let mut object = Map::new();
+            for (key, value) in mapping {
+                let key = match key {
+                    Y::String(key) => key,
+                    other => {
+                        let shown = serde_yaml::to_string(&other).unwrap_or_default();
+                        issues.push(Issue::new(
+                            at(path),
+                            format!("the key `{}` is not a string", shown.trim()),
+                            "use text keys; quote keys such as `1`, `true` or `null`",
+                        ));
+                        continue;
+                    }
+                };
+                if key == "<<" {
+                    issues.push(Issue::new(
+                        field(path, "<<"),
+                        "YAML merge keys (`<<`) are not supported",
+                        "write the fields out in full",
+                    ));
+                    continue;
+                }
+                let child = to_json(value, &field(path, &key), issues);
+                object.insert(key, child);
+            }
+            Value::Object(object)
+        }
+        Y::Tagged(tagged) => {
+            issues.push(Issue::new(
+                at(path),
+                format!("YAML tags (`{}`) are not supported", tagged.tag),
+                "remove the tag, or quote the value if the `!` is part of the text",
+            ));
+            Value::Null
+        }
+    }
+}
+
+/// Finds the first anchor (`&a`), alias (`*a`) or tag (`!t`) at a position where a YAML node may
+/// start, outside quoted strings, comments and block scalars.
+fn scan_for_references(text: &str) -> Option<Issue> {
+    let mut quote: Option<char> = None;
+    let mut flow_depth = 0usize;
+    // Inside a block scalar (`|`, `>`): lines indented more than this are its content.
+    let mut block_parent: Option<usize> = None;
+    for (line_no, line) in text.lines().enumerate() {
+        let chars: Vec<char> = line.chars().collect();
+        let indent = chars.iter().take_while(|c| **c == ' ').count();
+        if let Some(parent) = block_parent {
+            if line.trim().is_empty() || indent > parent {
+                continue;
+            }
+            block_parent = None;
+        }
+        let is_space = |i: usize| chars.get(i).is_none_or(|c| *c == ' ' || *c == '\t');
+        let mut expect_node = quote.is_none();
+        // Column of the innermost key or `-` entry begun on this line: the parent of a block scalar.
+        let mut parent_col = indent;
+        let mut scalar_col = indent;
+        let mut i = 0;
+        if quote.is_none() && (line.starts_with("---") || line.starts_with("...")) && is_space(3) {
+            i = 3;
+        }
+        while i < chars.len() {
+            let c = chars[i];
+            if let Some(q) = quote {
+                if q == '"' && c == '\\' {
+                    i += 2;
+                    continue;
+                }
+                if c == q {
+                    if q == '\'' && chars.get(i + 1) == Some(&'\'') {
+                        i += 2;
+                        continue;
+                    }
+                    quote = None;
+                }
+                i += 1;
+                continue;
+            }
+            if expect_node {
+                match c {
+                    ' ' | '\t' => {}
+                    '&' | '*' | '!' => {
+                        let what = match c {
+                            '&' => "anchors (`&name`)",
+                            '*' => "aliases (`*name`)",
+                            _ => "tags (`!tag`)",
+                        };
+                        return Some(Issue::new(
+                            DOCUMENT,
+                            format!("YAML {what} are not supported (line {}, column {})", line_no + 1, i + 1),
+                            format!("write the value out in full, or quote it if the `{c}` is part of the text"),
+                        ));
+                    }
+                    '"' | '\'' => {
+                        quote = Some(c);
+                        scalar_col = i;
+                        expect_node = false;
+                    }
+                    '[' | '{' => flow_depth += 1,
+                    ']' | '}' => {
+                        flow_depth = flow_depth.saturating_sub(1);
+                        expect_node = false;
+                    }
+                    ',' if flow_depth > 0 => {}
+                    '#' => break,
+                    '-' | '?' | ':' if is_space(i + 1) => {
+                        if c == '-' {
+                            parent_col = i;
+                        }
+                    }
+                    '|' | '>' if flow_depth == 0 => {
+                        block_parent = Some(parent_col);
+                        break;
+                    }
+                    _ => {
+                        scalar_col = i;
+                        expect_node = false;
+                    }
+                }
+            } else {
+                match c {
+                    '#' if i > 0 && matches!(chars[i - 1], ' ' | '\t') => break,
+                    ':' if is_space(i + 1) || (flow_depth > 0 && matches!(chars.get(i + 1), Some(',' | ']' | '}'))) => {
+                        parent_col = scalar_col;
+                        expect_node = true;
+                    }
+                    ',' if flow_depth > 0 => expect_node = true,
+                    ']' | '}' if flow_depth > 0 => flow_depth -= 1,
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(text: &str) -> bool {
+        scan_for_references(text).is_some()
+    }
+
+    #[test]
+    fn refuses_anchors_aliases_tags() {
+        assert!(refused("a: &x 1\nb: *x\n"));
+        assert!(refused("a: *x\n"));
+        assert!(refused("- *x\n"));
+        assert!(refused("a: [1, *x]\n"));
+        assert!(refused("a: {b: 1, c: *x}\n"));
+        assert!(refused("base: &b\n  x: 1\nderived:\n  <<: *b\n"));
+        assert!(refused("a: !!str 1\n"));
+        assert!(refused("--- &root\na: 1\n"));
+        assert!(refused("tools:\n  - description: |\n      * fine\n    name: *x\n"));
+    }
+
+    #[test]
+    fn accepts_star_and_ampersand_in_text() {
+        assert!(!refused("a: matches *.txt & *.md\n"));
+        assert!(!refused("a: \"*quoted\"\nb: '&also'\nc: 'it''s *fine'\n"));
+        assert!(!refused("a: x # *comment\n# *whole line\n"));
+        assert!(!refused("a: |\n  * bullet\n  & more\n\n  *after blank\nb: 1\n"));
+        assert!(!refused("tools:\n  - description: >-\n      *folded\n    name: x\n"));
+        assert!(!refused("a: \"multi\n  *line\"\n"));
+        assert!(!refused("- |\n  *x\n- b\n"));
+        assert!(!refused("url: http://x/*y\n"));
+    }
+
+    #[test]
+    fn conversion_refuses_odd_keys() {
+        let issues = parse("1: a\n").unwrap_err();
+        assert!(issues[0].message.contains("not a string"), "{issues:?}");
+        let issues = parse("a:\n  <<: {b: 1}\n").unwrap_err();
+        assert_eq!(issues[0].path, "a[\"<<\"]");
+        let issues = parse("a: .inf\n").unwrap_err();
+        assert_eq!(issues[0].path, "a");
+    }
+
+    #[test]
+    fn size_cap_and_syntax() {
+        let big = "a: b\n".repeat(MAX_YAML_BYTES / 4);
+        assert!(parse(&big).unwrap_err()[0].message.contains("1 MiB"));
+        let issues = parse("a: [1\n").unwrap_err();
+        assert!(issues[0].message.starts_with("not valid YAML at line"), "{issues:?}");
+        let issues = parse("a: 1\na: 2\n").unwrap_err();
+        assert!(issues[0].message.contains("duplicate"), "{issues:?}");
+    }
+}

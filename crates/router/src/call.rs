@@ -1,0 +1,250 @@
+//! What a caller hands the router and what it gets back.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use quiver_abi::ToolResponse;
+use quiver_catalog::{Access, Notice};
+use quiver_manifest::LifecycleState;
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use quiver_catalog::LogLevel;
+pub use quiver_telemetry::Lane;
+
+/// A boxed, sendable future (no `futures` dependency).
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The client side of a session, as the router and a running tool reach it: logs, progress,
+/// elicitation (asking the user) and sampling (asking the client's model). Implemented by the
+/// MCP server per session or request; [`NullBridge`] for the CLI and tests.
+pub trait ClientBridge: Send + Sync {
+    /// A log line for the client (MCP `notifications/message`).
+    fn log(&self, level: LogLevel, message: &str);
+    /// A progress report (MCP `notifications/progress`).
+    fn progress(&self, progress: f64, total: Option<f64>, message: &str);
+    /// True when the client supports elicitation.
+    fn can_elicit(&self) -> bool;
+    /// MCP `elicitation/create`: `request` holds its params (`message`, `requestedSchema`); the
+    /// answer is its result (`action`: accept | decline | cancel, `content`).
+    fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>>;
+    /// True when the client supports sampling.
+    fn can_sample(&self) -> bool;
+    /// MCP `sampling/createMessage`: params in, result out.
+    fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>>;
+}
+
+/// A bridge to nobody: drops logs and progress, cannot elicit or sample.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullBridge;
+
+impl ClientBridge for NullBridge {
+    fn log(&self, _level: LogLevel, _message: &str) {}
+    fn progress(&self, _progress: f64, _total: Option<f64>, _message: &str) {}
+    fn can_elicit(&self) -> bool {
+        false
+    }
+    fn elicit(&self, _request: Value) -> BoxFuture<Result<Value, String>> {
+        Box::pin(async { Err("this client cannot ask the user (no elicitation support)".to_owned()) })
+    }
+    fn can_sample(&self) -> bool {
+        false
+    }
+    fn sample(&self, _request: Value) -> BoxFuture<Result<Value, String>> {
+        Box::pin(async { Err("this client cannot run a model (no sampling support)".to_owned()) })
+    }
+}
+
+/// What the session does when a tool needs a person's confirmation and the call is not
+/// already confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    /// Ask the user through the client when it can elicit; otherwise refuse with an error that
+    /// says how to confirm.
+    #[default]
+    Ask,
+    /// Refuse every call that needs confirmation.
+    Deny,
+    /// Proceed without asking (the operator approved these tools for this session).
+    Allow,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Session id (one MCP connection, one CLI run).
+    pub session_id: String,
+    /// Client name (MCP `clientInfo.name`).
+    pub client: String,
+    /// Profile mode (`agent`, `plan`, ...).
+    pub mode: String,
+    /// Scopes and gates: what the session may see and call.
+    pub access: Access,
+    /// What to do about calls that need confirmation.
+    pub approval: Approval,
+}
+
+impl Caller {
+    /// A caller with the given session id and access, approval `Ask`, no client name or mode.
+    pub fn new(session_id: impl Into<String>, access: Access) -> Caller {
+        Caller { session_id: session_id.into(), client: String::new(), mode: String::new(), access, approval: Approval::Ask }
+    }
+
+    /// The same caller with another approval policy.
+    pub fn with_approval(mut self, approval: Approval) -> Caller {
+        self.approval = approval;
+        self
+    }
+}
+
+/// One call, from any entry point.
+pub struct Call {
+    /// The name as called: canonical, alias, or (generic lane) the name given to `run_tool`.
+    /// For [`crate::Router::run_tool`], `run_tool` itself.
+    pub name: String,
+    /// The arguments as called. For `run_tool`: `{"name": ..., "arguments": {...}}`.
+    pub arguments: Value,
+    /// Which lane the call came through.
+    pub lane: Lane,
+    /// Who is calling.
+    pub caller: Caller,
+    /// A request id chosen by the caller; one is generated when `None`.
+    pub request_id: Option<String>,
+    /// A person already confirmed this call (through the client's own approval step).
+    pub confirmed: bool,
+    /// Cancels the call: the router stops waiting at once and the tool sees
+    /// `is_cancelled() == true`.
+    pub cancel: CancellationToken,
+    /// The client side of the session.
+    pub bridge: Arc<dyn ClientBridge>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("name", &self.name)
+            .field("lane", &self.lane)
+            .field("session", &self.caller.session_id)
+            .field("request_id", &self.request_id)
+            .field("confirmed", &self.confirmed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Call {
+    /// A typed-lane call with a fresh cancellation token and no client bridge.
+    pub fn new(name: impl Into<String>, arguments: Value, caller: Caller) -> Call {
+        Call {
+            name: name.into(),
+            arguments,
+            lane: Lane::Typed,
+            caller,
+            request_id: None,
+            confirmed: false,
+            cancel: CancellationToken::new(),
+            bridge: Arc::new(NullBridge),
+        }
+    }
+
+    /// A `run_tool` call (generic lane) of `name` with `arguments`.
+    pub fn generic(name: &str, arguments: Value, caller: Caller) -> Call {
+        let mut c = Call::new(quiver_catalog::RUN_TOOL, serde_json::json!({ "name": name, "arguments": arguments }), caller);
+        c.lane = Lane::Generic;
+        c
+    }
+
+    /// The same call with a client bridge.
+    pub fn with_bridge(mut self, bridge: Arc<dyn ClientBridge>) -> Call {
+        self.bridge = bridge;
+        self
+    }
+
+    /// The same call marked as confirmed by a person.
+    pub fn confirmed(mut self, confirmed: bool) -> Call {
+        self.confirmed = confirmed;
+        self
+    }
+
+    /// The same call with a cancellation token.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Call {
+        self.cancel = cancel;
+        self
+    }
+}
+
+/// The answer to a call: the contract response and what the router knows about the call.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// What the model reads.
+    pub response: ToolResponse,
+    /// Result metadata (MCP `_meta`), telemetry and transcripts.
+    pub meta: CallMeta,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+/// What the router knows about a call besides its response.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallMeta {
+    /// Request id.
+    pub request_id: String,
+    /// The name as called.
+    pub called_name: String,
+    /// The canonical tool it reached (`None` when it did not resolve or is invisible).
+    pub tool: Option<String>,
+    /// The consolidated-tool action run, if any.
+    pub action: Option<String>,
+    /// Plugin id.
+    pub plugin: Option<String>,
+    /// Plugin version.
+    pub plugin_version: Option<String>,
+    /// sha256 of the plugin library.
+    pub sha256: Option<String>,
+    /// Key id of the manifest's signer.
+    pub signer_key_id: Option<String>,
+    /// Lifecycle state of the name as called.
+    pub lifecycle_state: Option<LifecycleState>,
+    /// Deprecation or compatibility notice for the name as called.
+    pub notice: Option<Notice>,
+    /// Lane.
+    pub lane: Lane,
+    /// Wall time of the pipeline.
+    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
+    pub duration: Duration,
+    /// Retries made.
+    pub retries: u32,
+    /// Handle of the full result when it was truncated ([`crate::Router::fetch_result`]).
+    pub result_handle: Option<String>,
+    /// Policy decisions, in pipeline order (e.g. `approval:not-required`, `breaker:closed`,
+    /// `retry:1:tool_error`, `result:truncated`).
+    pub policy: Vec<Cow<'static, str>>,
+}
+
+impl CallMeta {
+    pub(crate) fn new(request_id: String, called_name: String, lane: Lane) -> CallMeta {
+        CallMeta {
+            request_id,
+            called_name,
+            tool: None,
+            action: None,
+            plugin: None,
+            plugin_version: None,
+            sha256: None,
+            signer_key_id: None,
+            lifecycle_state: None,
+            notice: None,
+            lane,
+            duration: Duration::ZERO,
+            retries: 0,
+            result_handle: None,
+            policy: Vec::with_capacity(8),
+        }
+    }
+}

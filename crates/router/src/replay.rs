@@ -1,0 +1,223 @@
+//! Replaying transcripts against the current catalog: the guarantee that recorded calls keep
+//! working across renames and deprecations.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use quiver_abi::{Status, ToolResponse};
+use quiver_telemetry::{Lane, TranscriptRecord};
+use serde_json::Value;
+
+use crate::{Call, CallOutcome, Caller, Router};
+
+/// How a replayed call compares with its recording (outputs and status; metadata such as
+/// notices, durations and request ids is not compared).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayVerdict {
+    /// Same status, same outputs (and, for errors, the same error code).
+    Identical,
+    /// It ran but answered differently.
+    Changed {
+        /// A short description of the differences.
+        diff: String,
+    },
+    /// It could not be replayed: an unreadable line, or an error where the recording succeeded.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One replayed line.
+#[derive(Debug, Clone)]
+pub struct ReplayEntry {
+    /// Line number in the transcript (1-based).
+    pub line: usize,
+    /// Request id of the recording.
+    pub request_id: String,
+    /// The name as recorded.
+    pub called_name: String,
+    /// The lane as recorded.
+    pub lane: Lane,
+    /// The comparison.
+    pub verdict: ReplayVerdict,
+    /// The replayed call (absent for unreadable lines); its `meta.notice` tells when the
+    /// recorded name is now deprecated or an alias.
+    pub outcome: Option<CallOutcome>,
+}
+
+/// What a replay found.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayReport {
+    /// Every line, in order.
+    pub entries: Vec<ReplayEntry>,
+    /// Lines that replayed identically.
+    pub identical: usize,
+    /// Lines that ran but answered differently.
+    pub changed: usize,
+    /// Lines that failed.
+    pub failed: usize,
+}
+
+impl ReplayReport {
+    /// True when every line replayed identically.
+    pub fn all_identical(&self) -> bool {
+        self.changed == 0 && self.failed == 0
+    }
+}
+
+fn short(v: &Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 60 {
+        let mut cut = 57;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+fn escape(k: &str) -> String {
+    k.replace('~', "~0").replace('/', "~1")
+}
+
+fn json_diff(at: &str, a: &Value, b: &Value, out: &mut Vec<String>, max: usize) {
+    if out.len() >= max || a == b {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let p = format!("{at}/{}", escape(k));
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => json_diff(&p, u, v, out, max),
+                    (Some(u), None) => out.push(format!("{p}: {} removed", short(u))),
+                    (None, Some(v)) => out.push(format!("{p}: {} added", short(v))),
+                    (None, None) => {}
+                }
+                if out.len() >= max {
+                    return;
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                json_diff(&format!("{at}/{i}"), u, v, out, max);
+            }
+        }
+        _ => out.push(format!("{}: {} -> {}", if at.is_empty() { "/" } else { at }, short(a), short(b))),
+    }
+}
+
+fn status_name(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "ok",
+        Status::Partial => "partial",
+        Status::Error => "error",
+    }
+}
+
+fn compare(old: &ToolResponse, new: &ToolResponse) -> ReplayVerdict {
+    let err = |r: &ToolResponse| r.error.as_ref().map(|e| format!("{}: {}", e.code, e.message)).unwrap_or_default();
+    if old.status != Status::Error && new.status == Status::Error {
+        return ReplayVerdict::Failed { reason: err(new) };
+    }
+    if old.status != new.status {
+        let mut diff = format!("status {} -> {}", status_name(old.status), status_name(new.status));
+        if new.status == Status::Error {
+            diff.push_str(&format!(" ({})", err(new)));
+        }
+        return ReplayVerdict::Changed { diff };
+    }
+    if old.status == Status::Error {
+        let (a, b) = (old.error.as_ref().map(|e| e.code.as_str()), new.error.as_ref().map(|e| e.code.as_str()));
+        if a != b {
+            return ReplayVerdict::Changed { diff: format!("error code {} -> {}", a.unwrap_or("none"), b.unwrap_or("none")) };
+        }
+    }
+    if old.outputs != new.outputs {
+        let mut out = Vec::new();
+        json_diff("", &old.outputs, &new.outputs, &mut out, 3);
+        return ReplayVerdict::Changed { diff: format!("outputs differ: {}", out.join("; ")) };
+    }
+    ReplayVerdict::Identical
+}
+
+/// Re-runs every call of a transcript through `router` (the current catalog) as `caller`, in
+/// order, through the lane it was recorded on, and compares status and outputs with the
+/// recording. The recorded `confirmed` flag is passed on; confirmations the user gave
+/// interactively are not, so `caller.approval` decides those (use `Approval::Allow` to replay
+/// confirmed side-effecting calls, `Deny` to never run them).
+pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Result<ReplayReport> {
+    let file = std::fs::File::open(path)?;
+    let mut report = ReplayReport::default();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let rec: TranscriptRecord = match serde_json::from_str(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                report.failed += 1;
+                report.entries.push(ReplayEntry {
+                    line: i + 1,
+                    request_id: String::new(),
+                    called_name: String::new(),
+                    lane: Lane::Typed,
+                    verdict: ReplayVerdict::Failed { reason: format!("unreadable transcript line: {e}") },
+                    outcome: None,
+                });
+                continue;
+            }
+        };
+        let call = match rec.lane {
+            Lane::Typed => Call::new(rec.called_name.clone(), rec.arguments.clone(), caller.clone()),
+            Lane::Generic => Call::generic(&rec.called_name, rec.arguments.clone(), caller.clone()),
+        }
+        .confirmed(rec.confirmed);
+        let outcome = router.call(call).await;
+        let verdict = compare(&rec.response, &outcome.response);
+        match verdict {
+            ReplayVerdict::Identical => report.identical += 1,
+            ReplayVerdict::Changed { .. } => report.changed += 1,
+            ReplayVerdict::Failed { .. } => report.failed += 1,
+        }
+        report.entries.push(ReplayEntry {
+            line: i + 1,
+            request_id: rec.request_id,
+            called_name: rec.called_name,
+            lane: rec.lane,
+            verdict,
+            outcome: Some(outcome),
+        });
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiver_abi::ToolError;
+    use serde_json::json;
+
+    #[test]
+    fn compares_status_outputs_and_error_codes() {
+        let ok = |v| ToolResponse::ok(v);
+        assert_eq!(compare(&ok(json!({"a": 1})), &ok(json!({"a": 1}))), ReplayVerdict::Identical);
+        match compare(&ok(json!({"a": 1, "b": [1, 2]})), &ok(json!({"a": 2, "b": [1, 3], "c": true}))) {
+            ReplayVerdict::Changed { diff } => assert_eq!(diff, "outputs differ: /a: 1 -> 2; /b/1: 2 -> 3; /c: true added"),
+            v => panic!("{v:?}"),
+        }
+        let e = |c: &str| ToolResponse::error(ToolError::new(c, "m"));
+        assert!(matches!(compare(&ok(json!(1)), &e("unknown_tool")), ReplayVerdict::Failed { reason } if reason.starts_with("unknown_tool")));
+        assert_eq!(compare(&e("timeout"), &e("timeout")), ReplayVerdict::Identical);
+        assert!(matches!(compare(&e("timeout"), &e("panic")), ReplayVerdict::Changed { .. }));
+        assert!(matches!(compare(&e("timeout"), &ok(json!(1))), ReplayVerdict::Changed { diff } if diff == "status error -> ok"));
+    }
+}

@@ -1,0 +1,841 @@
+//! The one dispatch pipeline.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use quiver_abi::{AgentContext, ErrorCode, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse};
+use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, PluginEntry, RUN_TOOL, TOOL_SEARCH, ToolDef};
+use quiver_telemetry::{BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id};
+use serde_json::{Map, Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::breaker::{Admission, Breaker, Verdict};
+use crate::results::ResultStore;
+use crate::sink::RouterSink;
+use crate::{Approval, Call, CallMeta, CallOutcome, Caller, ClientBridge, RouterSettings, codes, suggest, validate};
+
+/// Per-tool state that outlives catalog snapshots: keyed by (library sha256, plugin-local tool
+/// name), so a hot swap to new bytes starts fresh while unrelated swaps keep breakers and limits.
+pub(crate) struct ToolState {
+    key: (String, String),
+    semaphore: Arc<Semaphore>,
+    breaker: Breaker,
+    counters: Arc<ToolCounters>,
+}
+
+/// Tool states in the order of one catalog snapshot's tools.
+struct ToolStates {
+    catalog: Option<Arc<Catalog>>,
+    by_tool: Vec<Arc<ToolState>>,
+}
+
+/// The router: every call, by any name and through any lane, takes [`Router::call`]'s pipeline.
+/// `Send + Sync`; share it as `Arc<Router>`.
+pub struct Router {
+    source: Arc<dyn CatalogSource>,
+    settings: RouterSettings,
+    states: ArcSwap<ToolStates>,
+    rebuild: Mutex<()>,
+    global: Arc<Semaphore>,
+    counters: Counters,
+    results: ResultStore,
+    transcript: Option<TranscriptWriter>,
+    epoch: Instant,
+    jitter: AtomicU64,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn cancelled(tool: &str) -> ToolError {
+    ToolError::new(ErrorCode::CANCELLED, format!("the call of `{tool}` was cancelled by the caller"))
+}
+
+fn invalid_at(pointer: &str, expected: &str, got: &str, hint: &str, message: String) -> ToolError {
+    ToolError::invalid(message).with_details(json!({
+        "errors": [{ "pointer": pointer, "keyword": "run_tool", "expected": expected, "got": got, "hint": hint }]
+    }))
+}
+
+/// Splits `run_tool`'s arguments into the target name and its arguments; refuses meta tools.
+fn envelope(args: Value) -> Result<(String, Value), ToolError> {
+    let usage = "`run_tool` takes {\"name\": \"<tool name>\", \"arguments\": {...}}";
+    let Value::Object(mut m) = args else {
+        return Err(invalid_at("", "an object", "another JSON value", "pass {\"name\": ..., \"arguments\": {...}}", format!("{usage}.")));
+    };
+    let name = match m.remove("name") {
+        Some(Value::String(s)) => s,
+        Some(_) => {
+            return Err(invalid_at("/name", "string", "another JSON value", "put the tool's name in `name`", format!("{usage}; `name` must be a string.")));
+        }
+        None => {
+            return Err(invalid_at("/name", "required property `name` (string)", "nothing (missing)", "add `name`", format!("{usage}; `name` is missing.")));
+        }
+    };
+    if META_TOOLS.contains(&name.as_str()) {
+        return Err(invalid_at(
+            "/name",
+            "the name of a catalog tool",
+            &format!("`{name}`"),
+            &format!("call `{name}` directly"),
+            format!("`run_tool` runs catalog tools; it does not dispatch `{name}` (nor `run_tool`, `list_tools` or `tool_search`). Call `{name}` directly."),
+        ));
+    }
+    let arguments = match m.remove("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v,
+        Some(_) => {
+            return Err(invalid_at(
+                "/arguments",
+                "object",
+                "another JSON value",
+                "pass the tool's arguments as an object",
+                format!("{usage}; `arguments` must be an object."),
+            ));
+        }
+    };
+    if let Some(k) = m.keys().next() {
+        return Err(invalid_at(
+            &format!("/{k}"),
+            "only the properties `name`, `arguments`",
+            &format!("unexpected property `{k}`"),
+            &format!("remove `{k}` (put the tool's own arguments inside `arguments`)"),
+            format!("{usage}; unexpected property `{k}`."),
+        ));
+    }
+    Ok((name, arguments))
+}
+
+fn verdict(result: &Result<(ToolResponse, usize), ToolError>) -> Verdict {
+    let code = match result {
+        Ok((r, _)) if r.status != Status::Error => return Verdict::Success,
+        Ok((r, _)) => r.error.as_ref().map(|e| e.code.as_str()).unwrap_or(ErrorCode::TOOL_ERROR),
+        Err(e) => e.code.as_str(),
+    };
+    match code {
+        ErrorCode::CANCELLED => Verdict::Neutral,
+        // The tool worked; the request was wrong.
+        ErrorCode::INVALID_ARGUMENTS | ErrorCode::NOT_FOUND | ErrorCode::PERMISSION_DENIED => Verdict::Success,
+        _ => Verdict::Failure,
+    }
+}
+
+async fn acquire(
+    sem: &Arc<Semaphore>,
+    deadline: Instant,
+    cancel: &CancellationToken,
+    tool: &str,
+    what: &str,
+) -> Result<OwnedSemaphorePermit, ToolError> {
+    if let Ok(p) = sem.clone().try_acquire_owned() {
+        return Ok(p);
+    }
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(cancelled(tool)),
+        p = sem.clone().acquire_owned() => p.map_err(|_| ToolError::new(ErrorCode::PROTOCOL, "the router is shutting down")),
+        _ = tokio::time::sleep_until(deadline.into()) => Err(ToolError::new(
+            ErrorCode::TIMEOUT,
+            format!("`{tool}` did not start before its deadline: {what} stayed busy. Try again later."),
+        ).retryable()),
+    }
+}
+
+impl Router {
+    /// A router over the catalogs `source` hands out. With `transcript_dir` set, a folder that
+    /// cannot be created disables transcripts (logged as an error) rather than failing.
+    pub fn new(source: Arc<dyn CatalogSource>, config: RouterSettings) -> Router {
+        let transcript = config.transcript_dir.as_deref().and_then(|d| match TranscriptWriter::open(d) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(dir = %d.display(), error = %e, "cannot open the transcript folder; calls will not be recorded");
+                None
+            }
+        });
+        let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+        Router {
+            source,
+            global: Arc::new(Semaphore::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS))),
+            results: ResultStore::new(config.result_handle_ttl),
+            settings: config,
+            states: ArcSwap::from_pointee(ToolStates { catalog: None, by_tool: Vec::new() }),
+            rebuild: Mutex::new(()),
+            counters: Counters::new(),
+            transcript,
+            epoch: Instant::now(),
+            jitter: AtomicU64::new(seed),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &RouterSettings {
+        &self.settings
+    }
+
+    /// The router's counters.
+    pub fn telemetry(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Bytes `[offset, offset + len)` of a truncated result's full JSON text (ends moved back to
+    /// character boundaries); `None` when the handle is unknown or expired.
+    pub fn fetch_result(&self, handle: &str, offset: usize, len: usize) -> Option<String> {
+        self.results.get(handle, offset, len)
+    }
+
+    /// The transcript file of a session, when transcripts are on.
+    pub fn transcript_path(&self, session_id: &str) -> Option<PathBuf> {
+        self.transcript.as_ref().map(|w| w.path_for(session_id))
+    }
+
+    /// Waits until every call finished so far is written to its transcript.
+    pub fn flush_transcripts(&self) {
+        if let Some(w) = &self.transcript {
+            w.flush();
+        }
+    }
+
+    /// Runs one call through the pipeline: resolve → visibility and scopes → argument
+    /// validation → approval → circuit breaker → concurrency limits → invocation with a deadline
+    /// (retrying retryable errors) → output validation → result-size limit → notice →
+    /// telemetry and transcript. A call named `run_tool` is handed to [`Router::run_tool`].
+    pub async fn call(&self, call: Call) -> CallOutcome {
+        if call.name == RUN_TOOL {
+            return self.run_tool(call).await;
+        }
+        self.dispatch(call).await
+    }
+
+    /// The generic lane: `arguments` is `{"name": ..., "arguments": {...}}`. Refuses to
+    /// dispatch `run_tool`, `list_tools` or `tool_search`, then runs the named tool through the
+    /// same pipeline as [`Router::call`], with lane `Generic`.
+    pub async fn run_tool(&self, call: Call) -> CallOutcome {
+        self.counters.record_run_tool();
+        let Call { arguments, caller, request_id, confirmed, cancel, bridge, .. } = call;
+        let recorded = self.transcript.is_some().then(|| arguments.clone());
+        match envelope(arguments) {
+            Ok((name, arguments)) => {
+                self.dispatch(Call { name, arguments, lane: Lane::Generic, caller, request_id, confirmed, cancel, bridge }).await
+            }
+            Err(e) => {
+                self.counters.record_run_tool_invalid();
+                let started = Instant::now();
+                let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), RUN_TOOL.to_owned(), Lane::Generic);
+                meta.policy.push(Cow::Borrowed("run_tool:refused"));
+                self.finish(meta, ToolResponse::error(e), started, now_ms(), None, &caller, confirmed, recorded)
+            }
+        }
+    }
+
+    async fn dispatch(&self, call: Call) -> CallOutcome {
+        let started = Instant::now();
+        let started_at_ms = now_ms();
+        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge } = call;
+        let recorded = self.transcript.is_some().then(|| arguments.clone());
+        let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane);
+        let mut tool_counters = None;
+        let span = tracing::info_span!("tool_call", request_id = %meta.request_id, called = %meta.called_name, lane = lane.as_str());
+        let result = self
+            .pipeline(&mut meta, &mut tool_counters, arguments, &caller, confirmed, &cancel, &bridge)
+            .instrument(span)
+            .await;
+        let response = result.unwrap_or_else(ToolResponse::error);
+        self.finish(meta, response, started, started_at_ms, tool_counters.as_deref(), &caller, confirmed, recorded)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        mut meta: CallMeta,
+        response: ToolResponse,
+        started: Instant,
+        started_at_ms: u64,
+        tool_counters: Option<&ToolCounters>,
+        caller: &Caller,
+        confirmed: bool,
+        recorded: Option<Value>,
+    ) -> CallOutcome {
+        meta.duration = started.elapsed();
+        self.counters.record_call(&CallEvent {
+            request_id: &meta.request_id,
+            called_name: &meta.called_name,
+            tool: meta.tool.as_deref(),
+            plugin: meta.plugin.as_deref(),
+            version: meta.plugin_version.as_deref(),
+            lane: meta.lane,
+            status: response.status,
+            error_code: response.error.as_ref().map(|e| e.code.as_str()),
+            duration: meta.duration,
+            retries: meta.retries,
+            policy: &meta.policy,
+            tool_counters,
+        });
+        if let (Some(w), Some(arguments)) = (&self.transcript, recorded) {
+            w.record(TranscriptRecord {
+                format: quiver_telemetry::TRANSCRIPT_FORMAT,
+                request_id: meta.request_id.clone(),
+                started_at_ms,
+                duration_us: meta.duration.as_micros() as u64,
+                session_id: caller.session_id.clone(),
+                client: caller.client.clone(),
+                lane: meta.lane,
+                called_name: meta.called_name.clone(),
+                arguments,
+                confirmed,
+                tool: meta.tool.clone(),
+                action: meta.action.clone(),
+                plugin: meta.plugin.clone(),
+                plugin_version: meta.plugin_version.clone(),
+                sha256: meta.sha256.clone(),
+                lifecycle_state: meta.lifecycle_state.map(|s| s.as_str().to_owned()),
+                notice: meta.notice.as_ref().and_then(|n| serde_json::to_value(n).ok()),
+                policy: meta.policy.iter().map(|p| p.to_string()).collect(),
+                retries: meta.retries,
+                result_handle: meta.result_handle.clone(),
+                response: response.clone(),
+            });
+        }
+        CallOutcome { response, meta }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// A uniform number in `[0, 1)` (splitmix64 over an atomic counter; jitter only).
+    fn random(&self) -> f64 {
+        let mut x = self.jitter.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^= x >> 31;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Delay before retry `n` (0-based): `retry_base * 2^n`, drawn from `[d/2, d]`.
+    fn backoff(&self, n: u32) -> Duration {
+        let d = self.settings.retry_base.saturating_mul(1u32 << n.min(16)).min(Duration::from_secs(60));
+        d / 2 + d.mul_f64(0.5 * self.random())
+    }
+
+    /// The state of tool `index` of `catalog`, rebuilding the per-tool map when the snapshot
+    /// changed (under a lock taken only then).
+    fn tool_state(&self, catalog: &Arc<Catalog>, index: usize) -> Arc<ToolState> {
+        {
+            let g = self.states.load();
+            if g.catalog.as_ref().is_some_and(|c| Arc::ptr_eq(c, catalog)) {
+                return g.by_tool[index].clone();
+            }
+        }
+        let _lock = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.states.load_full();
+        if old.catalog.as_ref().is_some_and(|c| Arc::ptr_eq(c, catalog)) {
+            return old.by_tool[index].clone();
+        }
+        let by_tool: Vec<Arc<ToolState>> = catalog
+            .tools()
+            .iter()
+            .map(|r| {
+                let plugin = catalog.plugin_of(r);
+                let def = catalog.def(r);
+                let key = (plugin.provenance.sha256.clone(), def.spec.name.clone());
+                old.by_tool.iter().find(|s| s.key == key).cloned().unwrap_or_else(|| {
+                    Arc::new(ToolState {
+                        key,
+                        semaphore: Arc::new(Semaphore::new((def.policies.max_concurrency as usize).clamp(1, Semaphore::MAX_PERMITS))),
+                        breaker: Breaker::default(),
+                        counters: self.counters.tool(&r.name),
+                    })
+                })
+            })
+            .collect();
+        let state = by_tool[index].clone();
+        self.states.store(Arc::new(ToolStates { catalog: Some(catalog.clone()), by_tool }));
+        state
+    }
+
+    fn unknown_tool(catalog: &Catalog, access: &Access, name: &str) -> ToolError {
+        let suggestions = suggest::closest(catalog, access, name, 3);
+        let mut message = format!("no tool named `{name}` is available");
+        if !suggestions.is_empty() {
+            let list: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
+            message.push_str(&format!("; did you mean {}?", list.join(", ")));
+        } else {
+            message.push('.');
+        }
+        message.push_str(&format!(" Use `{TOOL_SEARCH}` with a few words about the task to find the right tool."));
+        ToolError::new(ErrorCode::UNKNOWN_TOOL, message).with_details(json!({ "suggestions": suggestions, "search_tool": TOOL_SEARCH }))
+    }
+
+    fn removed(catalog: &Catalog, access: &Access, notice: &Notice) -> ToolError {
+        let mut n = notice.clone();
+        // Never name a replacement the caller may not see.
+        if let Some(rep) = &n.replacement
+            && !catalog.resolve(rep).is_some_and(|r| access.may_see(&r.tool.name, r.def) && r.state.is_dispatchable())
+        {
+            n.replacement = None;
+            n.action = None;
+        }
+        ToolError::new(codes::TOOL_REMOVED, n.message()).with_details(json!({
+            "replacement": n.replacement,
+            "action": n.action,
+            "removed_in_version": n.removed_in_version.as_ref().map(|v| v.to_string()),
+            "search_tool": TOOL_SEARCH,
+        }))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn pipeline(
+        &self,
+        meta: &mut CallMeta,
+        tool_counters: &mut Option<Arc<ToolCounters>>,
+        mut args: Value,
+        caller: &Caller,
+        confirmed: bool,
+        cancel: &CancellationToken,
+        bridge: &Arc<dyn ClientBridge>,
+    ) -> Result<ToolResponse, ToolError> {
+        let catalog = self.source.catalog();
+        let access = &caller.access;
+
+        // 1-2. Resolve the name; a tool the caller may not see does not exist.
+        let Some(resolved) = catalog.resolve(&meta.called_name).filter(|r| access.may_see(&r.tool.name, r.def)) else {
+            meta.policy.push(Cow::Borrowed("resolve:unknown"));
+            return Err(Self::unknown_tool(&catalog, access, &meta.called_name));
+        };
+        let def: &ToolDef = resolved.def;
+        let plugin: &Arc<PluginEntry> = resolved.plugin;
+        let tool_name = resolved.tool.name.as_str();
+        meta.tool = Some(tool_name.to_owned());
+        meta.plugin = Some(plugin.manifest.id.clone());
+        meta.plugin_version = Some(plugin.manifest.version.to_string());
+        meta.sha256 = Some(plugin.provenance.sha256.clone());
+        meta.signer_key_id = plugin.provenance.signer_key_id.clone();
+        meta.lifecycle_state = Some(resolved.state);
+        meta.notice = resolved.notice(&meta.called_name);
+        if !resolved.state.is_dispatchable() {
+            meta.policy.push(Cow::Borrowed("resolve:removed"));
+            let notice = meta.notice.clone().unwrap_or_else(|| Notice {
+                name: meta.called_name.clone(),
+                state: resolved.state,
+                replacement: None,
+                action: None,
+                first_deprecated_version: None,
+                planned_removal_version: None,
+                removed_in_version: None,
+                replay_supported: false,
+            });
+            return Err(Self::removed(&catalog, access, &notice));
+        }
+        meta.policy.push(Cow::Borrowed(if resolved.is_canonical() { "resolve:canonical" } else { "resolve:alias" }));
+
+        // An alias of a consolidated tool's action fills in `action`.
+        if args.is_null() {
+            args = Value::Object(Map::new());
+        }
+        if let (Some(a), Value::Object(m)) = (resolved.action, &mut args) {
+            match m.get("action") {
+                None => {
+                    m.insert("action".to_owned(), Value::String(a.to_owned()));
+                }
+                Some(Value::String(given)) if given == a => {}
+                Some(given) => {
+                    meta.policy.push(Cow::Borrowed("arguments:action-conflict"));
+                    return Err(ToolError::invalid(format!(
+                        "`{}` means `{tool_name}` with action `{a}`, but the arguments name action {given}; drop `action` or call `{tool_name}` directly",
+                        meta.called_name
+                    ))
+                    .with_details(json!({ "errors": [{
+                        "pointer": "/action", "keyword": "const", "expected": a, "got": given, "hint": "remove `action`",
+                    }] })));
+                }
+            }
+        }
+        let action: Option<String> =
+            if def.spec.actions.is_empty() { None } else { args.get("action").and_then(Value::as_str).map(str::to_owned) };
+        meta.action.clone_from(&action);
+
+        // 2b. Scopes of the action (the tool's own were checked by `may_see`).
+        if !access.may_call(tool_name, def, action.as_deref()) {
+            meta.policy.push(Cow::Borrowed("scopes:denied"));
+            let missing: Vec<&str> = def.scopes_for(action.as_deref()).filter(|s| !access.holds(s)).collect();
+            return Err(ToolError::denied(format!(
+                "action `{}` of `{tool_name}` needs scope(s) {}, which this session does not hold; use another action or ask the user to grant the scope",
+                action.as_deref().unwrap_or_default(),
+                missing.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+            ))
+            .with_details(json!({ "missing_scopes": missing })));
+        }
+        meta.policy.push(Cow::Borrowed("scopes:ok"));
+
+        // 3. Arguments against the precompiled input schema.
+        if let Err(e) = validate::arguments(tool_name, def, &args, meta.lane == Lane::Generic) {
+            meta.policy.push(Cow::Borrowed("arguments:invalid"));
+            if meta.lane == Lane::Generic {
+                self.counters.record_run_tool_invalid();
+            }
+            return Err(e);
+        }
+        meta.policy.push(Cow::Borrowed("arguments:ok"));
+
+        // 4. Approval.
+        let confirmed = self.approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge).await?;
+
+        // 5. Circuit breaker.
+        let index = catalog
+            .tool_index(tool_name)
+            .ok_or_else(|| ToolError::new(ErrorCode::PROTOCOL, format!("catalog inconsistency: `{tool_name}` has no index")))?;
+        let state = self.tool_state(&catalog, index);
+        *tool_counters = Some(state.counters.clone());
+        let admission = state.breaker.admit(self.now_ns(), self.settings.breaker_cooldown);
+        match admission {
+            Admission::Refuse(wait) => {
+                meta.policy.push(Cow::Borrowed("breaker:open"));
+                let wait_ms = wait.as_millis().max(1) as u64;
+                return Err(ToolError::new(
+                    codes::CIRCUIT_OPEN,
+                    format!(
+                        "`{tool_name}` failed {} times in a row and is paused; try again in {wait_ms} ms, or use another tool",
+                        self.settings.breaker_failures
+                    ),
+                )
+                .retryable()
+                .with_details(json!({ "retry_after_ms": wait_ms })));
+            }
+            Admission::Probe => meta.policy.push(Cow::Borrowed("breaker:half-open-probe")),
+            Admission::Pass => meta.policy.push(Cow::Borrowed("breaker:closed")),
+        }
+
+        // 6-8. Invoke under the deadline, within the concurrency limits, retrying retryable errors.
+        let policies = def.policies;
+        let timeout = if policies.timeout_ms == 0 { Duration::from_secs(365 * 24 * 3600) } else { Duration::from_millis(policies.timeout_ms) };
+        let deadline = Instant::now() + timeout;
+        let request = ToolRequest {
+            request_id: meta.request_id.clone(),
+            tool_id: def.spec.name.clone(),
+            tool_version: meta.plugin_version.clone().unwrap_or_default(),
+            timestamp: now_ms(),
+            agent_context: AgentContext {
+                session_id: caller.session_id.clone(),
+                client: caller.client.clone(),
+                mode: caller.mode.clone(),
+                scopes: access.scopes(),
+            },
+            inputs: args,
+            invocation_policies: InvocationPolicies {
+                timeout_ms: policies.timeout_ms,
+                max_result_bytes: policies.max_result_bytes,
+                confirmed,
+                action,
+            },
+            config: Value::Null,
+            memory_snippet: None,
+        };
+        let body = serde_json::to_string(&request)
+            .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("cannot encode the request: {e}")))?;
+        drop(request);
+        let result = self
+            .invoke_with_retries(meta, tool_name, plugin, resolved.tool.tool, &state, body, deadline, policies.retries, cancel, bridge)
+            .await;
+
+        // 9. Output against the output schema.
+        let result = match result {
+            Ok((r, n)) if r.status == Status::Ok => match validate::output(tool_name, def, &r.outputs) {
+                Ok(()) => Ok((r, n)),
+                Err(e) => {
+                    meta.policy.push(Cow::Borrowed("output:invalid"));
+                    Err(e)
+                }
+            },
+            other => other,
+        };
+
+        // The breaker learns the outcome.
+        if let Some(s) = state.breaker.record(admission, verdict(&result), self.now_ns(), self.settings.breaker_failures) {
+            state.counters.set_breaker(s);
+            meta.policy.push(Cow::Borrowed(if s == BreakerState::Open { "breaker:opened" } else { "breaker:closed-after-probe" }));
+            tracing::warn!(tool = tool_name, state = s.as_str(), "circuit breaker changed state");
+        }
+        let (mut response, raw_len) = result?;
+
+        // 10. Result size.
+        self.limit_size(meta, &mut response, policies.max_result_bytes, raw_len);
+        Ok(response)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn approve(
+        &self,
+        meta: &mut CallMeta,
+        tool: &str,
+        def: &ToolDef,
+        action: Option<&str>,
+        args: &Value,
+        caller: &Caller,
+        confirmed: bool,
+        cancel: &CancellationToken,
+        bridge: &Arc<dyn ClientBridge>,
+    ) -> Result<bool, ToolError> {
+        if !def.needs_confirmation(action) {
+            meta.policy.push(Cow::Borrowed("approval:not-required"));
+            return Ok(confirmed);
+        }
+        if confirmed {
+            meta.policy.push(Cow::Borrowed("approval:confirmed-by-caller"));
+            return Ok(true);
+        }
+        let effects = def.side_effects_for(action).as_str();
+        let what = match action {
+            Some(a) => format!("`{tool}` (action `{a}`)"),
+            None => format!("`{tool}`"),
+        };
+        let details = json!({ "needs_confirmation": true, "side_effects": effects, "action": action, "confirm_meta_key": codes::CONFIRM_META_KEY });
+        match caller.approval {
+            Approval::Allow => {
+                meta.policy.push(Cow::Borrowed("approval:allowed-by-profile"));
+                Ok(true)
+            }
+            Approval::Deny => {
+                meta.policy.push(Cow::Borrowed("approval:denied-by-profile"));
+                Err(ToolError::denied(format!(
+                    "{what} has {effects} side effects and needs a person's confirmation, which this session's profile refuses; do not retry. Tell the user what you wanted to do so they can do it themselves or change the profile's approval setting."
+                ))
+                .with_details(details))
+            }
+            Approval::Ask if bridge.can_elicit() => {
+                let mut shown = args.to_string();
+                if shown.len() > 500 {
+                    let mut cut = 497;
+                    while !shown.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    shown.truncate(cut);
+                    shown.push_str("...");
+                }
+                let request = json!({
+                    "message": format!("Allow {what} ({effects} side effects) with these arguments?\n{shown}"),
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": { "confirm": { "type": "boolean", "title": "Run it", "description": "Run this call once", "default": false } },
+                        "required": ["confirm"]
+                    }
+                });
+                let answer = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => return Err(cancelled(tool)),
+                    a = bridge.elicit(request) => a,
+                };
+                match answer {
+                    Ok(v) if v.get("action").and_then(Value::as_str) == Some("accept")
+                        && v.pointer("/content/confirm").and_then(Value::as_bool) != Some(false) =>
+                    {
+                        meta.policy.push(Cow::Borrowed("approval:confirmed-by-user"));
+                        Ok(true)
+                    }
+                    Ok(v) => {
+                        meta.policy.push(Cow::Borrowed("approval:declined-by-user"));
+                        Err(ToolError::denied(format!("the user did not allow {what}; do not retry it unless the user asks for it"))
+                            .with_details(json!({ "user_action": v.get("action").cloned().unwrap_or(Value::Null) })))
+                    }
+                    Err(e) => {
+                        meta.policy.push(Cow::Borrowed("approval:ask-failed"));
+                        Err(ToolError::new(
+                            codes::CONFIRMATION_REQUIRED,
+                            format!("{what} needs a person's confirmation and asking the user failed ({e}). Ask the user in the conversation whether to run it; if they agree, repeat the call marked as confirmed (MCP request `_meta` key `{}`: true; CLI `--yes`).", codes::CONFIRM_META_KEY),
+                        )
+                        .with_details(details))
+                    }
+                }
+            }
+            Approval::Ask => {
+                meta.policy.push(Cow::Borrowed("approval:cannot-ask"));
+                Err(ToolError::new(
+                    codes::CONFIRMATION_REQUIRED,
+                    format!(
+                        "{what} has {effects} side effects and needs a person's confirmation before it runs, and this client cannot ask the user. Ask the user in the conversation whether to run it; if they agree, repeat the call marked as confirmed (MCP request `_meta` key `{}`: true; CLI `--yes`). Never confirm on your own.",
+                        codes::CONFIRM_META_KEY
+                    ),
+                )
+                .with_details(details))
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn invoke_with_retries(
+        &self,
+        meta: &mut CallMeta,
+        tool_name: &str,
+        plugin: &Arc<PluginEntry>,
+        tool: usize,
+        state: &Arc<ToolState>,
+        mut body: String,
+        deadline: Instant,
+        max_retries: u32,
+        cancel: &CancellationToken,
+        bridge: &Arc<dyn ClientBridge>,
+    ) -> Result<(ToolResponse, usize), ToolError> {
+        loop {
+            let attempt_body = if meta.retries < max_retries { body.clone() } else { std::mem::take(&mut body) };
+            let (response, raw_len) =
+                self.attempt(&meta.request_id, tool_name, plugin, tool, state, attempt_body, deadline, cancel, bridge).await?;
+            let retryable = response.status == Status::Error && response.error.as_ref().is_some_and(|e| e.retryable);
+            if !retryable || meta.retries >= max_retries {
+                return Ok((response, raw_len));
+            }
+            let delay = self.backoff(meta.retries);
+            if Instant::now() + delay >= deadline {
+                meta.policy.push(Cow::Borrowed("retry:no-time-left"));
+                return Ok((response, raw_len));
+            }
+            meta.retries += 1;
+            let code = response.error.as_ref().map(|e| e.code.as_str()).unwrap_or_default();
+            meta.policy.push(Cow::Owned(format!("retry:{}:{code}:{}ms", meta.retries, delay.as_millis())));
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return Err(cancelled(tool_name)),
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// One invocation on a blocking thread. The caller stops waiting at the deadline or on
+    /// cancellation; the thread cannot be killed, so it keeps its tool permit until the plugin
+    /// returns (the overrun counts against the tool) and sees `is_cancelled() == true`.
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        request_id: &str,
+        tool_name: &str,
+        plugin: &Arc<PluginEntry>,
+        tool: usize,
+        state: &Arc<ToolState>,
+        body: String,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        bridge: &Arc<dyn ClientBridge>,
+    ) -> Result<(ToolResponse, usize), ToolError> {
+        if cancel.is_cancelled() {
+            return Err(cancelled(tool_name));
+        }
+        let _global = acquire(&self.global, deadline, cancel, tool_name, "the host's call slots").await?;
+        let tool_permit = acquire(&state.semaphore, deadline, cancel, tool_name, "the tool's concurrency limit").await?;
+        let sink = Arc::new(RouterSink::new(bridge.clone(), cancel.child_token(), deadline, request_id.to_owned(), state.counters.clone()));
+        let plugin = plugin.clone();
+        let plugin_sink = sink.clone();
+        let mut handle = tokio::task::spawn_blocking(move || {
+            let name = plugin.tools[tool].spec.name.as_str();
+            let out = plugin.backend.invoke(name, &body, plugin_sink.clone());
+            plugin_sink.finished();
+            drop(tool_permit);
+            out
+        });
+        let raw = tokio::select! {
+            biased;
+            r = &mut handle => r.map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("the thread running `{tool_name}` failed: {e}")))?,
+            _ = cancel.cancelled() => {
+                sink.abandon(false);
+                return Err(cancelled(tool_name));
+            }
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                sink.abandon(true);
+                return Err(ToolError::new(
+                    ErrorCode::TIMEOUT,
+                    format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
+                )
+                .retryable());
+            }
+        };
+        let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
+            let mut shown = raw.clone();
+            shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
+            ToolError::new(ErrorCode::PROTOCOL, format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"))
+        })?;
+        Ok((response, raw.len()))
+    }
+
+    /// Truncates a result over `max` bytes: `outputs` becomes a preview of its JSON text, the
+    /// status `partial`, and the full text is kept under a handle for `result_handle_ttl`.
+    fn limit_size(&self, meta: &mut CallMeta, response: &mut ToolResponse, max: u64, raw_len: usize) {
+        if max == 0 || response.status == Status::Error || raw_len as u64 <= max {
+            return;
+        }
+        let Ok(text) = serde_json::to_string(&response.outputs) else { return };
+        if text.len() as u64 <= max {
+            return;
+        }
+        let max = max as usize;
+        let handle = format!("res-{}", meta.request_id);
+        let total = text.len();
+        let mut keep = max.saturating_sub(160);
+        let outputs = loop {
+            let mut cut = keep.min(total);
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let outputs = json!({ "truncated": true, "total_bytes": total, "shown_bytes": cut, "preview": &text[..cut] });
+            let size = serde_json::to_string(&outputs).map(|s| s.len()).unwrap_or(usize::MAX);
+            if size <= max || keep == 0 {
+                break outputs;
+            }
+            // Escaping made the preview longer than its bytes: shrink in proportion and retry.
+            keep = keep.saturating_mul(max) / size.max(1) * 9 / 10;
+        };
+        let shown = outputs["shown_bytes"].as_u64().unwrap_or(0);
+        response.outputs = outputs;
+        response.status = Status::Partial;
+        response.observations.push(format!(
+            "The result is {total} bytes, over this tool's limit of {max}; `outputs.preview` holds its first {shown} bytes of JSON. The full result can be fetched by handle `{handle}` (byte offset and length) for a limited time."
+        ));
+        self.results.insert(handle.clone(), text);
+        meta.result_handle = Some(handle);
+        meta.policy.push(Cow::Borrowed("result:truncated"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_accepts_name_and_arguments_and_guards_meta_tools() {
+        let (n, a) = envelope(json!({"name": "echo", "arguments": {"text": "x"}})).unwrap();
+        assert_eq!((n.as_str(), a), ("echo", json!({"text": "x"})));
+        let (_, a) = envelope(json!({"name": "echo"})).unwrap();
+        assert_eq!(a, json!({}));
+        for meta in META_TOOLS {
+            let e = envelope(json!({"name": meta, "arguments": {}})).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_ARGUMENTS);
+            assert_eq!(e.details["errors"][0]["pointer"], "/name");
+            assert!(e.message.contains("does not dispatch"), "{}", e.message);
+        }
+        assert_eq!(envelope(json!({"arguments": {}})).unwrap_err().details["errors"][0]["pointer"], "/name");
+        assert_eq!(envelope(json!({"name": "x", "arguments": 3})).unwrap_err().details["errors"][0]["pointer"], "/arguments");
+        assert_eq!(envelope(json!({"name": "x", "text": "y"})).unwrap_err().details["errors"][0]["pointer"], "/text");
+        assert_eq!(envelope(json!([1])).unwrap_err().details["errors"][0]["pointer"], "");
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter() {
+        let r = Router::new(Arc::new(Arc::new(Catalog::empty())), RouterSettings { retry_base: Duration::from_millis(100), ..Default::default() });
+        for n in 0..4u32 {
+            let full = Duration::from_millis(100 * (1 << n));
+            for _ in 0..50 {
+                let d = r.backoff(n);
+                assert!(d >= full / 2 && d <= full, "retry {n}: {d:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Transcripts: every call as one JSON line, appended by a background thread so the call path
+//! never waits for the disk.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use quiver_abi::ToolResponse;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Lane;
+
+/// Version of the transcript line format written by this crate.
+pub const TRANSCRIPT_FORMAT: u32 = 1;
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptRecord {
+    /// Line format version ([`TRANSCRIPT_FORMAT`]).
+    pub format: u32,
+    /// Request id.
+    pub request_id: String,
+    /// When the router accepted the call, milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// Wall time of the pipeline, microseconds.
+    pub duration_us: u64,
+    /// Session id.
+    pub session_id: String,
+    /// Client name.
+    #[serde(default)]
+    pub client: String,
+    /// Lane.
+    pub lane: Lane,
+    /// The name as called (for the generic lane: the `name` passed to `run_tool`).
+    pub called_name: String,
+    /// The arguments as called (before an alias filled in its action).
+    pub arguments: Value,
+    /// The caller marked the call as confirmed.
+    #[serde(default)]
+    pub confirmed: bool,
+    /// Canonical tool the name resolved to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Consolidated-tool action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// Plugin id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// Plugin version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_version: Option<String>,
+    /// sha256 of the plugin library.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Lifecycle state of the name as called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle_state: Option<String>,
+    /// Deprecation or compatibility notice attached to the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<Value>,
+    /// Policy decisions in pipeline order.
+    #[serde(default)]
+    pub policy: Vec<String>,
+    /// Retries made.
+    #[serde(default)]
+    pub retries: u32,
+    /// Handle of the full result, when it was truncated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_handle: Option<String>,
+    /// The response as the caller got it.
+    pub response: ToolResponse,
+}
+
+/// The transcript file name of a session: the id with anything but `[A-Za-z0-9._-]` replaced by
+/// `_` (at most 100 characters), plus `.jsonl`.
+pub fn transcript_file_name(session_id: &str) -> String {
+    let mut s: String = session_id
+        .chars()
+        .take(100)
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        s.insert_str(0, "session");
+    }
+    s.push_str(".jsonl");
+    s
+}
+
+enum Message {
+    Record(Box<TranscriptRecord>),
+    Flush(mpsc::SyncSender<()>),
+}
+
+/// Appends records to `DIR/<session>.jsonl` from a background thread.
+#[derive(Debug)]
+pub struct TranscriptWriter {
+    dir: PathBuf,
+    tx: Option<mpsc::Sender<Message>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TranscriptWriter {
+    /// Creates the folder if needed and starts the writer thread.
+    pub fn open(dir: &Path) -> std::io::Result<TranscriptWriter> {
+        fs::create_dir_all(dir)?;
+        let (tx, rx) = mpsc::channel::<Message>();
+        let dir_owned = dir.to_owned();
+        let thread = std::thread::Builder::new().name("quiver-transcript".into()).spawn(move || run(&dir_owned, rx))?;
+        Ok(TranscriptWriter { dir: dir.to_owned(), tx: Some(tx), thread: Some(thread) })
+    }
+
+    /// The file a session's records go to.
+    pub fn path_for(&self, session_id: &str) -> PathBuf {
+        self.dir.join(transcript_file_name(session_id))
+    }
+
+    /// Queues a record (never blocks on I/O).
+    pub fn record(&self, record: TranscriptRecord) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Message::Record(Box::new(record)));
+        }
+    }
+
+    /// Waits until every record queued before this call is written and flushed.
+    pub fn flush(&self) {
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        if let Some(tx) = &self.tx
+            && tx.send(Message::Flush(ack_tx)).is_ok()
+        {
+            let _ = ack_rx.recv();
+        }
+    }
+}
+
+impl Drop for TranscriptWriter {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(dir: &Path, rx: mpsc::Receiver<Message>) {
+    let mut files: HashMap<String, BufWriter<fs::File>> = HashMap::new();
+    let write = |files: &mut HashMap<String, BufWriter<fs::File>>, rec: &TranscriptRecord| {
+        let name = transcript_file_name(&rec.session_id);
+        if !files.contains_key(&name) {
+            match fs::OpenOptions::new().create(true).append(true).open(dir.join(&name)) {
+                Ok(f) => {
+                    files.insert(name.clone(), BufWriter::new(f));
+                }
+                Err(e) => {
+                    tracing::warn!(file = %dir.join(&name).display(), error = %e, "cannot open the transcript; dropping the record");
+                    return;
+                }
+            }
+        }
+        let Some(f) = files.get_mut(&name) else { return };
+        let line = match serde_json::to_string(rec) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "transcript record not serializable");
+                return;
+            }
+        };
+        if let Err(e) = f.write_all(line.as_bytes()).and_then(|_| f.write_all(b"\n")) {
+            tracing::warn!(file = %name, error = %e, "cannot write the transcript");
+        }
+    };
+    let flush_all = |files: &mut HashMap<String, BufWriter<fs::File>>| {
+        for f in files.values_mut() {
+            let _ = f.flush();
+        }
+    };
+    while let Ok(first) = rx.recv() {
+        let mut acks = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            match msg {
+                Message::Record(r) => write(&mut files, &r),
+                Message::Flush(ack) => acks.push(ack),
+            }
+            next = rx.try_recv().ok();
+        }
+        flush_all(&mut files);
+        for a in acks {
+            let _ = a.send(());
+        }
+    }
+    flush_all(&mut files);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiver_abi::{ToolError, ToolResponse};
+    use serde_json::json;
+
+    fn record(i: u64, session: &str, lane: Lane, response: ToolResponse) -> TranscriptRecord {
+        TranscriptRecord {
+            format: TRANSCRIPT_FORMAT,
+            request_id: format!("r{i}"),
+            started_at_ms: 1,
+            duration_us: i * 1000,
+            session_id: session.into(),
+            client: "test".into(),
+            lane,
+            called_name: "echo".into(),
+            arguments: json!({"text": "hi"}),
+            confirmed: false,
+            tool: Some("echo".into()),
+            action: None,
+            plugin: Some("p".into()),
+            plugin_version: Some("1.0.0".into()),
+            sha256: None,
+            lifecycle_state: Some("active".into()),
+            notice: None,
+            policy: vec!["approval:not-required".into()],
+            retries: 0,
+            result_handle: None,
+            response,
+        }
+    }
+
+    #[test]
+    fn file_names_are_sanitized() {
+        assert_eq!(transcript_file_name("abc-1"), "abc-1.jsonl");
+        assert_eq!(transcript_file_name("../etc/passwd"), "session.._etc_passwd.jsonl");
+        assert_eq!(transcript_file_name(""), "session.jsonl");
+    }
+
+    #[test]
+    fn writes_lines_and_stats_read_them_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = TranscriptWriter::open(dir.path()).unwrap();
+        for i in 1..=20 {
+            let lane = if i % 4 == 0 { Lane::Generic } else { Lane::Typed };
+            let resp = if i % 5 == 0 {
+                ToolResponse::error(ToolError::new("timeout", "slow"))
+            } else {
+                ToolResponse::ok(json!({"text": "hi"}))
+            };
+            w.record(record(i, "s1", lane, resp));
+        }
+        w.flush();
+        let path = w.path_for("s1");
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"not json\n").unwrap();
+        let stats = crate::stats_from_transcript(&path).unwrap();
+        assert_eq!(stats.calls, 20);
+        assert_eq!(stats.unreadable_lines, 1);
+        assert_eq!(stats.status.error, 4);
+        assert_eq!(stats.errors["timeout"], 4);
+        assert_eq!(stats.tools["echo"].timeouts, 4);
+        assert_eq!(stats.duration_ms.p50, 10.0);
+        assert_eq!(stats.duration_ms.p95, 19.0);
+        assert_eq!(stats.lanes["generic"].calls, 5);
+        // Generic calls are 4, 8, 12, 16, 20; of them 20 failed.
+        assert_eq!(stats.lanes["generic"].success_rate, 0.8);
+        assert_eq!(stats.generic.run_calls, 5);
+    }
+}

@@ -1,0 +1,914 @@
+//! `fs-tools`: a file-system toolset for agents, confined to one root folder.
+//!
+//! Tools: `fs_read` (read a text file, by line window), `fs_list` (list a folder, optionally
+//! recursively), `fs_search` (find literal text in files), `fs_stat` (size, kind, modification
+//! time) and `fs_edit` (one consolidated tool for `write`, `append`, `move` and `delete`).
+//!
+//! The root is `plugin_config.fs-tools.root` when set, else the `QUIVER_FS_ROOT` environment
+//! variable, else the host process's current directory. Every path is resolved against it and
+//! refused (`permission_denied`) when it leads outside — through `..`, an absolute path or a
+//! symbolic link (see [`confine`]).
+//!
+//! What it does not do: read binary files (they are refused, not dumped), follow symbolic links
+//! out of the root, search with regular expressions (literal text only), change permissions or
+//! owners, or watch files. Confirmation of writes and deletes is the host's job (the manifest asks
+//! for it); the tools themselves do not prompt.
+
+pub mod confine;
+mod walk;
+
+use std::{
+    fs,
+    io::{BufRead, BufReader, Read, Write},
+    path::Path,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use confine::{Mode, Root, io_error};
+use quiver_abi::{
+    Context, Tool, ToolError,
+    schemars::JsonSchema,
+    serde::{Deserialize, Serialize},
+};
+use walk::{Walk, WalkItem};
+
+/// Bytes at the start of a file scanned for a NUL byte to tell binary files from text.
+const SNIFF_BYTES: usize = 8192;
+/// Hard upper bound of `max_bytes` for `fs_read`.
+const READ_BYTES_CAP: u64 = 1024 * 1024;
+/// Files larger than this are skipped by `fs_search`.
+const SEARCH_FILE_CAP: u64 = 4 * 1024 * 1024;
+/// Characters of a matching line kept in a search result.
+const SEARCH_LINE_CHARS: usize = 240;
+
+fn default_max_lines() -> u64 {
+    2000
+}
+fn default_max_bytes() -> u64 {
+    32 * 1024
+}
+fn default_start_line() -> u64 {
+    1
+}
+fn default_dot() -> String {
+    ".".to_owned()
+}
+fn default_max_entries() -> usize {
+    500
+}
+fn default_max_results() -> usize {
+    100
+}
+fn yes() -> bool {
+    true
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", rename_all = "lowercase")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A folder.
+    Dir,
+    /// A symbolic link (never followed when listing or searching).
+    Symlink,
+    /// Anything else (socket, device, pipe).
+    Other,
+}
+
+impl Kind {
+    fn of(ft: fs::FileType) -> Kind {
+        if ft.is_symlink() {
+            Kind::Symlink
+        } else if ft.is_dir() {
+            Kind::Dir
+        } else if ft.is_file() {
+            Kind::File
+        } else {
+            Kind::Other
+        }
+    }
+}
+
+fn root_of(cx: &Context<'_>) -> Result<Root, ToolError> {
+    Root::from_config(cx.config())
+}
+
+fn looks_binary(head: &[u8]) -> bool {
+    head.contains(&0)
+}
+
+fn binary_error(path: &str, why: &str) -> ToolError {
+    ToolError::tool(format!(
+        "`{path}` looks like a binary file ({why}); fs_read returns text only. Use fs_stat for its size and kind"
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// fs_read
+
+/// Arguments of `fs_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct ReadInput {
+    /// File to read, relative to the root folder (for example `src/main.rs`). Absolute paths are
+    /// accepted only when they are inside the root.
+    pub path: String,
+    /// First line to return, 1-based. Use the `next_start_line` of a truncated result to continue.
+    #[serde(default = "default_start_line")]
+    pub start_line: u64,
+    /// Most lines to return (default 2000).
+    #[serde(default = "default_max_lines")]
+    pub max_lines: u64,
+    /// Most bytes of text to return (default 32768, at most 1048576). Reading stops before the
+    /// line that would exceed it.
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: u64,
+}
+
+/// Result of `fs_read`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct ReadOutput {
+    /// The file, relative to the root.
+    pub path: String,
+    /// The text of the lines returned, with their line endings.
+    pub content: String,
+    /// Number of the first line returned (1-based).
+    pub start_line: u64,
+    /// Number of the last line returned; 0 when no line was returned.
+    pub end_line: u64,
+    /// Number of lines in the whole file.
+    pub total_lines: u64,
+    /// True when the file has more text after what was returned.
+    pub truncated: bool,
+    /// When truncated: the `start_line` to pass to read on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_start_line: Option<u64>,
+    /// Size of the file in bytes.
+    pub size: u64,
+}
+
+/// Reads a text file.
+pub struct FsRead;
+
+impl Tool for FsRead {
+    const NAME: &'static str = "fs_read";
+    type Input = ReadInput;
+    type Output = ReadOutput;
+
+    fn call(&self, input: ReadInput, cx: &mut Context<'_>) -> Result<ReadOutput, ToolError> {
+        if input.start_line == 0 {
+            return Err(ToolError::invalid("start_line is 1-based: pass 1 for the first line"));
+        }
+        if input.max_lines == 0 || input.max_bytes == 0 {
+            return Err(ToolError::invalid("max_lines and max_bytes must be at least 1"));
+        }
+        let mut max_bytes = input.max_bytes.min(READ_BYTES_CAP);
+        let host_cap = cx.request().invocation_policies.max_result_bytes;
+        if host_cap > 0 && max_bytes > host_cap * 3 / 4 {
+            max_bytes = (host_cap * 3 / 4).max(1);
+            cx.observe(format!(
+                "max_bytes lowered to {max_bytes} to fit the host's result limit of {host_cap} bytes"
+            ));
+        }
+        let root = root_of(cx)?;
+        let full = root.resolve(&input.path, Mode::EXISTING)?;
+        let rel = root.relative(&full);
+        let meta = fs::metadata(&full).map_err(|e| io_error(&rel, "read", &e))?;
+        if meta.is_dir() {
+            return Err(ToolError::invalid(format!(
+                "`{rel}` is a folder, not a file; use fs_list to see what it contains"
+            )));
+        }
+        let file = fs::File::open(&full).map_err(|e| io_error(&rel, "read", &e))?;
+        let mut reader = BufReader::with_capacity(64 * 1024, file);
+        {
+            let head = reader.fill_buf().map_err(|e| io_error(&rel, "read", &e))?;
+            if looks_binary(&head[..head.len().min(SNIFF_BYTES)]) {
+                return Err(binary_error(&rel, "it contains NUL bytes"));
+            }
+        }
+
+        let mut content = String::new();
+        let mut line = Vec::new();
+        let mut line_no = 0u64;
+        let mut end_line = 0u64;
+        let mut collecting = true;
+        let mut truncated = false;
+        let mut cut_line = None;
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(|e| io_error(&rel, "read", &e))?;
+            if n == 0 {
+                break;
+            }
+            line_no += 1;
+            if line_no < input.start_line {
+                continue;
+            }
+            if !collecting {
+                truncated = true;
+                continue;
+            }
+            let text = std::str::from_utf8(&line)
+                .map_err(|_| binary_error(&rel, &format!("line {line_no} is not valid UTF-8")))?;
+            let lines_taken = line_no - input.start_line;
+            if lines_taken >= input.max_lines {
+                collecting = false;
+                truncated = true;
+                continue;
+            }
+            if content.len() as u64 + text.len() as u64 > max_bytes {
+                if content.is_empty() {
+                    // A single line longer than the budget: return its head.
+                    let mut cut = max_bytes as usize;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    content.push_str(&text[..cut]);
+                    end_line = line_no;
+                    cut_line = Some(line_no);
+                }
+                collecting = false;
+                truncated = true;
+                continue;
+            }
+            content.push_str(text);
+            end_line = line_no;
+        }
+        let total_lines = line_no;
+        if input.start_line > total_lines.max(1) {
+            return Err(ToolError::invalid(format!(
+                "start_line {} is past the end of `{rel}`, which has {total_lines} lines",
+                input.start_line
+            )));
+        }
+        if let Some(n) = cut_line {
+            cx.observe(format!(
+                "line {n} is longer than max_bytes ({max_bytes}); only its first {} bytes are shown",
+                content.len()
+            ));
+        }
+        cx.measure("bytes_read", content.len() as u64);
+        Ok(ReadOutput {
+            path: rel,
+            content,
+            start_line: input.start_line,
+            end_line,
+            total_lines,
+            truncated,
+            next_start_line: (truncated && end_line < total_lines).then_some(end_line + 1),
+            size: meta.len(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fs_list
+
+/// Arguments of `fs_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct ListInput {
+    /// Folder to list, relative to the root; `.` (the default) is the root itself.
+    #[serde(default = "default_dot")]
+    pub path: String,
+    /// Also list the contents of sub-folders (depth first, symbolic links are not entered).
+    #[serde(default)]
+    pub recursive: bool,
+    /// With `recursive`: how many levels to descend (1 = only the folder's own entries).
+    #[serde(default)]
+    pub max_depth: Option<u32>,
+    /// Most entries to return (default 500, at most 10000).
+    #[serde(default = "default_max_entries")]
+    pub max_entries: usize,
+    /// Only list files whose name ends with this suffix, such as `.rs` or `*.md`; folders are then
+    /// left out of the result (but still searched when recursive).
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// Include names that start with a dot (`.git`, `.env`); default false.
+    #[serde(default)]
+    pub include_hidden: bool,
+}
+
+/// One entry of a listing.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct ListEntry {
+    /// Path relative to the root, with `/` separators.
+    pub path: String,
+    /// What the entry is.
+    pub kind: Kind,
+    /// Size in bytes (files only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// Result of `fs_list`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct ListOutput {
+    /// The folder listed, relative to the root.
+    pub path: String,
+    /// Entries sorted by name (sub-folder contents follow their folder when recursive).
+    pub entries: Vec<ListEntry>,
+    /// True when `max_entries` stopped the listing early.
+    pub truncated: bool,
+}
+
+fn suffix_filter(suffix: &Option<String>) -> Option<String> {
+    suffix.as_deref().map(|s| s.trim_start_matches('*').to_owned()).filter(|s| !s.is_empty())
+}
+
+/// Lists a folder.
+pub struct FsList;
+
+impl Tool for FsList {
+    const NAME: &'static str = "fs_list";
+    type Input = ListInput;
+    type Output = ListOutput;
+
+    fn call(&self, input: ListInput, cx: &mut Context<'_>) -> Result<ListOutput, ToolError> {
+        if input.max_entries == 0 {
+            return Err(ToolError::invalid("max_entries must be at least 1"));
+        }
+        let max_entries = input.max_entries.min(10_000);
+        let root = root_of(cx)?;
+        let dir = root.resolve(&input.path, Mode::EXISTING)?;
+        let rel = root.relative(&dir);
+        if !dir.is_dir() {
+            return Err(ToolError::invalid(format!(
+                "`{rel}` is a file, not a folder; use fs_stat or fs_read on it, or list its folder"
+            )));
+        }
+        let filter = suffix_filter(&input.suffix);
+        let depth = if input.recursive { input.max_depth.unwrap_or(u32::MAX).max(1) } else { 1 };
+        let mut entries = Vec::new();
+        let mut truncated = false;
+        let mut walk = Walk::new(&dir, depth, input.include_hidden);
+        while let Some(item) = walk.next_item() {
+            let WalkItem { path, kind, size } = item;
+            if let Some(f) = &filter {
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                if kind == Kind::Dir || !name.ends_with(f.as_str()) {
+                    continue;
+                }
+            }
+            if entries.len() == max_entries {
+                truncated = true;
+                break;
+            }
+            entries.push(ListEntry { path: root.relative(&path), kind, size });
+            if entries.len() % 256 == 0 && cx.is_cancelled() {
+                break;
+            }
+        }
+        if walk.unreadable > 0 {
+            cx.observe(format!("{} folders could not be read and were skipped", walk.unreadable));
+        }
+        Ok(ListOutput { path: rel, entries, truncated })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fs_search
+
+/// Arguments of `fs_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct SearchInput {
+    /// Literal text to find (not a regular expression); must not contain a line break.
+    pub query: String,
+    /// Folder (searched recursively) or single file to search, relative to the root; default `.`.
+    #[serde(default = "default_dot")]
+    pub path: String,
+    /// Match regardless of letter case; default false.
+    #[serde(default)]
+    pub case_insensitive: bool,
+    /// Most matching lines to return (default 100, at most 1000).
+    #[serde(default = "default_max_results")]
+    pub max_results: usize,
+    /// Only search files whose name ends with this suffix, such as `.rs` or `*.md`.
+    #[serde(default)]
+    pub suffix: Option<String>,
+    /// Also search names that start with a dot (`.github`, `.env`); default false.
+    #[serde(default)]
+    pub include_hidden: bool,
+}
+
+/// One matching line.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct SearchMatch {
+    /// File, relative to the root.
+    pub path: String,
+    /// Line number, 1-based.
+    pub line: u64,
+    /// Character column of the first match in the line, 1-based.
+    pub column: u64,
+    /// The line's text (without its line ending; long lines are cut to 240 characters).
+    pub text: String,
+}
+
+/// Result of `fs_search`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct SearchOutput {
+    /// Matching lines, ordered by file path then line number.
+    pub matches: Vec<SearchMatch>,
+    /// True when `max_results` stopped the search early.
+    pub truncated: bool,
+    /// Text files searched.
+    pub files_searched: u64,
+    /// Files skipped because they are binary, not UTF-8, larger than 4 MiB or unreadable.
+    pub files_skipped: u64,
+}
+
+/// Searches files for literal text.
+pub struct FsSearch;
+
+impl FsSearch {
+    fn search_file(
+        path: &Path,
+        needle: &str,
+        case_insensitive: bool,
+        limit: usize,
+        out: &mut Vec<(u64, u64, String)>,
+    ) -> Option<bool> {
+        let meta = fs::metadata(path).ok()?;
+        if meta.len() > SEARCH_FILE_CAP {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        fs::File::open(path).ok()?.read_to_end(&mut bytes).ok()?;
+        if looks_binary(&bytes[..bytes.len().min(SNIFF_BYTES)]) {
+            return None;
+        }
+        let text = std::str::from_utf8(&bytes).ok()?;
+        for (i, line) in text.lines().enumerate() {
+            let hit = if case_insensitive {
+                let lower = line.to_lowercase();
+                lower.find(needle).map(|b| lower[..b].chars().count())
+            } else {
+                line.find(needle).map(|b| line[..b].chars().count())
+            };
+            if let Some(col) = hit {
+                if out.len() == limit {
+                    return Some(true);
+                }
+                let shown: String = if line.chars().count() > SEARCH_LINE_CHARS {
+                    line.chars().take(SEARCH_LINE_CHARS).chain(['…']).collect()
+                } else {
+                    line.to_owned()
+                };
+                out.push((i as u64 + 1, col as u64 + 1, shown));
+            }
+        }
+        Some(false)
+    }
+}
+
+impl Tool for FsSearch {
+    const NAME: &'static str = "fs_search";
+    type Input = SearchInput;
+    type Output = SearchOutput;
+
+    fn call(&self, input: SearchInput, cx: &mut Context<'_>) -> Result<SearchOutput, ToolError> {
+        if input.query.is_empty() {
+            return Err(ToolError::invalid("query is empty: pass the text to find"));
+        }
+        if input.query.contains('\n') {
+            return Err(ToolError::invalid("query must be a single line: search for one line of the text"));
+        }
+        if input.max_results == 0 {
+            return Err(ToolError::invalid("max_results must be at least 1"));
+        }
+        let limit = input.max_results.min(1000);
+        let needle = if input.case_insensitive { input.query.to_lowercase() } else { input.query.clone() };
+        let root = root_of(cx)?;
+        let start = root.resolve(&input.path, Mode::EXISTING)?;
+        let filter = suffix_filter(&input.suffix);
+
+        let mut files = Vec::new();
+        if start.is_dir() {
+            let mut walk = Walk::new(&start, u32::MAX, input.include_hidden);
+            while let Some(item) = walk.next_item() {
+                if item.kind == Kind::File {
+                    files.push(item.path);
+                }
+            }
+        } else {
+            files.push(start.clone());
+        }
+
+        let mut matches = Vec::new();
+        let (mut searched, mut skipped, mut truncated) = (0u64, 0u64, false);
+        for file in files {
+            if let Some(f) = &filter
+                && !file.file_name().is_some_and(|n| n.to_string_lossy().ends_with(f.as_str()))
+            {
+                continue;
+            }
+            if cx.is_cancelled() {
+                cx.observe("search cancelled; results are partial");
+                truncated = true;
+                break;
+            }
+            let mut found = Vec::new();
+            match FsSearch::search_file(&file, &needle, input.case_insensitive, limit - matches.len(), &mut found) {
+                None => skipped += 1,
+                Some(hit_limit) => {
+                    searched += 1;
+                    let rel = root.relative(&file);
+                    matches.extend(found.into_iter().map(|(line, column, text)| SearchMatch {
+                        path: rel.clone(),
+                        line,
+                        column,
+                        text,
+                    }));
+                    if hit_limit {
+                        truncated = true;
+                        break;
+                    }
+                }
+            }
+        }
+        cx.measure("files_searched", searched);
+        Ok(SearchOutput { matches, truncated, files_searched: searched, files_skipped: skipped })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fs_stat
+
+/// Arguments of `fs_stat`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct StatInput {
+    /// File or folder, relative to the root.
+    pub path: String,
+}
+
+/// Result of `fs_stat`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct StatOutput {
+    /// The path, relative to the root (the link's target when `path` is a symbolic link).
+    pub path: String,
+    /// What it is (a symbolic link is described by its target; see `is_symlink`).
+    pub kind: Kind,
+    /// Size in bytes (for a folder, the size of the folder record, not of its contents).
+    pub size: u64,
+    /// Last modification time, RFC 3339 in UTC (absent when the system does not record it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
+    /// True when the owner may not write it.
+    pub readonly: bool,
+    /// True when the path given is a symbolic link (inside the root) to what is described.
+    pub is_symlink: bool,
+}
+
+/// Formats a system time as RFC 3339 UTC with second precision.
+pub fn rfc3339_utc(t: SystemTime) -> Option<String> {
+    let secs = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).ok()?,
+        Err(e) => -i64::try_from(e.duration().as_secs()).ok()? - i64::from(e.duration().subsec_nanos() > 0),
+    };
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    Some(format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60))
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Describes a file or folder.
+pub struct FsStat;
+
+impl Tool for FsStat {
+    const NAME: &'static str = "fs_stat";
+    type Input = StatInput;
+    type Output = StatOutput;
+
+    fn call(&self, input: StatInput, cx: &mut Context<'_>) -> Result<StatOutput, ToolError> {
+        let root = root_of(cx)?;
+        let entry = root.resolve(&input.path, Mode::ENTRY)?;
+        let is_symlink = fs::symlink_metadata(&entry).map(|m| m.file_type().is_symlink()).unwrap_or(false);
+        let full = if is_symlink { root.resolve(&input.path, Mode::EXISTING)? } else { entry };
+        let rel = root.relative(&full);
+        let meta = fs::metadata(&full).map_err(|e| io_error(&rel, "stat", &e))?;
+        Ok(StatOutput {
+            path: rel,
+            kind: Kind::of(meta.file_type()),
+            size: meta.len(),
+            modified: meta.modified().ok().and_then(rfc3339_utc),
+            readonly: meta.permissions().readonly(),
+            is_symlink,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fs_edit
+
+/// The change `fs_edit` makes (variants are documented on [`EditInput::action`], so that the
+/// schema shows a plain string `enum`, as the manifest's `actions` require).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", rename_all = "lowercase")]
+#[schemars(crate = "quiver_abi::schemars", inline)]
+pub enum EditAction {
+    Write,
+    Append,
+    Move,
+    Delete,
+}
+
+impl EditAction {
+    fn as_str(self) -> &'static str {
+        match self {
+            EditAction::Write => "write",
+            EditAction::Append => "append",
+            EditAction::Move => "move",
+            EditAction::Delete => "delete",
+        }
+    }
+}
+
+/// Arguments of `fs_edit`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
+#[schemars(crate = "quiver_abi::schemars", transform = require_action)]
+pub struct EditInput {
+    /// The change to make: `write` creates a file or replaces its whole content with `content`;
+    /// `append` adds `content` to the end of a file (created when missing); `move` renames or
+    /// moves `path` to `to`; `delete` removes `path` (a file, a symbolic link, an empty folder, or
+    /// any folder with `recursive`).
+    // Optional for serde only, so that a host that names the action outside the arguments (an
+    // alias such as `delete_file`) still reaches the tool; the schema marks it required.
+    #[serde(default)]
+    #[schemars(with = "EditAction")]
+    pub action: Option<EditAction>,
+    /// The file or folder to change, relative to the root (for `move`: the source).
+    pub path: String,
+    /// `write` and `append`: the text to write (UTF-8). Required for them, refused for others.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// `move` only: the destination path, relative to the root.
+    #[serde(default)]
+    pub to: Option<String>,
+    /// `move` only: replace an existing destination file; default false.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// `write`, `append` and `move`: create missing parent folders; default true.
+    #[serde(default = "yes")]
+    pub create_dirs: bool,
+    /// `delete` only: delete a folder with everything inside it; default false (only files, links
+    /// and empty folders).
+    #[serde(default)]
+    pub recursive: bool,
+}
+
+/// Makes `action` required in the derived schema (serde sees it as optional; see [`EditInput`]).
+fn require_action(schema: &mut quiver_abi::schemars::Schema) {
+    use quiver_abi::serde_json::Value;
+    let Some(obj) = schema.as_object_mut() else { return };
+    if let Some(Value::Object(action)) = obj.get_mut("properties").and_then(|p| p.get_mut("action")) {
+        action.remove("default");
+    }
+    match obj.get_mut("required") {
+        Some(Value::Array(required)) => required.insert(0, Value::String("action".to_owned())),
+        _ => {
+            obj.insert("required".to_owned(), Value::Array(vec![Value::String("action".to_owned())]));
+        }
+    }
+}
+
+/// Result of `fs_edit`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct EditOutput {
+    /// The action performed.
+    pub action: EditAction,
+    /// The path changed, relative to the root (for `move`: the source).
+    pub path: String,
+    /// `move`: the new path, relative to the root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// True when the file did not exist before (`write`, `append`).
+    pub created: bool,
+    /// Bytes written (`write`, `append`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_written: Option<u64>,
+    /// Size of the file afterwards (`write`, `append`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// Writes, appends to, moves and deletes files.
+pub struct FsEdit;
+
+impl FsEdit {
+    fn parent_dirs(root: &Root, rel_input: &str, target: &Path, create: bool) -> Result<(), ToolError> {
+        let Some(parent) = target.parent() else { return Ok(()) };
+        if parent.is_dir() {
+            return Ok(());
+        }
+        if !create {
+            return Err(ToolError::not_found(format!(
+                "the folder of `{rel_input}` does not exist; pass create_dirs: true or create it first"
+            )));
+        }
+        fs::create_dir_all(parent).map_err(|e| io_error(&root.relative(parent), "create folder", &e))
+    }
+
+    fn write(root: &Root, input: &EditInput, append: bool) -> Result<EditOutput, ToolError> {
+        let action = if append { EditAction::Append } else { EditAction::Write };
+        let Some(content) = &input.content else {
+            return Err(ToolError::invalid(format!(
+                "action `{}` needs `content`: the text to write",
+                action.as_str()
+            )));
+        };
+        let target = root.resolve(&input.path, Mode::CREATE)?;
+        let rel = root.relative(&target);
+        if target == root.path() || target.is_dir() {
+            return Err(ToolError::invalid(format!("`{rel}` is a folder; give a file path such as `{rel}/notes.txt`")));
+        }
+        let created = !target.exists();
+        FsEdit::parent_dirs(root, &input.path, &target, input.create_dirs)?;
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&target)
+            .map_err(|e| io_error(&rel, "open for writing", &e))?;
+        file.write_all(content.as_bytes()).map_err(|e| io_error(&rel, "write", &e))?;
+        file.flush().map_err(|e| io_error(&rel, "write", &e))?;
+        let size = file.metadata().map(|m| m.len()).ok();
+        Ok(EditOutput {
+            action,
+            path: rel,
+            to: None,
+            created,
+            bytes_written: Some(content.len() as u64),
+            size,
+        })
+    }
+
+    fn move_entry(root: &Root, input: &EditInput) -> Result<EditOutput, ToolError> {
+        let Some(to) = &input.to else {
+            return Err(ToolError::invalid("action `move` needs `to`: the destination path"));
+        };
+        let from = root.resolve(&input.path, Mode::ENTRY)?;
+        let dest = root.resolve(to, Mode::DESTINATION)?;
+        let (rel_from, rel_to) = (root.relative(&from), root.relative(&dest));
+        if from == root.path() || dest == root.path() {
+            return Err(ToolError::denied("the root folder itself cannot be moved or replaced"));
+        }
+        if from == dest {
+            return Err(ToolError::invalid(format!("`{rel_from}` and `{rel_to}` are the same path")));
+        }
+        if dest.starts_with(&from) {
+            return Err(ToolError::invalid(format!("cannot move folder `{rel_from}` into itself (`{rel_to}`)")));
+        }
+        if let Ok(existing) = fs::symlink_metadata(&dest) {
+            if existing.is_dir() {
+                return Err(ToolError::invalid(format!(
+                    "destination `{rel_to}` is an existing folder; to move into it, pass `to: \"{rel_to}/<name>\"`"
+                )));
+            }
+            if !input.overwrite {
+                return Err(ToolError::invalid(format!(
+                    "destination `{rel_to}` already exists; pass overwrite: true to replace it, or choose another name"
+                )));
+            }
+        }
+        FsEdit::parent_dirs(root, to, &dest, input.create_dirs)?;
+        fs::rename(&from, &dest).map_err(|e| io_error(&rel_from, &format!("move to `{rel_to}`"), &e))?;
+        Ok(EditOutput {
+            action: EditAction::Move,
+            path: rel_from,
+            to: Some(rel_to),
+            created: false,
+            bytes_written: None,
+            size: None,
+        })
+    }
+
+    fn delete(root: &Root, input: &EditInput) -> Result<EditOutput, ToolError> {
+        let target = root.resolve(&input.path, Mode::ENTRY)?;
+        let rel = root.relative(&target);
+        if target == root.path() {
+            return Err(ToolError::denied(format!(
+                "refusing to delete the root folder `{}` itself; delete the entries inside it",
+                root.display()
+            )));
+        }
+        let meta = fs::symlink_metadata(&target).map_err(|e| io_error(&rel, "delete", &e))?;
+        let result = if meta.is_dir() {
+            if input.recursive {
+                fs::remove_dir_all(&target)
+            } else {
+                let empty = fs::read_dir(&target).map(|mut d| d.next().is_none()).unwrap_or(false);
+                if !empty {
+                    return Err(ToolError::invalid(format!(
+                        "folder `{rel}` is not empty; pass recursive: true to delete it with its contents"
+                    )));
+                }
+                fs::remove_dir(&target)
+            }
+        } else {
+            fs::remove_file(&target)
+        };
+        result.map_err(|e| io_error(&rel, "delete", &e))?;
+        Ok(EditOutput { action: EditAction::Delete, path: rel, to: None, created: false, bytes_written: None, size: None })
+    }
+}
+
+impl Tool for FsEdit {
+    const NAME: &'static str = "fs_edit";
+    type Input = EditInput;
+    type Output = EditOutput;
+
+    fn call(&self, input: EditInput, cx: &mut Context<'_>) -> Result<EditOutput, ToolError> {
+        let from_host = match cx.action() {
+            None => None,
+            Some(name) => Some(
+                quiver_abi::serde_json::from_value::<EditAction>(quiver_abi::serde_json::Value::String(name.to_owned()))
+                    .map_err(|_| {
+                        ToolError::invalid(format!("unknown action `{name}`: use write, append, move or delete"))
+                    })?,
+            ),
+        };
+        let action = match (input.action, from_host) {
+            (Some(a), Some(h)) if a != h => {
+                return Err(ToolError::invalid(format!(
+                    "the arguments say action `{}` but the call was made for action `{}`; make them agree",
+                    a.as_str(),
+                    h.as_str()
+                )));
+            }
+            (Some(a), _) | (None, Some(a)) => a,
+            (None, None) => {
+                return Err(ToolError::invalid("pass `action`: one of write, append, move, delete"));
+            }
+        };
+        if input.content.is_some() && !matches!(action, EditAction::Write | EditAction::Append) {
+            return Err(ToolError::invalid(format!(
+                "`content` is only for write and append, not `{}`; leave it out",
+                action.as_str()
+            )));
+        }
+        if input.to.is_some() && action != EditAction::Move {
+            return Err(ToolError::invalid(format!(
+                "`to` is only for move, not `{}`; leave it out",
+                action.as_str()
+            )));
+        }
+        let root = root_of(cx)?;
+        let out = match action {
+            EditAction::Write => FsEdit::write(&root, &input, false)?,
+            EditAction::Append => FsEdit::write(&root, &input, true)?,
+            EditAction::Move => FsEdit::move_entry(&root, &input)?,
+            EditAction::Delete => FsEdit::delete(&root, &input)?,
+        };
+        if let Some(n) = out.bytes_written {
+            cx.measure("bytes_written", n);
+        }
+        Ok(out)
+    }
+}
+
+quiver_abi::export_plugin! {
+    manifest: include_str!("../tool.yaml"),
+    tools: [FsRead, FsList, FsSearch, FsStat, FsEdit],
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,484 @@
+use std::{
+    fs,
+    os::unix::fs::symlink,
+    path::Path,
+    time::{Duration, UNIX_EPOCH},
+};
+
+use quiver_abi::{
+    InvocationPolicies, Status, ToolRequest, ToolResponse,
+    sdk::Host,
+    serde_json::{Value, json},
+};
+
+use super::{__quiver_plugin::registry, rfc3339_utc};
+
+fn call_with(root: &Path, tool: &str, args: Value, policies: InvocationPolicies) -> ToolResponse {
+    let request = ToolRequest {
+        request_id: "test".into(),
+        tool_id: tool.into(),
+        inputs: args,
+        config: json!({ "root": root }),
+        invocation_policies: policies,
+        ..ToolRequest::default()
+    };
+    registry().call(tool, request, Host::Detached)
+}
+
+fn call(root: &Path, tool: &str, args: Value) -> ToolResponse {
+    call_with(root, tool, args, InvocationPolicies::default())
+}
+
+fn ok(root: &Path, tool: &str, args: Value) -> Value {
+    let r = call(root, tool, args.clone());
+    assert_eq!(r.status, Status::Ok, "{tool} {args} failed: {:?}", r.error);
+    r.outputs
+}
+
+fn err(root: &Path, tool: &str, args: Value) -> (String, String) {
+    let r = call(root, tool, args.clone());
+    assert_eq!(r.status, Status::Error, "{tool} {args} unexpectedly succeeded: {}", r.outputs);
+    let e = r.error.expect("error responses carry an error");
+    (e.code, e.message)
+}
+
+/// A temp dir holding `root/` (the confinement root) and `outside/` (a sibling with a secret).
+struct Sandbox {
+    _dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    outside: std::path::PathBuf,
+}
+
+fn sandbox() -> Sandbox {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let outside = dir.path().join("outside");
+    fs::create_dir_all(root.join("src/nested")).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(root.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    fs::write(root.join("src/lib.rs"), "pub fn answer() -> u32 {\n    42\n}\n").unwrap();
+    fs::write(root.join("src/nested/deep.rs"), "// Answer lives here\n").unwrap();
+    fs::write(outside.join("secret.txt"), "top secret\n").unwrap();
+    Sandbox { root: fs::canonicalize(&root).unwrap(), outside: fs::canonicalize(&outside).unwrap(), _dir: dir }
+}
+
+// --- confinement -----------------------------------------------------------------------------
+
+#[test]
+fn dot_dot_escapes_are_denied_and_name_the_root() {
+    let s = sandbox();
+    for path in ["../outside/secret.txt", "src/../../outside/secret.txt", "..", "src/nested/../../../outside"] {
+        let (code, msg) = err(&s.root, "fs_read", json!({ "path": path }));
+        assert_eq!(code, "permission_denied", "{path}");
+        assert!(msg.contains("outside the root"), "{msg}");
+        assert!(msg.contains(&s.root.display().to_string()), "message names the root: {msg}");
+    }
+    // A missing path outside is denied too, not reported as missing.
+    assert_eq!(err(&s.root, "fs_stat", json!({ "path": "../outside/nope" })).0, "permission_denied");
+    // Going in and out again is fine.
+    let out = ok(&s.root, "fs_read", json!({ "path": "src/../a.txt" }));
+    assert_eq!(out["path"], "a.txt");
+}
+
+#[test]
+fn absolute_paths_are_allowed_only_inside_the_root() {
+    let s = sandbox();
+    let secret = s.outside.join("secret.txt");
+    assert_eq!(err(&s.root, "fs_read", json!({ "path": secret })).0, "permission_denied");
+    assert_eq!(err(&s.root, "fs_list", json!({ "path": "/" })).0, "permission_denied");
+    let inside = s.root.join("a.txt");
+    assert_eq!(ok(&s.root, "fs_read", json!({ "path": inside }))["content"], "one\ntwo\nthree\n");
+    // Absolute path that climbs out with `..`.
+    let sneaky = format!("{}/../outside/secret.txt", s.root.display());
+    assert_eq!(err(&s.root, "fs_read", json!({ "path": sneaky })).0, "permission_denied");
+}
+
+#[test]
+fn symlinks_leading_outside_are_denied() {
+    let s = sandbox();
+    symlink(s.outside.join("secret.txt"), s.root.join("leak.txt")).unwrap();
+    symlink(&s.outside, s.root.join("outdir")).unwrap();
+    for (tool, args) in [
+        ("fs_read", json!({ "path": "leak.txt" })),
+        ("fs_read", json!({ "path": "outdir/secret.txt" })),
+        ("fs_list", json!({ "path": "outdir" })),
+        ("fs_stat", json!({ "path": "leak.txt" })),
+        ("fs_search", json!({ "query": "secret", "path": "outdir" })),
+        ("fs_edit", json!({ "action": "write", "path": "leak.txt", "content": "pwned" })),
+        ("fs_edit", json!({ "action": "write", "path": "outdir/new.txt", "content": "pwned" })),
+        ("fs_edit", json!({ "action": "append", "path": "outdir/secret.txt", "content": "pwned" })),
+        ("fs_edit", json!({ "action": "move", "path": "a.txt", "to": "outdir/a.txt" })),
+        ("fs_edit", json!({ "action": "delete", "path": "outdir/secret.txt" })),
+    ] {
+        let (code, _) = err(&s.root, tool, args.clone());
+        assert_eq!(code, "permission_denied", "{tool} {args}");
+    }
+    assert_eq!(fs::read_to_string(s.outside.join("secret.txt")).unwrap(), "top secret\n");
+    assert!(!s.outside.join("new.txt").exists());
+    assert!(s.root.join("a.txt").exists());
+
+    // Listing and searching the root never enters the link.
+    let list = ok(&s.root, "fs_list", json!({ "recursive": true }));
+    let paths: Vec<&str> = list["entries"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"outdir") && !paths.iter().any(|p| p.starts_with("outdir/")), "{paths:?}");
+    let found = ok(&s.root, "fs_search", json!({ "query": "secret" }));
+    assert_eq!(found["matches"], json!([]));
+
+    // Deleting the link removes the link only.
+    ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "leak.txt" }));
+    assert!(fs::symlink_metadata(s.root.join("leak.txt")).is_err());
+    assert_eq!(fs::read_to_string(s.outside.join("secret.txt")).unwrap(), "top secret\n");
+}
+
+#[test]
+fn dangling_and_looping_symlinks_are_not_followed() {
+    let s = sandbox();
+    symlink(s.outside.join("not-yet.txt"), s.root.join("dangling")).unwrap();
+    symlink(s.root.join("loop2"), s.root.join("loop1")).unwrap();
+    symlink(s.root.join("loop1"), s.root.join("loop2")).unwrap();
+    let (code, _) = err(&s.root, "fs_edit", json!({ "action": "write", "path": "dangling", "content": "x" }));
+    assert_eq!(code, "permission_denied");
+    assert!(!s.outside.join("not-yet.txt").exists(), "writing through a dangling link must not create its target");
+    assert_eq!(err(&s.root, "fs_read", json!({ "path": "loop1" })).0, "permission_denied");
+    // The dangling link itself can still be removed.
+    ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "dangling" }));
+    assert!(fs::symlink_metadata(s.root.join("dangling")).is_err());
+}
+
+#[test]
+fn symlinks_inside_the_root_work() {
+    let s = sandbox();
+    symlink(s.root.join("src"), s.root.join("code")).unwrap();
+    symlink("a.txt", s.root.join("alias.txt")).unwrap();
+    let read = ok(&s.root, "fs_read", json!({ "path": "code/lib.rs", "max_lines": 1 }));
+    assert_eq!(read["path"], "src/lib.rs");
+    let stat = ok(&s.root, "fs_stat", json!({ "path": "alias.txt" }));
+    assert_eq!((stat["is_symlink"].clone(), stat["path"].clone(), stat["kind"].clone()), (json!(true), json!("a.txt"), json!("file")));
+    // Writing through the link changes the target; moving the link moves the link.
+    ok(&s.root, "fs_edit", json!({ "action": "append", "path": "alias.txt", "content": "four\n" }));
+    assert_eq!(fs::read_to_string(s.root.join("a.txt")).unwrap(), "one\ntwo\nthree\nfour\n");
+    ok(&s.root, "fs_edit", json!({ "action": "move", "path": "alias.txt", "to": "alias2.txt" }));
+    assert!(fs::symlink_metadata(s.root.join("alias2.txt")).unwrap().file_type().is_symlink());
+    assert!(s.root.join("a.txt").is_file());
+}
+
+#[test]
+fn missing_parents_with_dot_dot_cannot_escape() {
+    let s = sandbox();
+    let (code, _) = err(&s.root, "fs_edit", json!({ "action": "write", "path": "new/../../escape.txt", "content": "x" }));
+    assert_eq!(code, "permission_denied");
+    assert!(!s.root.parent().unwrap().join("escape.txt").exists());
+    // Lexically inside: allowed and created where expected.
+    ok(&s.root, "fs_edit", json!({ "action": "write", "path": "new/../inside.txt", "content": "x" }));
+    assert!(s.root.join("inside.txt").is_file());
+}
+
+#[test]
+fn root_configuration_errors_are_clear() {
+    let request = |config: Value| ToolRequest {
+        tool_id: "fs_stat".into(),
+        inputs: json!({ "path": "." }),
+        config,
+        ..ToolRequest::default()
+    };
+    let r = registry().call("fs_stat", request(json!({ "root": 42 })), Host::Detached);
+    let e = r.error.unwrap();
+    assert_eq!(e.code, "tool_error");
+    assert!(e.message.contains("must be a non-empty string"), "{}", e.message);
+    let r = registry().call("fs_stat", request(json!({ "root": "/definitely/not/here" })), Host::Detached);
+    assert!(r.error.unwrap().message.contains("/definitely/not/here"));
+    // A file is not a root.
+    let s = sandbox();
+    let r = registry().call("fs_stat", request(json!({ "root": s.root.join("a.txt") })), Host::Detached);
+    assert_eq!(r.error.unwrap().code, "tool_error");
+}
+
+// --- fs_read ---------------------------------------------------------------------------------
+
+#[test]
+fn read_windows_and_truncation() {
+    let s = sandbox();
+    let body: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    fs::write(s.root.join("ten.txt"), &body).unwrap();
+    let all = ok(&s.root, "fs_read", json!({ "path": "ten.txt" }));
+    assert_eq!((all["total_lines"].clone(), all["truncated"].clone()), (json!(10), json!(false)));
+    assert!(all.get("next_start_line").is_none());
+
+    let w = ok(&s.root, "fs_read", json!({ "path": "ten.txt", "start_line": 9, "max_lines": 5 }));
+    assert_eq!(w["content"], "line 9\nline 10\n");
+    assert_eq!((w["end_line"].clone(), w["truncated"].clone()), (json!(10), json!(false)));
+
+    let w = ok(&s.root, "fs_read", json!({ "path": "ten.txt", "start_line": 3, "max_lines": 3 }));
+    assert_eq!(w["content"], "line 3\nline 4\nline 5\n");
+    assert_eq!(w["next_start_line"], 6);
+
+    // No final newline still counts the last line.
+    fs::write(s.root.join("nofinal.txt"), "a\nb").unwrap();
+    assert_eq!(ok(&s.root, "fs_read", json!({ "path": "nofinal.txt" }))["total_lines"], 2);
+    // Empty file: no lines, not an error.
+    fs::write(s.root.join("empty.txt"), "").unwrap();
+    let e = ok(&s.root, "fs_read", json!({ "path": "empty.txt" }));
+    assert_eq!((e["content"].clone(), e["total_lines"].clone(), e["end_line"].clone()), (json!(""), json!(0), json!(0)));
+
+    assert_eq!(err(&s.root, "fs_read", json!({ "path": "ten.txt", "start_line": 0 })).0, "invalid_arguments");
+    assert_eq!(err(&s.root, "fs_read", json!({ "path": "ten.txt", "start_line": 12 })).0, "invalid_arguments");
+}
+
+#[test]
+fn read_cuts_an_overlong_line_on_a_char_boundary() {
+    let s = sandbox();
+    fs::write(s.root.join("wide.txt"), format!("{}\nnext\n", "é".repeat(10))).unwrap();
+    let r = call(&s.root, "fs_read", json!({ "path": "wide.txt", "max_bytes": 5 }));
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(r.outputs["content"], "éé", "4 bytes: two 2-byte chars, never half of one");
+    assert_eq!((r.outputs["truncated"].clone(), r.outputs["next_start_line"].clone()), (json!(true), json!(2)));
+    assert!(r.observations.iter().any(|o| o.contains("longer than max_bytes")));
+}
+
+#[test]
+fn read_respects_the_host_result_limit() {
+    let s = sandbox();
+    fs::write(s.root.join("big.txt"), "0123456789\n".repeat(100)).unwrap();
+    let policies = InvocationPolicies { max_result_bytes: 100, ..InvocationPolicies::default() };
+    let r = call_with(&s.root, "fs_read", json!({ "path": "big.txt" }), policies);
+    assert_eq!(r.status, Status::Ok);
+    assert!(r.outputs["content"].as_str().unwrap().len() <= 75);
+    assert!(!r.observations.is_empty());
+}
+
+#[test]
+fn read_refuses_binary_and_non_utf8() {
+    let s = sandbox();
+    fs::write(s.root.join("nul.bin"), b"abc\0def").unwrap();
+    fs::write(s.root.join("latin1.txt"), b"caf\xe9\n").unwrap();
+    for p in ["nul.bin", "latin1.txt"] {
+        let (code, msg) = err(&s.root, "fs_read", json!({ "path": p }));
+        assert_eq!(code, "tool_error");
+        assert!(msg.contains("binary"), "{msg}");
+    }
+    let (code, _) = err(&s.root, "fs_read", json!({ "path": "src" }));
+    assert_eq!(code, "invalid_arguments");
+}
+
+// --- fs_list / fs_search / fs_stat -------------------------------------------------------------
+
+#[test]
+fn list_is_sorted_and_depth_first() {
+    let s = sandbox();
+    fs::write(s.root.join("B.md"), "b").unwrap();
+    fs::write(s.root.join(".hidden"), "h").unwrap();
+    let list = ok(&s.root, "fs_list", json!({ "recursive": true }));
+    let paths: Vec<&str> = list["entries"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["B.md", "a.txt", "src", "src/lib.rs", "src/nested", "src/nested/deep.rs"]);
+    let shallow = ok(&s.root, "fs_list", json!({ "recursive": true, "max_depth": 1, "include_hidden": true }));
+    let paths: Vec<&str> = shallow["entries"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, [".hidden", "B.md", "a.txt", "src"]);
+    let sub = ok(&s.root, "fs_list", json!({ "path": "src" }));
+    assert_eq!(sub["entries"], json!([{ "path": "src/lib.rs", "kind": "file", "size": 34 }, { "path": "src/nested", "kind": "dir" }]));
+    let only_rs = ok(&s.root, "fs_list", json!({ "recursive": true, "suffix": ".rs", "max_entries": 1 }));
+    assert_eq!(only_rs["entries"], json!([{ "path": "src/lib.rs", "kind": "file", "size": 34 }]));
+    assert_eq!(only_rs["truncated"], true);
+}
+
+#[test]
+fn search_finds_lines_and_skips_binaries() {
+    let s = sandbox();
+    fs::write(s.root.join("bin.dat"), b"answer\0answer").unwrap();
+    let r = ok(&s.root, "fs_search", json!({ "query": "ANSWER", "case_insensitive": true }));
+    assert_eq!(
+        r["matches"],
+        json!([
+            { "path": "src/lib.rs", "line": 1, "column": 8, "text": "pub fn answer() -> u32 {" },
+            { "path": "src/nested/deep.rs", "line": 1, "column": 4, "text": "// Answer lives here" }
+        ])
+    );
+    assert_eq!(r["files_skipped"], 1);
+    let exact = ok(&s.root, "fs_search", json!({ "query": "ANSWER" }));
+    assert_eq!(exact["matches"], json!([]));
+    let one = ok(&s.root, "fs_search", json!({ "query": "e", "max_results": 1 }));
+    assert_eq!((one["matches"].as_array().unwrap().len(), one["truncated"].clone()), (1, json!(true)));
+    assert_eq!(err(&s.root, "fs_search", json!({ "query": "a\nb" })).0, "invalid_arguments");
+}
+
+#[test]
+fn stat_reports_kind_size_and_time() {
+    let s = sandbox();
+    let st = ok(&s.root, "fs_stat", json!({ "path": "a.txt" }));
+    assert_eq!((st["kind"].clone(), st["size"].clone(), st["readonly"].clone()), (json!("file"), json!(14), json!(false)));
+    let modified = st["modified"].as_str().unwrap();
+    assert_eq!(modified.len(), 20, "{modified}");
+    assert!(modified.ends_with('Z') && modified.as_bytes()[10] == b'T', "{modified}");
+    assert_eq!(ok(&s.root, "fs_stat", json!({ "path": "." }))["path"], ".");
+    assert_eq!(err(&s.root, "fs_stat", json!({ "path": "missing" })).0, "not_found");
+}
+
+#[test]
+fn rfc3339_formatting() {
+    assert_eq!(rfc3339_utc(UNIX_EPOCH).unwrap(), "1970-01-01T00:00:00Z");
+    assert_eq!(rfc3339_utc(UNIX_EPOCH + Duration::from_secs(1_000_000_000)).unwrap(), "2001-09-09T01:46:40Z");
+    assert_eq!(rfc3339_utc(UNIX_EPOCH + Duration::from_secs(951_782_400)).unwrap(), "2000-02-29T00:00:00Z");
+    assert_eq!(rfc3339_utc(UNIX_EPOCH - Duration::from_millis(500)).unwrap(), "1969-12-31T23:59:59Z");
+}
+
+// --- fs_edit ---------------------------------------------------------------------------------
+
+#[test]
+fn edit_write_append_move_delete() {
+    let s = sandbox();
+    let w = ok(&s.root, "fs_edit", json!({ "action": "write", "path": "docs/new/readme.md", "content": "# Hi\n" }));
+    assert_eq!(w, json!({ "action": "write", "path": "docs/new/readme.md", "created": true, "bytes_written": 5, "size": 5 }));
+    let w = ok(&s.root, "fs_edit", json!({ "action": "write", "path": "docs/new/readme.md", "content": "# Hello\n" }));
+    assert_eq!((w["created"].clone(), w["size"].clone()), (json!(false), json!(8)));
+    let a = ok(&s.root, "fs_edit", json!({ "action": "append", "path": "docs/new/readme.md", "content": "more\n" }));
+    assert_eq!(a["size"], 13);
+    assert_eq!(fs::read_to_string(s.root.join("docs/new/readme.md")).unwrap(), "# Hello\nmore\n");
+
+    let (code, _) = err(&s.root, "fs_edit", json!({ "action": "write", "path": "x/y.txt", "content": "", "create_dirs": false }));
+    assert_eq!(code, "not_found");
+    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "write", "path": "src", "content": "" })).0, "invalid_arguments");
+
+    let m = ok(&s.root, "fs_edit", json!({ "action": "move", "path": "docs/new/readme.md", "to": "README.md" }));
+    assert_eq!((m["path"].clone(), m["to"].clone()), (json!("docs/new/readme.md"), json!("README.md")));
+    assert!(s.root.join("README.md").is_file() && !s.root.join("docs/new/readme.md").exists());
+    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "move", "path": "README.md", "to": "a.txt" })).0, "invalid_arguments");
+    ok(&s.root, "fs_edit", json!({ "action": "move", "path": "README.md", "to": "a.txt", "overwrite": true }));
+    assert_eq!(fs::read_to_string(s.root.join("a.txt")).unwrap(), "# Hello\nmore\n");
+    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "move", "path": "src", "to": "src/nested/src" })).0, "invalid_arguments");
+
+    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "delete", "path": "docs" })).0, "invalid_arguments");
+    ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "docs/new" }));
+    ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "src", "recursive": true }));
+    ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "a.txt" }));
+    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "delete", "path": "." , "recursive": true })).0, "permission_denied");
+    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "delete", "path": s.root, "recursive": true })).0, "permission_denied");
+    let left: Vec<_> = fs::read_dir(&s.root).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("docs")]);
+}
+
+#[test]
+fn edit_action_may_come_from_the_host() {
+    let s = sandbox();
+    let policies = |a: &str| InvocationPolicies { action: Some(a.into()), ..InvocationPolicies::default() };
+    // An alias such as `delete_file` names the action outside the arguments.
+    let r = call_with(&s.root, "fs_edit", json!({ "path": "a.txt" }), policies("delete"));
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+    assert!(!s.root.join("a.txt").exists());
+    // Disagreement is an error, and nothing happens.
+    let r = call_with(&s.root, "fs_edit", json!({ "action": "delete", "path": "src/lib.rs" }), policies("write"));
+    assert_eq!(r.error.unwrap().code, "invalid_arguments");
+    assert!(s.root.join("src/lib.rs").exists());
+    // No action anywhere.
+    assert_eq!(err(&s.root, "fs_edit", json!({ "path": "src/lib.rs" })).0, "invalid_arguments");
+}
+
+#[test]
+fn edit_schema_requires_a_plain_action_enum() {
+    let schema = quiver_abi::sdk::schema_of::<crate::EditInput>();
+    assert_eq!(schema["properties"]["action"]["enum"], json!(["write", "append", "move", "delete"]));
+    assert!(schema["properties"]["action"].get("default").is_none());
+    assert_eq!(schema["required"], json!(["action", "path"]));
+    assert_eq!(schema["additionalProperties"], false);
+}
+
+// --- manifest and fixtures -------------------------------------------------------------------
+
+#[test]
+fn manifest_names_every_registered_tool() {
+    let manifest = include_str!("../tool.yaml");
+    for tool in ["fs_read", "fs_list", "fs_search", "fs_stat", "fs_edit"] {
+        assert!(manifest.contains(&format!("- name: {tool}\n")), "{tool} missing from tool.yaml");
+        let r = registry().call(tool, ToolRequest::default(), Host::Detached);
+        assert_ne!(r.error.map(|e| e.code), Some("unknown_tool".to_owned()), "{tool} not registered");
+    }
+}
+
+mod fixtures {
+    //! Runs `fixtures/*.json` through the registry, as the host's contract test does.
+    use std::path::Path;
+
+    use quiver_abi::{
+        Status, ToolRequest,
+        sdk::Host,
+        serde_json::{self, Value},
+    };
+
+    use crate::__quiver_plugin::registry;
+
+    fn substitute(v: &mut Value, dir: &str) {
+        match v {
+            Value::String(s) => *s = s.replace("${FIXTURE_DIR}", dir),
+            Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, dir)),
+            Value::Object(o) => o.values_mut().for_each(|x| substitute(x, dir)),
+            _ => {}
+        }
+    }
+
+    /// `expected` is a subset of `actual`: objects recursively, everything else whole.
+    fn subset(expected: &Value, actual: &Value) -> bool {
+        match (expected, actual) {
+            (Value::Object(e), Value::Object(a)) => e.iter().all(|(k, v)| a.get(k).is_some_and(|x| subset(v, x))),
+            _ => expected == actual,
+        }
+    }
+
+    fn check(case: &Value, dir: &str) -> Result<(), String> {
+        let tool = case["tool"].as_str().ok_or("case has no `tool`")?;
+        let mut config = case.get("config").cloned().unwrap_or(Value::Null);
+        substitute(&mut config, dir);
+        let request = ToolRequest {
+            request_id: "fixture".into(),
+            tool_id: tool.into(),
+            inputs: case.get("arguments").cloned().unwrap_or_else(|| serde_json::json!({})),
+            config,
+            ..ToolRequest::default()
+        };
+        let response = registry().call(tool, request, Host::Detached);
+        let expect = &case["expect"];
+        let want_ok = expect["status"] == "ok";
+        let got_ok = response.status == Status::Ok;
+        if want_ok != got_ok {
+            return Err(format!("status {:?}, error {:?}, outputs {}", response.status, response.error, response.outputs));
+        }
+        if let Some(outputs) = expect.get("outputs")
+            && !subset(outputs, &response.outputs)
+        {
+            return Err(format!("outputs {} do not contain {outputs}", response.outputs));
+        }
+        if let Some(code) = expect.get("error_code").and_then(Value::as_str) {
+            let got = response.error.as_ref().map(|e| e.code.as_str());
+            if got != Some(code) {
+                return Err(format!("error code {got:?}, wanted {code} ({:?})", response.error));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn every_fixture_holds() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let dir_str = dir.to_str().unwrap().to_owned();
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        let (mut ran, mut failures) = (0, Vec::new());
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            let parsed: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let cases = match parsed {
+                Value::Array(a) => a,
+                one => vec![one],
+            };
+            for case in cases {
+                ran += 1;
+                if let Err(e) = check(&case, &dir_str) {
+                    failures.push(format!("{} / {}: {e}", file.display(), case["name"]));
+                }
+            }
+        }
+        assert!(ran >= 10, "only {ran} fixture cases found");
+        assert!(failures.is_empty(), "{} of {ran} fixture cases failed:\n{}", failures.len(), failures.join("\n"));
+    }
+}

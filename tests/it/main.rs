@@ -1,0 +1,3 @@
+//! End-to-end tests with real plugin libraries built by cargo and loaded through the real host.
+
+mod loader;

@@ -1,0 +1,224 @@
+//! `cargo xtask build-plugins`: release-builds the plugins under `plugins/` and turns each into a
+//! signed bundle beside its sources, signed with the local development key.
+//!
+//! Bundle layout (all generated, git-ignored): `plugins/NAME/lib<crate>.so`,
+//! `plugins/NAME/NAME.tool.yaml` (the source `tool.yaml` plus an `artifact` section) and
+//! `plugins/NAME/NAME.tool.yaml.minisig`. Files are replaced atomically (temp file + rename), the
+//! library first and the signature last, and left alone when their contents did not change, so a
+//! running host sees either the old bundle, a transient mismatch it re-checks on the next change,
+//! or the new bundle, and never reloads an unchanged one.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use quiver_manifest::{KeyPair, Manifest, TrustedKeys};
+
+use crate::workspace::{PluginSource, Workspace};
+
+/// The local development key: created on first use, trusted by the repository's `quiver.yaml`.
+#[derive(Debug)]
+pub struct DevKey {
+    /// The key pair.
+    pub pair: KeyPair,
+    /// Path of the public key file.
+    pub public_path: PathBuf,
+}
+
+impl DevKey {
+    /// File stem of the development key in `.quiver-dev/`.
+    const NAME: &'static str = "dev";
+
+    /// Loads `.quiver-dev/dev.key`, creating the pair (`dev.key` mode 0600, `dev.pub`) if absent.
+    pub fn load_or_create(dir: &Path) -> Result<DevKey> {
+        let secret_path = dir.join(format!("{}.key", Self::NAME));
+        let public_path = dir.join(format!("{}.pub", Self::NAME));
+        if secret_path.exists() {
+            let text = fs::read_to_string(&secret_path).with_context(|| format!("cannot read {}", secret_path.display()))?;
+            let pair = KeyPair::from_secret_key_text(&text)
+                .with_context(|| format!("{} is not an unencrypted minisign secret key; delete .quiver-dev/ to make a new development key", secret_path.display()))?;
+            let public_text = pair.public_key_text();
+            if fs::read_to_string(&public_path).ok().as_deref() != Some(public_text.as_str()) {
+                write_atomic(&public_path, public_text.as_bytes(), 0o644)?;
+            }
+            return Ok(DevKey { pair, public_path });
+        }
+        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let pair = KeyPair::generate();
+        write_new(&secret_path, pair.secret_key_text().as_bytes(), 0o600)?;
+        write_atomic(&public_path, pair.public_key_text().as_bytes(), 0o644)?;
+        eprintln!(
+            "created the local development key {} (key id {}); quiver.yaml trusts {}",
+            secret_path.display(),
+            pair.key_id(),
+            public_path.display()
+        );
+        Ok(DevKey { pair, public_path })
+    }
+
+    fn trusted(&self) -> TrustedKeys {
+        TrustedKeys::new().with(Self::NAME, self.public_path.display().to_string(), self.pair.public_key().clone())
+    }
+}
+
+/// The bundle manifest text: the source manifest with an `artifact` section appended.
+pub fn bundle_manifest_text(source: &str, library_file: &str, sha256: &str) -> String {
+    let mut text = source.trim_end().to_owned();
+    text.push_str(&format!(
+        "\n# Added by `cargo xtask build-plugins`: the library this manifest vouches for.\nartifact:\n  file: {library_file}\n  sha256: {sha256}\n"
+    ));
+    text
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        anyhow::anyhow!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// Creates `path` (never overwrites).
+fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_all(bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Writes `bytes` unless the file already holds exactly them; true when it wrote.
+fn write_if_changed(path: &Path, bytes: &[u8], mode: u32) -> Result<bool> {
+    if fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    write_atomic(path, bytes, mode)?;
+    Ok(true)
+}
+
+/// What happened to one bundle.
+#[derive(Debug)]
+pub struct Built {
+    /// The bundle manifest.
+    pub manifest: PathBuf,
+    /// Plugin id and version.
+    pub id: String,
+    /// Plugin version.
+    pub version: String,
+    /// sha256 of the library.
+    pub sha256: String,
+    /// True when any file of the bundle changed.
+    pub changed: bool,
+}
+
+/// Makes the bundle of one plugin from a built library.
+pub fn bundle(plugin: &PluginSource, library: &Path, key: &DevKey) -> Result<Built> {
+    let source_path = plugin.source_manifest();
+    let source = fs::read_to_string(&source_path).with_context(|| format!("cannot read {}", source_path.display()))?;
+    let manifest = Manifest::from_yaml(&source, &source_path.display().to_string())?;
+    if manifest.artifact.is_some() {
+        bail!(
+            "{}: the source manifest must not have an `artifact` section (build-plugins adds it to the bundle); remove it",
+            source_path.display()
+        );
+    }
+    let lib_bytes = fs::read(library).with_context(|| format!("cannot read the built library {}", library.display()))?;
+    let sha256 = quiver_manifest::sha256_hex(&lib_bytes);
+    let lib_file = plugin.library_file_name();
+    let text = bundle_manifest_text(&source, &lib_file, &sha256);
+    // Make sure what we sign is what the host will accept.
+    Manifest::from_yaml(&text, &plugin.bundle_manifest().display().to_string())?;
+
+    let mut changed = write_if_changed(&plugin.dir.join(&lib_file), &lib_bytes, 0o644)?;
+    let manifest_path = plugin.bundle_manifest();
+    changed |= write_if_changed(&manifest_path, text.as_bytes(), 0o644)?;
+    let sig_path = signature_path(&manifest_path);
+    let signed = fs::read_to_string(&sig_path)
+        .ok()
+        .is_some_and(|sig| quiver_manifest::verify(&key.trusted(), text.as_bytes(), &sig).is_ok());
+    if !signed {
+        let comment = format!("{} {} sha256:{sha256}", manifest.id, manifest.version);
+        let sig = quiver_manifest::sign(&key.pair, text.as_bytes(), &comment);
+        write_atomic(&sig_path, sig.as_bytes(), 0o644)?;
+        changed = true;
+    }
+    Ok(Built { manifest: manifest_path, id: manifest.id, version: manifest.version.to_string(), sha256, changed })
+}
+
+/// `NAME.tool.yaml.minisig`.
+pub fn signature_path(manifest: &Path) -> PathBuf {
+    let mut s = manifest.as_os_str().to_owned();
+    s.push(".minisig");
+    PathBuf::from(s)
+}
+
+/// `cargo xtask build-plugins [NAME...]`.
+pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
+    let plugins = ws.select_plugins(names)?;
+    if plugins.is_empty() {
+        println!("no plugins under {}; create one with `cargo xtask new-tool NAME`", ws.plugins_dir().display());
+        return Ok(());
+    }
+    let mut cmd = ws.cargo();
+    cmd.args(["build", "--release"]);
+    for p in &plugins {
+        cmd.args(["-p", &p.package]);
+    }
+    ws.run(&mut cmd)?;
+    let release = ws.target_dir()?.join("release");
+    let key = DevKey::load_or_create(&ws.dev_key_dir())?;
+    for p in &plugins {
+        let built = bundle(p, &release.join(p.library_file_name()), &key)?;
+        let rel = built.manifest.strip_prefix(&ws.root).unwrap_or(&built.manifest);
+        println!(
+            "{:<24} {:<10} {}  {}{}",
+            built.id,
+            built.version,
+            &built.sha256[..16],
+            rel.display(),
+            if built.changed { "" } else { "  (unchanged)" }
+        );
+    }
+    println!("{} bundle(s) signed with {} (key id {})", plugins.len(), key.public_path.display(), key.pair.key_id());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundle_text_keeps_the_source_and_adds_the_artifact() {
+        let source = "# comment\nmanifest_version: 1\nid: x\n\n";
+        let text = bundle_manifest_text(source, "libx.so", "ab12");
+        assert!(text.starts_with("# comment\nmanifest_version: 1\nid: x\n# Added"));
+        assert!(text.ends_with("artifact:\n  file: libx.so\n  sha256: ab12\n"));
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_file() {
+        let dir = std::env::temp_dir().join(format!("xtask-write-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("f.txt");
+        write_atomic(&p, b"one", 0o644).unwrap();
+        assert!(!write_if_changed(&p, b"one", 0o644).unwrap());
+        assert!(write_if_changed(&p, b"two", 0o644).unwrap());
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

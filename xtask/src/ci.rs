@@ -1,0 +1,59 @@
+//! `cargo xtask ci`: the whole test suite in one command. Runs every step even when an earlier one
+//! failed (so one run shows every problem), then prints `N passed, M failed` over the steps.
+
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+
+use crate::workspace::Workspace;
+
+/// One step of the suite.
+enum Step {
+    /// `cargo ARGS...`.
+    Cargo(&'static [&'static str]),
+    /// An xtask subcommand, run in this process.
+    Task(fn(&Workspace) -> Result<()>),
+}
+
+/// The suite, in order.
+fn steps() -> Vec<(&'static str, Step)> {
+    vec![
+        ("fmt", Step::Cargo(&["fmt", "--all", "--", "--check"])),
+        ("clippy", Step::Cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
+        ("test", Step::Cargo(&["test", "--workspace"])),
+        ("build-plugins", Step::Task(|ws| crate::build_plugins::run(ws, &[]))),
+        ("contract-test", Step::Task(|ws| crate::contract_test::run(ws, &[]))),
+        // ---- more steps go here -------------------------------------------------------------
+        // ("conformance", ...): MCP conformance against `quiver serve`.
+        // ("e2e", ...): the Python end-to-end suite (real MCP clients against real plugins).
+        // -------------------------------------------------------------------------------------
+    ]
+}
+
+/// `cargo xtask ci`.
+pub fn run(ws: &Workspace) -> Result<()> {
+    let mut results = Vec::new();
+    for (name, step) in steps() {
+        eprintln!("\n==> ci step `{name}`");
+        let start = Instant::now();
+        let outcome = match step {
+            Step::Cargo(args) => ws.run(ws.cargo().args(args)),
+            Step::Task(f) => f(ws),
+        };
+        if let Err(e) = &outcome {
+            eprintln!("ci step `{name}` failed: {e:#}");
+        }
+        results.push((name, outcome.is_ok(), start.elapsed()));
+    }
+    println!("\nci summary:");
+    for (name, ok, took) in &results {
+        println!("  {:<6} {name:<16} {:>6.1}s", if *ok { "PASS" } else { "FAIL" }, took.as_secs_f64());
+    }
+    let passed = results.iter().filter(|r| r.1).count();
+    let failed = results.len() - passed;
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        bail!("{failed} ci step(s) failed");
+    }
+    Ok(())
+}

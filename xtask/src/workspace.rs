@@ -1,0 +1,190 @@
+//! The repository as xtask sees it: its root, the cargo to call, and the plugin packages under
+//! `plugins/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// The repository checkout xtask works on.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    /// Repository root (the folder of the virtual `Cargo.toml`).
+    pub root: PathBuf,
+}
+
+/// A plugin package under `plugins/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSource {
+    /// Folder name under `plugins/`; also the bundle's file stem (`<name>.tool.yaml`).
+    pub name: String,
+    /// The plugin's folder.
+    pub dir: PathBuf,
+    /// Cargo package name (for `-p`).
+    pub package: String,
+    /// Library crate name (`lib<crate_name>.so`).
+    pub crate_name: String,
+}
+
+impl PluginSource {
+    /// File name of the built library (`lib<crate>.so` on Linux).
+    pub fn library_file_name(&self) -> String {
+        format!("{}{}{}", std::env::consts::DLL_PREFIX, self.crate_name, std::env::consts::DLL_SUFFIX)
+    }
+
+    /// The source manifest every plugin keeps beside its `Cargo.toml`.
+    pub fn source_manifest(&self) -> PathBuf {
+        self.dir.join("tool.yaml")
+    }
+
+    /// The bundle manifest `build-plugins` writes.
+    pub fn bundle_manifest(&self) -> PathBuf {
+        self.dir.join(format!("{}.tool.yaml", self.name))
+    }
+
+    /// The folder of the contract-test fixtures.
+    pub fn fixtures_dir(&self) -> PathBuf {
+        self.dir.join("fixtures")
+    }
+}
+
+impl Workspace {
+    /// The workspace this xtask binary was built from.
+    pub fn current() -> Workspace {
+        let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf();
+        Workspace { root }
+    }
+
+    /// The folder of the bundled plugins.
+    pub fn plugins_dir(&self) -> PathBuf {
+        self.root.join("plugins")
+    }
+
+    /// The local development key folder (git-ignored).
+    pub fn dev_key_dir(&self) -> PathBuf {
+        self.root.join(".quiver-dev")
+    }
+
+    /// A cargo command run from the repository root, through `$CARGO` when cargo started us.
+    pub fn cargo(&self) -> Command {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(&self.root);
+        cmd
+    }
+
+    /// Runs a command to completion, echoing it first; fails on a non-zero exit.
+    pub fn run(&self, cmd: &mut Command) -> Result<()> {
+        eprintln!("$ {}", display_command(cmd));
+        let status = cmd.status().with_context(|| format!("cannot start `{}`", display_command(cmd)))?;
+        if !status.success() {
+            bail!("`{}` failed ({status})", display_command(cmd));
+        }
+        Ok(())
+    }
+
+    fn metadata(&self) -> Result<Value> {
+        let out = self
+            .cargo()
+            .args(["metadata", "--no-deps", "--format-version", "1"])
+            .output()
+            .context("cannot run `cargo metadata`")?;
+        if !out.status.success() {
+            bail!("`cargo metadata` failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        serde_json::from_slice(&out.stdout).context("`cargo metadata` printed something that is not JSON")
+    }
+
+    /// The cargo target directory (honours `CARGO_TARGET_DIR` and `.cargo/config.toml`).
+    pub fn target_dir(&self) -> Result<PathBuf> {
+        let meta = self.metadata()?;
+        meta["target_directory"]
+            .as_str()
+            .map(PathBuf::from)
+            .context("`cargo metadata` did not name the target directory")
+    }
+
+    /// Every workspace package under `plugins/`, sorted by folder name.
+    pub fn plugins(&self) -> Result<Vec<PluginSource>> {
+        let meta = self.metadata()?;
+        let plugins_dir = self.plugins_dir();
+        let mut out = Vec::new();
+        for pkg in meta["packages"].as_array().into_iter().flatten() {
+            let Some(manifest_path) = pkg["manifest_path"].as_str().map(PathBuf::from) else { continue };
+            let Some(dir) = manifest_path.parent() else { continue };
+            if dir.parent() != Some(plugins_dir.as_path()) {
+                continue;
+            }
+            let package = pkg["name"].as_str().unwrap_or_default().to_owned();
+            let lib = pkg["targets"].as_array().into_iter().flatten().find(|t| {
+                t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib"))
+            });
+            let Some(lib) = lib else {
+                bail!(
+                    "{}: plugin package `{package}` builds no `cdylib`; add `[lib] crate-type = [\"cdylib\", \"rlib\"]`",
+                    manifest_path.display()
+                );
+            };
+            let crate_name = lib["name"].as_str().unwrap_or(&package).replace('-', "_");
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            out.push(PluginSource { name, dir: dir.to_path_buf(), package, crate_name });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The plugins named on the command line (by folder or package name), or all of them.
+    pub fn select_plugins(&self, names: &[String]) -> Result<Vec<PluginSource>> {
+        let all = self.plugins()?;
+        if all.is_empty() {
+            self.check_plugins_are_members()?;
+        }
+        if names.is_empty() {
+            return Ok(all);
+        }
+        let mut out = Vec::new();
+        for n in names {
+            match all.iter().find(|p| &p.name == n || &p.package == n) {
+                Some(p) => out.push(p.clone()),
+                None => {
+                    let known: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
+                    bail!(
+                        "no plugin `{n}` under plugins/ (known: {}); create one with `cargo xtask new-tool {n}`",
+                        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Folders under `plugins/` with a `Cargo.toml` that cargo does not know are not workspace
+    /// members: say so instead of silently building nothing.
+    fn check_plugins_are_members(&self) -> Result<()> {
+        let Ok(rd) = std::fs::read_dir(self.plugins_dir()) else { return Ok(()) };
+        for e in rd.flatten() {
+            if e.path().join("Cargo.toml").is_file() {
+                bail!(
+                    "{} is not a member of the cargo workspace; add \"plugins/*\" to `members` in the root Cargo.toml",
+                    e.path().display()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A command as a shell line, for messages.
+pub fn display_command(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    if let Some(name) = Path::new(&s).file_name() {
+        s = name.to_string_lossy().into_owned();
+    }
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
