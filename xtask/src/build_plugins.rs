@@ -36,9 +36,14 @@ impl DevKey {
         let secret_path = dir.join(format!("{}.key", Self::NAME));
         let public_path = dir.join(format!("{}.pub", Self::NAME));
         if secret_path.exists() {
-            let text = fs::read_to_string(&secret_path).with_context(|| format!("cannot read {}", secret_path.display()))?;
-            let pair = KeyPair::from_secret_key_text(&text)
-                .with_context(|| format!("{} is not an unencrypted minisign secret key; delete .quiver-dev/ to make a new development key", secret_path.display()))?;
+            let text =
+                fs::read_to_string(&secret_path).with_context(|| format!("cannot read {}", secret_path.display()))?;
+            let pair = KeyPair::from_secret_key_text(&text).with_context(|| {
+                format!(
+                    "{} is not an unencrypted minisign secret key; delete .quiver-dev/ to make a new development key",
+                    secret_path.display()
+                )
+            })?;
             let public_text = pair.public_key_text();
             if fs::read_to_string(&public_path).ok().as_deref() != Some(public_text.as_str()) {
                 write_atomic(&public_path, public_text.as_bytes(), 0o644)?;
@@ -136,7 +141,8 @@ pub fn bundle(plugin: &PluginSource, library: &Path, key: &DevKey) -> Result<Bui
             source_path.display()
         );
     }
-    let lib_bytes = fs::read(library).with_context(|| format!("cannot read the built library {}", library.display()))?;
+    let lib_bytes =
+        fs::read(library).with_context(|| format!("cannot read the built library {}", library.display()))?;
     let sha256 = quiver_manifest::sha256_hex(&lib_bytes);
     let lib_file = plugin.library_file_name();
     let text = bundle_manifest_text(&source, &lib_file, &sha256);

@@ -17,6 +17,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("README.md", include_str!("../templates/new-tool/README.md.tmpl")),
 ];
 
+/// The scaffold's one-line description (no `: `, so it stays a plain YAML scalar).
+const SUMMARY: &str = "Echoes text and counts its characters; a scaffold to replace with what the plugin really does.";
+
 /// The names a scaffold is rendered with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolNames {
@@ -65,7 +68,7 @@ impl ToolNames {
             .replace("{{tool}}", &self.tool)
             .replace("{{type}}", &self.type_name)
             .replace("{{title}}", &self.title)
-            .replace("{{summary}}", "echoes text and counts its characters (scaffold: replace with what the plugin does).")
+            .replace("{{summary}}", SUMMARY)
     }
 }
 

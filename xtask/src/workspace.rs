@@ -42,11 +42,6 @@ impl PluginSource {
     pub fn bundle_manifest(&self) -> PathBuf {
         self.dir.join(format!("{}.tool.yaml", self.name))
     }
-
-    /// The folder of the contract-test fixtures.
-    pub fn fixtures_dir(&self) -> PathBuf {
-        self.dir.join("fixtures")
-    }
 }
 
 impl Workspace {
@@ -118,9 +113,11 @@ impl Workspace {
                 continue;
             }
             let package = pkg["name"].as_str().unwrap_or_default().to_owned();
-            let lib = pkg["targets"].as_array().into_iter().flatten().find(|t| {
-                t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib"))
-            });
+            let lib = pkg["targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "cdylib")));
             let Some(lib) = lib else {
                 bail!(
                     "{}: plugin package `{package}` builds no `cdylib`; add `[lib] crate-type = [\"cdylib\", \"rlib\"]`",

@@ -11,6 +11,7 @@ mod access;
 mod backend;
 mod catalog;
 mod entry;
+mod external;
 pub mod eval;
 pub mod search;
 mod session;
@@ -19,6 +20,7 @@ mod surface;
 pub use access::{Access, CatalogSource};
 pub use backend::{CallSink, LogLevel, NullSink, ToolBackend};
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
+pub use external::catalog_from_tool_list;
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
 pub use session::{
     MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SurfaceStats, partitions,

@@ -61,6 +61,10 @@ enum Command {
     Keygen(commands::keygen::KeygenArgs),
     /// Sign a bundle manifest (optionally pinning its library first).
     Sign(commands::sign::SignArgs),
+    /// Re-run a call transcript against the plugins loaded now and compare the answers.
+    Replay(commands::replay::ReplayArgs),
+    /// Summarize a call transcript (calls, outcomes, durations, errors per tool).
+    Stats(commands::stats::StatsArgs),
     // Room for the commands colleagues add, one module each under commands/:
     // `serve` (commands/serve.rs), `search` (commands/search.rs), `eval search` (commands/eval.rs).
     /// Run a plugin's contract-test fixtures through the real host and router (used by
@@ -120,6 +124,8 @@ fn main() -> ExitCode {
         Command::Verify(a) => commands::verify::run(g, &a),
         Command::Keygen(a) => commands::keygen::run(g, &a),
         Command::Sign(a) => commands::sign::run(g, &a),
+        Command::Replay(a) => commands::replay::run(g, &a),
+        Command::Stats(a) => commands::stats::run(g, &a),
         Command::ContractTest(a) => commands::contract_test::run(g, &a),
     };
     match result {

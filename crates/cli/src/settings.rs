@@ -71,7 +71,8 @@ impl Settings {
         base_dir: PathBuf,
         plugins_override: Option<PathBuf>,
     ) -> Result<Settings> {
-        let origin = config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
+        let origin =
+            config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
         let trusted = read_trusted_keys(&config, &origin, &base_dir)?;
         if config.allow_unsigned {
             eprintln!(
@@ -164,7 +165,8 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
 }
 
 fn read_config(path: &Path) -> Result<HostConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
     Ok(HostConfig::from_yaml(&text, &path.display().to_string())?)
 }
 
@@ -188,7 +190,8 @@ fn read_trusted_keys(config: &HostConfig, origin: &str, base_dir: &Path) -> Resu
                     ),
                     Err(e) => bail!("{at}.path: cannot read the trusted key file {}: {e}", file.display()),
                 };
-                let key = PublicKey::parse(&text).with_context(|| format!("{at}.path: {} is not a minisign public key", file.display()))?;
+                let key = PublicKey::parse(&text)
+                    .with_context(|| format!("{at}.path: {} is not a minisign public key", file.display()))?;
                 (key, file.display().to_string())
             }
             (None, None) => bail!("{at}: give `path` or `key`"),
@@ -226,8 +229,10 @@ mod tests {
     #[test]
     fn missing_key_file_says_how_to_make_it() {
         let dir = tempfile::tempdir().unwrap();
-        let config = HostConfig::from_yaml("trusted_keys: [{name: dev, path: .quiver-dev/dev.pub}]\n", "q.yaml").unwrap();
-        let err = Settings::resolve(config, Some("q.yaml".into()), dir.path().to_owned(), None).unwrap_err().to_string();
+        let config =
+            HostConfig::from_yaml("trusted_keys: [{name: dev, path: .quiver-dev/dev.pub}]\n", "q.yaml").unwrap();
+        let err =
+            Settings::resolve(config, Some("q.yaml".into()), dir.path().to_owned(), None).unwrap_err().to_string();
         assert!(err.contains("q.yaml: trusted_keys[0].path") && err.contains("cargo xtask build-plugins"), "{err}");
     }
 
@@ -237,7 +242,8 @@ mod tests {
         let pair = quiver_manifest::KeyPair::generate();
         std::fs::create_dir(dir.path().join("keys")).unwrap();
         std::fs::write(dir.path().join("keys/a.pub"), pair.public_key_text()).unwrap();
-        let config = HostConfig::from_yaml("plugins_dir: p\ntrusted_keys: [{name: a, path: keys/a.pub}]\n", "q.yaml").unwrap();
+        let config =
+            HostConfig::from_yaml("plugins_dir: p\ntrusted_keys: [{name: a, path: keys/a.pub}]\n", "q.yaml").unwrap();
         let s = Settings::resolve(config, Some("q.yaml".into()), dir.path().to_owned(), None).unwrap();
         assert_eq!(s.host.plugins_dir, dir.path().join("p"));
         assert_eq!(s.key_name(&pair.key_id()), Some("a"));

@@ -64,6 +64,9 @@ pub struct HostConfig {
     pub router: RouterConfig,
     /// MCP server limits.
     pub server: ServerConfig,
+    /// Settings per plugin id, passed to that plugin's tools with every call
+    /// (`ToolRequest.config`). Default none.
+    pub plugin_config: BTreeMap<String, serde_json::Value>,
 }
 
 /// One trusted public key: exactly one of `path` (a minisign `.pub` file, relative to the
@@ -248,6 +251,7 @@ impl Default for HostConfig {
             transcripts: TranscriptConfig::default(),
             router: RouterConfig::default(),
             server: ServerConfig::default(),
+            plugin_config: BTreeMap::new(),
         }
     }
 }

@@ -146,6 +146,10 @@ impl DocumentSchema {
             ValidationErrorKind::OneOfMultipleValid { .. } => {
                 push(at, "matches more than one of the allowed forms".into(), hint(""));
             }
+            ValidationErrorKind::PropertyNames { error: inner } => {
+                let name = inner.instance().as_str().unwrap_or_default().to_owned();
+                push(field(&path, &name), format!("the name `{}` is not allowed here", excerpt(&name)), hint(""));
+            }
             ValidationErrorKind::FalseSchema => push(at, "is not allowed here".into(), "remove it".into()),
             _ => push(at, excerpt(&error.to_string()), hint("")),
         }

@@ -1,1 +1,52 @@
-//! stub
+//! The MCP server of Quiver: serves the catalog to agent clients over the Model Context Protocol,
+//! through the official Rust SDK (`rmcp`).
+//!
+//! - [`QuiverServer`] holds what every session shares: the catalog source, the router, how a
+//!   client name picks a [`SessionProfile`], the catalog change feed and the [`ServerOptions`].
+//!   Each MCP session gets a [`Connection`] (the `rmcp` handler) with its own
+//!   `quiver_catalog::Session`: what it loaded with `tool_search`, its surface, its log level.
+//! - Transports: [`serve_stdio`] (newline-delimited JSON on the process's pipes; stdout carries
+//!   only protocol messages) and [`serve_http`] (streamable HTTP at `/mcp`, loopback `Host`s and
+//!   `Origin`s only unless told otherwise; 403 for any other origin). Both answer malformed
+//!   input with JSON-RPC errors (`-32700` for bytes that are not JSON, `-32600` for messages
+//!   that are not requests or too large, `-32602` for bad parameters), never with a crash.
+//! - `tools/list` is the session's surface (`Session::surface`) in its deterministic order,
+//!   paged with opaque cursors (an invalid or stale cursor is `-32602`); each tool carries
+//!   annotations from its manifest risk, its output schema, and `_meta` under
+//!   [`META_PREFIX`] (plugin, version, lifecycle state, bundle sha256, signer key id,
+//!   deprecated aliases).
+//! - `tools/call` goes to the router, whose `CallOutcome` becomes `content`,
+//!   `structuredContent`, `isError` and `_meta` (the call's metadata and any deprecation
+//!   notice). The meta tools are served here: `tool_search` loads its matches into the session
+//!   and sends `notifications/tools/list_changed`; `list_tools` lists everything `run_tool`
+//!   (dispatched by the router like any call) can reach, for clients that never refresh.
+//! - Host services reach the client through a per-call [`quiver_router::ClientBridge`]: plugin
+//!   logs become `notifications/message` (filtered by `logging/setLevel`), progress becomes
+//!   `notifications/progress` when the request carried a `progressToken`, elicitation and
+//!   sampling become `elicitation/create` and `sampling/createMessage`, and
+//!   `notifications/cancelled` cancels the call's token.
+//! - A catalog change (rescan) reconciles every session and sends `list_changed` to the sessions
+//!   whose surface changed.
+//!
+//! What this crate does not do: load or verify plugins (it takes a
+//! [`quiver_catalog::CatalogSource`] and a change feed; the CLI wires in the lifecycle host),
+//! decide policy (the router does), or read the configuration file (the CLI turns it into
+//! [`SessionProfile`]s and [`ServerOptions`]). It serves tools only: no resources, prompts or
+//! completions. **Architecture Invariant:** this is the only crate that speaks MCP.
+
+mod bridge;
+mod connection;
+mod http;
+mod listing;
+mod results;
+mod server;
+mod stdio;
+mod wire;
+
+pub use connection::Connection;
+pub use http::{HttpOptions, MCP_PATH, serve_http, serve_http_on};
+pub use server::{Profiles, QuiverServer, ServerOptions, SessionProfile};
+pub use stdio::{serve_io, serve_stdio};
+
+/// Prefix of every `_meta` key Quiver writes (reverse-DNS, as the MCP specification asks).
+pub const META_PREFIX: &str = "io.github.quiver/";

@@ -122,6 +122,9 @@ pub struct Call {
     pub cancel: CancellationToken,
     /// The client side of the session.
     pub bridge: Arc<dyn ClientBridge>,
+    /// The plugin's settings from the host configuration (`plugin_config.<plugin id>`), passed
+    /// to the tool as `ToolRequest.config`; null when none.
+    pub config: Value,
 }
 
 impl std::fmt::Debug for Call {
@@ -148,6 +151,7 @@ impl Call {
             confirmed: false,
             cancel: CancellationToken::new(),
             bridge: Arc::new(NullBridge),
+            config: Value::Null,
         }
     }
 

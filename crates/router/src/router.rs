@@ -224,11 +224,11 @@ impl Router {
     /// same pipeline as [`Router::call`], with lane `Generic`.
     pub async fn run_tool(&self, call: Call) -> CallOutcome {
         self.counters.record_run_tool();
-        let Call { arguments, caller, request_id, confirmed, cancel, bridge, .. } = call;
+        let Call { arguments, caller, request_id, confirmed, cancel, bridge, config, .. } = call;
         let recorded = self.transcript.is_some().then(|| arguments.clone());
         match envelope(arguments) {
             Ok((name, arguments)) => {
-                self.dispatch(Call { name, arguments, lane: Lane::Generic, caller, request_id, confirmed, cancel, bridge }).await
+                self.dispatch(Call { name, arguments, lane: Lane::Generic, caller, request_id, confirmed, cancel, bridge, config }).await
             }
             Err(e) => {
                 self.counters.record_run_tool_invalid();
@@ -243,13 +243,13 @@ impl Router {
     async fn dispatch(&self, call: Call) -> CallOutcome {
         let started = Instant::now();
         let started_at_ms = now_ms();
-        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge } = call;
+        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge, config } = call;
         let recorded = self.transcript.is_some().then(|| arguments.clone());
         let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane);
         let mut tool_counters = None;
         let span = tracing::info_span!("tool_call", request_id = %meta.request_id, called = %meta.called_name, lane = lane.as_str());
         let result = self
-            .pipeline(&mut meta, &mut tool_counters, arguments, &caller, confirmed, &cancel, &bridge)
+            .pipeline(&mut meta, &mut tool_counters, arguments, config, &caller, confirmed, &cancel, &bridge)
             .instrument(span)
             .await;
         let response = result.unwrap_or_else(ToolResponse::error);
@@ -402,6 +402,7 @@ impl Router {
         meta: &mut CallMeta,
         tool_counters: &mut Option<Arc<ToolCounters>>,
         mut args: Value,
+        config: Value,
         caller: &Caller,
         confirmed: bool,
         cancel: &CancellationToken,
@@ -540,7 +541,7 @@ impl Router {
                 confirmed,
                 action,
             },
-            config: Value::Null,
+            config,
             memory_snippet: None,
         };
         let body = serde_json::to_string(&request)

@@ -27,8 +27,9 @@ pub struct CallArgs {
 }
 
 pub fn run(g: &GlobalArgs, a: &CallArgs) -> Result<()> {
-    let arguments: Value = serde_json::from_str(&a.arguments)
-        .map_err(|e| UsageError(format!("--args is not valid JSON ({e}); pass an object such as '{{\"text\": \"hi\"}}'")))?;
+    let arguments: Value = serde_json::from_str(&a.arguments).map_err(|e| {
+        UsageError(format!("--args is not valid JSON ({e}); pass an object such as '{{\"text\": \"hi\"}}'"))
+    })?;
     if !arguments.is_object() {
         return Err(UsageError("--args must be a JSON object such as '{\"text\": \"hi\"}'".to_owned()).into());
     }
@@ -44,7 +45,8 @@ pub fn run(g: &GlobalArgs, a: &CallArgs) -> Result<()> {
         approval: Approval::Deny,
     };
     let call = Call::new(&a.tool, arguments, caller).confirmed(a.yes);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
     let router = Router::new(host, settings.router());
     let outcome = rt.block_on(router.call(call));
     print_outcome(g, &outcome);

@@ -112,7 +112,11 @@ fn substitute(v: &mut Value, fixture_dir: &str) {
 /// Reads `dir/*.json` (sorted): each file one case or an array of cases.
 fn read_cases(dir: &Path) -> Result<Vec<(String, Case)>> {
     let mut files: Vec<PathBuf> = match fs::read_dir(dir) {
-        Ok(rd) => rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file()).collect(),
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
+            .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => bail!("cannot read {}: {e}", dir.display()),
     };
@@ -193,7 +197,7 @@ fn load_bundle(plugin_dir: &Path, library: &Path, dir: &Path) -> Result<Arc<Host
 fn run_case(rt: &tokio::runtime::Runtime, router: &Router, case: &Case) -> Result<(), String> {
     let caller = Caller::new("contract-test", Access::unrestricted());
     let mut call = Call::new(&case.tool, case.arguments.clone(), caller).confirmed(true);
-    call.config = case.config.clone();
+    call.config = case.config.clone().unwrap_or(Value::Null);
     let outcome = rt.block_on(router.call(call));
     let r = &outcome.response;
     let mut problems = Vec::new();
@@ -228,7 +232,13 @@ fn check_examples(catalog: &Catalog) -> Vec<Outcome> {
                     Some(rank) => (true, format!("rank {}", rank + 1)),
                     None => {
                         let got: Vec<&str> = res.tools.iter().map(|t| t.name.as_str()).collect();
-                        (false, format!("not in the top 5 (got: {})", if got.is_empty() { "nothing".into() } else { got.join(", ") }))
+                        (
+                            false,
+                            format!(
+                                "not in the top 5 (got: {})",
+                                if got.is_empty() { "nothing".into() } else { got.join(", ") }
+                            ),
+                        )
                     }
                 },
                 Err(e) => (false, format!("search failed: {e}")),
@@ -240,7 +250,8 @@ fn check_examples(catalog: &Catalog) -> Vec<Outcome> {
 }
 
 pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
-    let plugin_dir = fs::canonicalize(&a.plugin_dir).with_context(|| format!("no plugin folder {}", a.plugin_dir.display()))?;
+    let plugin_dir =
+        fs::canonicalize(&a.plugin_dir).with_context(|| format!("no plugin folder {}", a.plugin_dir.display()))?;
     let temp = tempfile::Builder::new().prefix("quiver-contract-").tempdir()?;
     let fixture_dir = temp.path().join("fixtures");
     if plugin_dir.join("fixtures").is_dir() {
@@ -271,20 +282,35 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
             file: "fixtures/".into(),
             name: "at least one fixture case".into(),
             passed: false,
-            detail: format!("no cases in {}/fixtures/*.json; add some (see `cargo xtask new-tool`)", plugin_dir.display()),
+            detail: format!(
+                "no cases in {}/fixtures/*.json; add some (see `cargo xtask new-tool`)",
+                plugin_dir.display()
+            ),
         });
     }
     results.extend(check_examples(&catalog));
 
     let n_failed = results.iter().filter(|r| !r.passed).count();
     if g.json {
-        let cases: Vec<Value> =
-            results.iter().map(|r| json!({"file": r.file, "case": r.name, "passed": r.passed, "detail": r.detail})).collect();
-        println!("{:#}", json!({"plugin": plugin_dir, "cases": cases, "n_passed": results.len() - n_failed, "n_failed": n_failed}));
+        let cases: Vec<Value> = results
+            .iter()
+            .map(|r| json!({"file": r.file, "case": r.name, "passed": r.passed, "detail": r.detail}))
+            .collect();
+        println!(
+            "{:#}",
+            json!({"plugin": plugin_dir, "cases": cases, "n_passed": results.len() - n_failed, "n_failed": n_failed})
+        );
     } else {
         let rows: Vec<Vec<String>> = results
             .iter()
-            .map(|r| vec![if r.passed { "PASS" } else { "FAIL" }.to_owned(), r.file.clone(), r.name.clone(), r.detail.clone()])
+            .map(|r| {
+                vec![
+                    if r.passed { "PASS" } else { "FAIL" }.to_owned(),
+                    r.file.clone(),
+                    r.name.clone(),
+                    r.detail.clone(),
+                ]
+            })
             .collect();
         print_table(&["RESULT", "FILE", "CASE", "DETAIL"], &rows);
         println!("{} passed, {n_failed} failed", results.len() - n_failed);
@@ -303,7 +329,9 @@ mod tests {
         assert!(subset(&json!({"b": {"d": "x"}}), &actual, "outputs").is_ok());
         assert!(subset(&json!({"e": null}), &actual, "outputs").is_ok());
         assert_eq!(subset(&json!({"b": {"z": 1}}), &actual, "outputs").unwrap_err(), "outputs.b.z is missing");
-        assert!(subset(&json!({"b": {"c": [1]}}), &actual, "outputs").unwrap_err().starts_with("outputs.b.c: expected [1]"));
+        assert!(
+            subset(&json!({"b": {"c": [1]}}), &actual, "outputs").unwrap_err().starts_with("outputs.b.c: expected [1]")
+        );
         assert!(subset(&json!({"a": "1"}), &actual, "outputs").is_err());
     }
 

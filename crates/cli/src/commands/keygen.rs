@@ -21,14 +21,19 @@ pub struct KeygenArgs {
 
 pub fn run(g: &GlobalArgs, a: &KeygenArgs) -> Result<()> {
     if a.name.is_empty() || a.name.contains(['/', '\\']) || a.name.starts_with('.') {
-        return Err(crate::UsageError(format!("--name `{}` must be a plain file stem such as `release`", a.name)).into());
+        return Err(
+            crate::UsageError(format!("--name `{}` must be a plain file stem such as `release`", a.name)).into()
+        );
     }
     std::fs::create_dir_all(&a.out_dir).with_context(|| format!("cannot create {}", a.out_dir.display()))?;
     let public_path = a.out_dir.join(format!("{}.pub", a.name));
     let secret_path = a.out_dir.join(format!("{}.key", a.name));
     for p in [&public_path, &secret_path] {
         if p.exists() {
-            anyhow::bail!("{} already exists; refusing to overwrite a key (pick another --name or --out-dir)", p.display());
+            anyhow::bail!(
+                "{} already exists; refusing to overwrite a key (pick another --name or --out-dir)",
+                p.display()
+            );
         }
     }
     let pair = KeyPair::generate();

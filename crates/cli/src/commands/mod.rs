@@ -9,5 +9,7 @@ pub mod call;
 pub mod contract_test;
 pub mod keygen;
 pub mod list;
+pub mod replay;
 pub mod sign;
+pub mod stats;
 pub mod verify;

@@ -27,7 +27,8 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
     let origin = a.manifest.display().to_string();
     let mut text =
         std::fs::read_to_string(&a.manifest).with_context(|| format!("cannot read the manifest {origin}"))?;
-    let key_text = std::fs::read_to_string(&a.key).with_context(|| format!("cannot read the secret key {}", a.key.display()))?;
+    let key_text =
+        std::fs::read_to_string(&a.key).with_context(|| format!("cannot read the secret key {}", a.key.display()))?;
     let pair = KeyPair::from_secret_key_text(&key_text).with_context(|| {
         format!("{} is not an unencrypted minisign secret key (make one with `quiver keygen`)", a.key.display())
     })?;
@@ -41,7 +42,9 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
     }
     let manifest = Manifest::from_yaml(&text, &origin)?;
     if manifest.artifact.is_none() {
-        eprintln!("warning: {origin} has no `artifact` section: the host will refuse this bundle; sign with --library LIB");
+        eprintln!(
+            "warning: {origin} has no `artifact` section: the host will refuse this bundle; sign with --library LIB"
+        );
     }
     let comment = format!("{} {}", manifest.id, manifest.version);
     let signature = quiver_manifest::sign(&pair, text.as_bytes(), &comment);

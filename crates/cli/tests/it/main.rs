@@ -31,7 +31,8 @@ fn marker_library() -> &'static Path {
             .status()
             .expect("cannot run cargo");
         assert!(status.success(), "building marker-plugin failed");
-        let lib = target.join(format!("debug/{}marker_plugin{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX));
+        let lib =
+            target.join(format!("debug/{}marker_plugin{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX));
         assert!(lib.is_file(), "{} was not built", lib.display());
         lib
     })
@@ -54,8 +55,9 @@ impl Run {
     }
     /// stdout as one JSON document: nothing else may be on it.
     fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout())
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout(), self.stderr()))
+        serde_json::from_str(&self.stdout()).unwrap_or_else(|e| {
+            panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout(), self.stderr())
+        })
     }
     #[track_caller]
     fn success(self) -> Run {
@@ -270,7 +272,9 @@ fn sign_with_library_keeps_comments_and_replaces_the_artifact() {
     let commented = format!("# my comment\n{text}");
     fs::write(p.manifest(), commented).unwrap();
     let lib = p.path(&format!("plugins/marker/{}", marker_library().file_name().unwrap().to_string_lossy()));
-    p.quiver(&["sign", "plugins/marker/marker.tool.yaml", "--key", "keys/test.key", "--library"]).arg_path(&lib).success();
+    p.quiver(&["sign", "plugins/marker/marker.tool.yaml", "--key", "keys/test.key", "--library"])
+        .arg_path(&lib)
+        .success();
     let text = fs::read_to_string(p.manifest()).unwrap();
     assert!(text.starts_with("# my comment\n"));
     assert_eq!(text.matches("artifact:").count(), 1);
@@ -299,7 +303,8 @@ fn bad_config_names_the_file_and_the_fix() {
     let run = p.quiver(&["--config", "missing.yaml", "list"]).failure(1);
     assert!(run.stderr().contains("missing.yaml"), "{}", run.stderr());
 
-    fs::write(p.path("quiver.yaml"), "plugins_dir: plugins\ntrusted_keys:\n  - name: gone\n    path: keys/gone.pub\n").unwrap();
+    fs::write(p.path("quiver.yaml"), "plugins_dir: plugins\ntrusted_keys:\n  - name: gone\n    path: keys/gone.pub\n")
+        .unwrap();
     let run = p.quiver(&["list"]).failure(1);
     assert!(run.stderr().contains("gone.pub"), "{}", run.stderr());
 

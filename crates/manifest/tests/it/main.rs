@@ -491,6 +491,7 @@ fn bad_configs_name_the_field() {
         ("server: {allowed_origins: [\"http://x/path\"]}\n", "server.allowed_origins[0]", "scheme://host"),
         ("transcripts: {dir: 3}\n", "transcripts.dir", "expected"),
         ("plugins_dir: \"\"\n", "plugins_dir", "empty"),
+        ("profiles: {Agent: {}}\n", "profiles.Agent", "lower-case letters"),
     ];
     let mut failures = Vec::new();
     for (text, path, needle) in cases {

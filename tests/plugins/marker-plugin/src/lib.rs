@@ -117,7 +117,13 @@ fn build_version() -> &'static str {
     option_env!("QUIVER_MARKER_VERSION").unwrap_or(env!("CARGO_PKG_VERSION"))
 }
 
+#[cfg(not(feature = "router-tools"))]
 quiver_abi::export_plugin! {
     manifest: manifest(),
     tools: [Echo, Panic, Sleep],
 }
+
+// With the feature `router-tools`, the plugin exports the router's test tools as well (see
+// `router_tools.rs` and `router-tools.yaml`); without it, exactly the tools above.
+#[cfg(feature = "router-tools")]
+mod router_tools;

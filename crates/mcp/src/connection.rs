@@ -1,0 +1,404 @@
+//! One MCP session: the `rmcp` handler, the session's catalog view and its notifications.
+// Logging is deprecated by SEP-2577 (protocol 2026-07-28); Quiver serves revisions up to
+// 2025-11-25, where it is current.
+#![allow(deprecated)]
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use quiver_catalog::{
+    Catalog, ExposureMode, LIST_TOOLS, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH,
+};
+use quiver_router::{Call, CallOutcome, Caller, Lane};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    ServerNotification, SetLevelRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::bridge::{CallBridge, ClientSide, NOTIFICATION_QUEUE, level_rank};
+use crate::listing::Listing;
+use crate::results::{call_result, json_result, tool_error, unknown_tool};
+use crate::server::Shared;
+
+/// The newest protocol revision served. Later revisions drop server-to-client requests, which
+/// elicitation (and so approvals) and sampling need.
+const NEWEST_PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// Default least severe log level sent before the client calls `logging/setLevel`.
+const DEFAULT_LOG_RANK: u8 = 1; // info
+
+/// Mutable state of a session, behind a lock never held across an `await`.
+struct SessionState {
+    session: Session,
+    /// The listing of the current surface, for the snapshot it was built from.
+    listing: Option<Arc<Listing>>,
+    /// Fingerprint of the listing the client was last given or told about.
+    announced: u64,
+}
+
+/// An initialized session.
+pub(crate) struct Live {
+    caller: Caller,
+    mode: ExposureMode,
+    client: Arc<ClientSide>,
+    state: Mutex<SessionState>,
+}
+
+impl Live {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The listing of the session's surface on `catalog` (cached until the session or the
+    /// snapshot changes).
+    fn listing_locked(state: &mut SessionState, shared: &Shared, catalog: &Arc<Catalog>) -> Arc<Listing> {
+        if let Some(l) = &state.listing
+            && Arc::ptr_eq(&l.catalog, catalog)
+        {
+            return l.clone();
+        }
+        let surface = state.session.surface(catalog);
+        let listing = Arc::new(Listing::build(&shared.tools.for_catalog(catalog), catalog, &surface));
+        state.listing = Some(listing.clone());
+        listing
+    }
+
+    /// True (and the new fingerprint recorded) when the surface differs from what the client
+    /// was last given or told about.
+    fn surface_changed(&self, shared: &Shared) -> bool {
+        let catalog = shared.source.catalog();
+        let mut state = self.lock();
+        let listing = Live::listing_locked(&mut state, shared, &catalog);
+        if listing.fingerprint == state.announced {
+            return false;
+        }
+        state.announced = listing.fingerprint;
+        true
+    }
+
+    async fn announce_if_changed(&self, shared: &Shared) {
+        if self.surface_changed(shared) {
+            tracing::debug!(session = %self.caller.session_id, "surface changed; sending tools/list_changed");
+            if let Err(e) = self.client.peer.notify_tool_list_changed().await {
+                tracing::debug!(session = %self.caller.session_id, error = %e, "could not send tools/list_changed");
+            }
+        }
+    }
+
+    /// Keeps the session consistent with a new snapshot (a rescan) and tells the client when
+    /// its surface changed.
+    async fn on_catalog_change(&self, shared: &Shared, catalog: &Catalog) {
+        let warnings = {
+            let mut state = self.lock();
+            state.listing = None;
+            state.session.reconcile(catalog)
+        };
+        for w in warnings {
+            tracing::warn!(session = %self.caller.session_id, "{w}");
+        }
+        self.announce_if_changed(shared).await;
+    }
+}
+
+/// The handler of one MCP session (one stdio connection, one HTTP session). Made by
+/// [`crate::QuiverServer::connection`]; `rmcp` drives it.
+pub struct Connection {
+    shared: Arc<Shared>,
+    live: OnceLock<Arc<Live>>,
+    /// Cancelled when the session ends: stops its catalog watcher.
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("session", &self.live.get().map(|l| l.caller.session_id.as_str()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn not_initialized() -> ErrorData {
+    ErrorData::invalid_request("the session is not initialized: send `initialize` first", None)
+}
+
+impl Connection {
+    pub(crate) fn new(shared: Arc<Shared>) -> Connection {
+        Connection { shared, live: OnceLock::new(), stop: CancellationToken::new() }
+    }
+
+    fn live(&self) -> Result<&Arc<Live>, ErrorData> {
+        self.live.get().ok_or_else(not_initialized)
+    }
+
+    fn start(&self, request: &InitializeRequestParams, peer: rmcp::service::Peer<RoleServer>) -> Arc<Live> {
+        let shared = &self.shared;
+        let client_name = request.client_info.name.clone();
+        let profile = (shared.profiles)(&client_name);
+        let session_id = format!("mcp-{}", quiver_telemetry::next_request_id());
+        tracing::info!(session = %session_id, client = %client_name, profile = %profile.name, mode = profile.policy.mode.as_str(), "MCP session started");
+        let caller = Caller {
+            session_id: session_id.clone(),
+            client: client_name,
+            mode: profile.name.clone(),
+            access: profile.access.clone(),
+            approval: profile.approval,
+        };
+        let caps = &request.capabilities;
+        let client = Arc::new(ClientSide {
+            peer,
+            log_level: AtomicU8::new(DEFAULT_LOG_RANK),
+            can_elicit: caps.elicitation.is_some(),
+            can_sample: caps.sampling.is_some(),
+        });
+        let mode = profile.policy.mode;
+        let session = Session::new(session_id, profile.policy, profile.access);
+        let mut state = SessionState { session, listing: None, announced: 0 };
+        let catalog = shared.source.catalog();
+        state.announced = Live::listing_locked(&mut state, shared, &catalog).fingerprint;
+        let live = Arc::new(Live { caller, mode, client, state: Mutex::new(state) });
+        self.watch_catalog(live.clone());
+        live
+    }
+
+    /// Follows catalog changes for this session until it ends.
+    fn watch_catalog(&self, live: Arc<Live>) {
+        let shared = self.shared.clone();
+        let stop = self.stop.clone();
+        let mut changes = shared.changes.clone();
+        changes.mark_unchanged();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                        let catalog = changes.borrow_and_update().clone();
+                        live.on_catalog_change(&shared, &catalog).await;
+                    }
+                }
+            }
+        });
+    }
+
+    fn offers(live: &Live, meta_tool: &str) -> bool {
+        live.mode.meta_tools().contains(&meta_tool)
+    }
+
+    /// `tool_search`: search, load the hits into the session, tell the client its list changed.
+    async fn tool_search(&self, live: &Live, arguments: Value) -> CallToolResponse {
+        let request = match parse_search(arguments) {
+            Ok(r) => r,
+            Err(e) => return tool_error(e).into(),
+        };
+        let catalog = self.shared.source.catalog();
+        let response = {
+            let mut state = live.lock();
+            state.session.next_turn();
+            let r = state.session.search(&catalog, &request, true);
+            if r.as_ref().is_ok_and(|r| !r.loaded.is_empty()) {
+                state.listing = None;
+            }
+            r
+        };
+        match response {
+            Ok(r) => {
+                let loaded = !r.loaded.is_empty();
+                let mut value = serde_json::to_value(&r).unwrap_or(Value::Null);
+                if loaded && let Value::Object(m) = &mut value {
+                    m.insert(
+                        "note".into(),
+                        json!("The loaded tools are now in your tool list; call them by name. If your client does not refresh its list, call them through run_tool (when offered)."),
+                    );
+                }
+                if loaded {
+                    live.announce_if_changed(&self.shared).await;
+                }
+                json_result(value).into()
+            }
+            Err(e) => tool_error(quiver_abi::ToolError::invalid(e.to_string())).into(),
+        }
+    }
+
+    /// `list_tools`: everything `run_tool` can reach, filtered and paged; loads nothing.
+    fn list_tools_meta(&self, live: &Live, arguments: Value) -> CallToolResponse {
+        let request = match parse_search(arguments) {
+            Ok(r) => r,
+            Err(e) => return tool_error(e).into(),
+        };
+        if request.load.is_some() || request.mode.is_some() {
+            return tool_error(quiver_abi::ToolError::invalid(
+                "list_tools takes query, domain, limit, offset and detail; `mode` and `load` belong to tool_search",
+            ))
+            .into();
+        }
+        let catalog = self.shared.source.catalog();
+        let response = {
+            let mut state = live.lock();
+            state.session.next_turn();
+            state.session.search(&catalog, &request, false)
+        };
+        match response {
+            Ok(r) => json_result(serde_json::to_value(&r).unwrap_or(Value::Null)).into(),
+            Err(e) => tool_error(quiver_abi::ToolError::invalid(e.to_string())).into(),
+        }
+    }
+
+    /// Any other call: through the router, with this request's bridge; notifications the tool
+    /// causes are sent from this task, before the response.
+    async fn dispatch(
+        &self,
+        live: &Live,
+        params: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = params.name.into_owned();
+        let arguments = Value::Object(params.arguments.unwrap_or_default());
+        live.lock().session.next_turn();
+        let lane = if name == RUN_TOOL && Connection::offers(live, RUN_TOOL) { Lane::Generic } else { Lane::Typed };
+        let confirmed =
+            context.meta.0.0.get(quiver_router::codes::CONFIRM_META_KEY).and_then(Value::as_bool).unwrap_or(false);
+        let (notes_tx, mut notes) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);
+        let logger = match (&lane, arguments.get("name").and_then(Value::as_str)) {
+            (Lane::Generic, Some(inner)) => inner.to_owned(),
+            _ => name.clone(),
+        };
+        let bridge = Arc::new(CallBridge::new(
+            live.client.clone(),
+            context.id.clone(),
+            context.meta.get_progress_token(),
+            logger,
+            notes_tx,
+        ));
+        let call = Call {
+            name,
+            arguments,
+            lane,
+            caller: live.caller.clone(),
+            request_id: None,
+            confirmed,
+            cancel: context.ct.clone(),
+            bridge,
+            config: Value::Null,
+        };
+        let peer = &live.client.peer;
+        let routed = self.shared.router.call(call);
+        tokio::pin!(routed);
+        let outcome: CallOutcome = loop {
+            tokio::select! {
+                biased;
+                Some(n) = notes.recv() => {
+                    let _ = peer.send_notification(n).await;
+                }
+                outcome = &mut routed => break outcome,
+            }
+        };
+        while let Ok(n) = notes.try_recv() {
+            let _ = peer.send_notification(n).await;
+        }
+        if lane == Lane::Typed
+            && let Some(e) = unknown_tool(&outcome)
+        {
+            return Err(e);
+        }
+        Ok(call_result(outcome).into())
+    }
+}
+
+fn parse_search(arguments: Value) -> Result<SearchRequest, quiver_abi::ToolError> {
+    serde_json::from_value::<SearchRequest>(arguments).map_err(|e| {
+        quiver_abi::ToolError::invalid(format!("invalid arguments: {e}"))
+            .with_details(json!({ "hint": "pass `query` (what you want to do, in plain words) and optionally domain, limit, offset, detail" }))
+    })
+}
+
+impl ServerHandler for Connection {
+    fn get_info(&self) -> ServerConfig {
+        let o = &self.shared.options;
+        let capabilities = ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
+        let mut info = ServerConfig::new(capabilities)
+            .with_protocol_version(NEWEST_PROTOCOL)
+            .with_server_info(Implementation::new(o.name.clone(), o.version.clone()).with_title("Quiver tool host"));
+        info.instructions.clone_from(&o.instructions);
+        info
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST_PROTOCOL))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        if self.live.get().is_some() {
+            return Err(ErrorData::invalid_request("the session is already initialized", None));
+        }
+        context.peer.set_peer_info(request.clone());
+        let result = self.negotiate_initialize(&request)?;
+        let live = self.start(&request, context.peer.clone());
+        let _ = self.live.set(live);
+        Ok(result)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let live = self.live()?;
+        let catalog = self.shared.source.catalog();
+        let listing = {
+            let mut state = live.lock();
+            let listing = Live::listing_locked(&mut state, &self.shared, &catalog);
+            state.announced = listing.fingerprint;
+            listing
+        };
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        listing.page(cursor, self.shared.options.page_size)
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let live = self.live()?.clone();
+        let arguments = || Value::Object(params.arguments.clone().unwrap_or_default());
+        if params.name == TOOL_SEARCH && Connection::offers(&live, TOOL_SEARCH) {
+            return Ok(self.tool_search(&live, arguments()).await);
+        }
+        if params.name == LIST_TOOLS && Connection::offers(&live, LIST_TOOLS) {
+            return Ok(self.list_tools_meta(&live, arguments()));
+        }
+        self.dispatch(&live, params, context).await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let live = self.live()?;
+        live.client.log_level.store(level_rank(&request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {}
+}
+

@@ -1,0 +1,126 @@
+//! What every session of one server shares.
+
+use std::sync::Arc;
+
+use quiver_catalog::{Access, Catalog, CatalogSource, SurfacePolicy};
+use quiver_router::{Approval, Router};
+use tokio::sync::watch;
+
+use crate::connection::Connection;
+use crate::listing::ToolCache;
+
+/// How a session sees the catalog: its profile's surface policy, scopes and approval rule.
+#[derive(Debug, Clone)]
+pub struct SessionProfile {
+    /// Profile name (`agent`, `plan`, ...); reported to the router as the session's mode.
+    pub name: String,
+    /// Exposure mode, eager core and caps.
+    pub policy: SurfacePolicy,
+    /// Scopes and gates.
+    pub access: Access,
+    /// What to do with calls that need a person's confirmation.
+    pub approval: Approval,
+}
+
+impl SessionProfile {
+    /// A profile with every scope, the given surface policy, and approval `Ask`.
+    pub fn unrestricted(name: impl Into<String>, policy: SurfacePolicy) -> SessionProfile {
+        SessionProfile { name: name.into(), policy, access: Access::unrestricted(), approval: Approval::Ask }
+    }
+}
+
+/// Picks a session's profile from the client name it announced (`clientInfo.name`).
+pub type Profiles = Arc<dyn Fn(&str) -> SessionProfile + Send + Sync>;
+
+/// Server-wide limits and identity.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Largest incoming message in bytes (stdio line or HTTP body); larger ones are refused
+    /// with a JSON-RPC error (`server.max_message_bytes` in `quiver.yaml`).
+    pub max_message_bytes: usize,
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
+    /// Server name announced in `initialize`.
+    pub name: String,
+    /// Server version announced in `initialize`.
+    pub version: String,
+    /// Instructions announced in `initialize`.
+    pub instructions: Option<String>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            max_message_bytes: 4 * 1024 * 1024,
+            page_size: 100,
+            name: "quiver".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            instructions: Some(
+                "Quiver serves signed tool plugins. If no listed tool fits the task, call tool_search \
+                 with what you want to do: it loads the best matches into your tool list. When a tool \
+                 you need is not in your list, list_tools and run_tool (when offered) reach every tool."
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+pub(crate) struct Shared {
+    pub(crate) source: Arc<dyn CatalogSource>,
+    pub(crate) router: Arc<Router>,
+    pub(crate) profiles: Profiles,
+    pub(crate) changes: watch::Receiver<Arc<Catalog>>,
+    pub(crate) options: ServerOptions,
+    pub(crate) tools: ToolCache,
+}
+
+/// The MCP server: what all its sessions share. Cheap to clone; [`QuiverServer::connection`]
+/// makes the handler of one session.
+#[derive(Clone)]
+pub struct QuiverServer {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for QuiverServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuiverServer").field("options", &self.shared.options).finish_non_exhaustive()
+    }
+}
+
+impl QuiverServer {
+    /// A server over `source` (the current catalog, read on every request), calling tools
+    /// through `router`. `profiles` picks each session's profile from its client name;
+    /// `changes` announces every new catalog snapshot (the CLI feeds it from the lifecycle
+    /// host's `on_change`).
+    pub fn new(
+        source: Arc<dyn CatalogSource>,
+        router: Arc<Router>,
+        profiles: Profiles,
+        changes: watch::Receiver<Arc<Catalog>>,
+    ) -> QuiverServer {
+        QuiverServer::with_options(source, router, profiles, changes, ServerOptions::default())
+    }
+
+    /// [`QuiverServer::new`] with options.
+    pub fn with_options(
+        source: Arc<dyn CatalogSource>,
+        router: Arc<Router>,
+        profiles: Profiles,
+        changes: watch::Receiver<Arc<Catalog>>,
+        options: ServerOptions,
+    ) -> QuiverServer {
+        QuiverServer {
+            shared: Arc::new(Shared { source, router, profiles, changes, options, tools: ToolCache::default() }),
+        }
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &ServerOptions {
+        &self.shared.options
+    }
+
+    /// The handler of a new session (one stdio connection, one HTTP session).
+    pub fn connection(&self) -> Connection {
+        Connection::new(self.shared.clone())
+    }
+}

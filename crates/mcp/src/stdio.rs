@@ -1,0 +1,250 @@
+//! The stdio transport: newline-delimited JSON-RPC over the process's pipes (`rmcp`'s
+//! `stdio_pipes`, non-blocking on Linux). Reading is bounded by `max_message_bytes`; what does
+//! not parse is answered here with a JSON-RPC error instead of reaching (or stopping) the
+//! protocol loop; writing goes through one task that batches frames between flushes.
+
+use std::io;
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, ServiceExt, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::mpsc;
+
+use crate::QuiverServer;
+use crate::wire::{Refusal, parse, too_large};
+
+/// Frames queued for the writer.
+const WRITE_QUEUE: usize = 1024;
+
+/// Serves one MCP session on this process's stdin and stdout until the client closes stdin.
+/// Only protocol messages are written to stdout.
+pub async fn serve_stdio(server: QuiverServer) -> io::Result<()> {
+    let (read, write) = rmcp::transport::stdio_pipes();
+    serve_io(server, read, write).await
+}
+
+/// Serves one MCP session over any byte streams (stdio, a socket, an in-memory pipe in tests)
+/// until the reader ends.
+pub async fn serve_io<R, W>(server: QuiverServer, read: R, write: W) -> io::Result<()>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let transport = LineTransport::new(read, write, server.options().max_message_bytes);
+    let running = match server.connection().serve(transport).await {
+        Ok(r) => r,
+        Err(e) => {
+            // The client went away (or broke the handshake) before the session started.
+            tracing::info!(error = %e, "MCP session ended before it was initialized");
+            return Ok(());
+        }
+    };
+    match running.waiting().await {
+        Ok(reason) => {
+            tracing::info!(?reason, "MCP session ended");
+            Ok(())
+        }
+        Err(e) => Err(io::Error::other(format!("the MCP session task failed: {e}"))),
+    }
+}
+
+enum LineRead {
+    Line,
+    Oversized,
+    Eof,
+    Io(io::Error),
+}
+
+/// Newline-delimited JSON-RPC with bounded lines and answers to malformed input.
+struct LineTransport<R> {
+    reader: BufReader<R>,
+    line: Vec<u8>,
+    /// Dropping the rest of an oversized line (kept here: `receive` may be cancelled).
+    discarding: bool,
+    max_bytes: usize,
+    out: mpsc::Sender<Vec<u8>>,
+    /// An `initialize` request has been passed on.
+    initialize_seen: bool,
+}
+
+impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
+    fn new<W: AsyncWrite + Send + Unpin + 'static>(read: R, write: W, max_bytes: usize) -> Self {
+        let (out, frames) = mpsc::channel(WRITE_QUEUE);
+        tokio::spawn(write_frames(write, frames));
+        LineTransport {
+            reader: BufReader::with_capacity(64 * 1024, read),
+            line: Vec::new(),
+            discarding: false,
+            max_bytes,
+            out,
+            initialize_seen: false,
+        }
+    }
+
+    /// Reads one `\n`-terminated line into `self.line`, never buffering more than
+    /// `max_bytes`. Cancellation-safe: a partial line stays in `self.line`.
+    async fn read_line(&mut self) -> LineRead {
+        loop {
+            let (consumed, done) = {
+                let available = match self.reader.fill_buf().await {
+                    Ok(a) => a,
+                    Err(e) => return LineRead::Io(e),
+                };
+                if available.is_empty() {
+                    return LineRead::Eof;
+                }
+                let newline = available.iter().position(|b| *b == b'\n');
+                let take = newline.map_or(available.len(), |i| i + 1);
+                if self.discarding {
+                    if newline.is_some() {
+                        self.discarding = false;
+                    }
+                    (take, None)
+                } else if self.line.len() + take > self.max_bytes + 2 {
+                    // + 2: the line's own "\r\n" does not count against the limit.
+                    self.line.clear();
+                    self.discarding = newline.is_none();
+                    (take, Some(LineRead::Oversized))
+                } else {
+                    self.line.extend_from_slice(&available[..take]);
+                    (take, newline.map(|_| LineRead::Line))
+                }
+            };
+            self.reader.consume(consumed);
+            if let Some(r) = done {
+                return r;
+            }
+        }
+    }
+
+    /// Queues an answer written by the transport itself (never awaited: `receive` must stay
+    /// cancellation-safe; when the queue is full the answer is dropped).
+    fn answer(&self, message: ServerJsonRpcMessage) {
+        match encode(&message) {
+            Ok(frame) => {
+                if self.out.try_send(frame).is_err() {
+                    tracing::warn!("output queue full; dropping an error answer");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot encode an error answer"),
+        }
+    }
+
+    /// Lets a message through, or answers it here: before `initialize`, only `initialize` and
+    /// `ping` requests go on (the protocol loop would end the session on anything else).
+    fn admit(&mut self, message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
+        if self.initialize_seen {
+            return Some(message);
+        }
+        match &message {
+            ClientJsonRpcMessage::Request(r) => match &r.request {
+                ClientRequest::InitializeRequest(_) => {
+                    self.initialize_seen = true;
+                    Some(message)
+                }
+                ClientRequest::PingRequest(_) => Some(message),
+                other => {
+                    tracing::debug!(method = other.method(), "request before initialize");
+                    self.answer(ServerJsonRpcMessage::error(
+                        rmcp::model::ErrorData::invalid_request(
+                            format!("the session is not initialized: send `initialize` before `{}`", other.method()),
+                            None,
+                        ),
+                        Some(r.id.clone()),
+                    ));
+                    None
+                }
+            },
+            _ => {
+                tracing::debug!("ignoring a notification or response received before initialize");
+                None
+            }
+        }
+    }
+}
+
+fn encode(message: &ServerJsonRpcMessage) -> io::Result<Vec<u8>> {
+    let mut frame = serde_json::to_vec(message).map_err(io::Error::other)?;
+    frame.push(b'\n');
+    Ok(frame)
+}
+
+/// Writes frames in order; flushes whenever the queue is momentarily empty.
+async fn write_frames<W: AsyncWrite + Unpin>(write: W, mut frames: mpsc::Receiver<Vec<u8>>) {
+    let mut w = BufWriter::with_capacity(64 * 1024, write);
+    while let Some(first) = frames.recv().await {
+        if let Err(e) = w.write_all(&first).await {
+            tracing::info!(error = %e, "cannot write to the client; stopping output");
+            return;
+        }
+        while let Ok(next) = frames.try_recv() {
+            if let Err(e) = w.write_all(&next).await {
+                tracing::info!(error = %e, "cannot write to the client; stopping output");
+                return;
+            }
+        }
+        if let Err(e) = w.flush().await {
+            tracing::info!(error = %e, "cannot write to the client; stopping output");
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransport<R> {
+    type Error = io::Error;
+
+    fn send(&mut self, item: TxJsonRpcMessage<RoleServer>) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
+        let frame = encode(&item);
+        let out = self.out.clone();
+        async move {
+            out.send(frame?).await.map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client's output is closed"))
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.read_line().await {
+                LineRead::Line => {}
+                LineRead::Oversized => {
+                    tracing::warn!(limit = self.max_bytes, "refused a message over the size limit");
+                    self.answer(ServerJsonRpcMessage::error(too_large(self.max_bytes), None));
+                    continue;
+                }
+                LineRead::Eof => return None,
+                LineRead::Io(e) => {
+                    tracing::info!(error = %e, "cannot read from the client");
+                    return None;
+                }
+            }
+            let mut bytes: &[u8] = &self.line;
+            bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+            bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                self.line.clear();
+                continue;
+            }
+            let parsed = parse(bytes);
+            self.line.clear();
+            match parsed {
+                Ok(Some(message)) => {
+                    if let Some(m) = self.admit(message) {
+                        return Some(m);
+                    }
+                }
+                Ok(None) => tracing::debug!("ignoring a malformed notification or response"),
+                Err(Refusal { id, error }) => {
+                    tracing::debug!(code = error.code.0, message = %error.message, "refused a malformed message");
+                    self.answer(ServerJsonRpcMessage::error(error, id));
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), io::Error> {
+        Ok(())
+    }
+}

@@ -1,0 +1,117 @@
+//! Messages the protocol layer never sees: what to answer to bytes that are not a valid
+//! JSON-RPC message, shared by the stdio and HTTP transports.
+
+use rmcp::model::{ClientJsonRpcMessage, ErrorData, NumberOrString, RequestId};
+use serde_json::{Value, json};
+
+/// Why a message was refused, and the id to answer to (when it had a usable one).
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) id: Option<RequestId>,
+    pub(crate) error: ErrorData,
+}
+
+/// Parses one message; `Err` carries the error to answer with, `Ok(None)` means the message is
+/// to be ignored without an answer (a malformed notification or response).
+pub(crate) fn parse(bytes: &[u8]) -> Result<Option<ClientJsonRpcMessage>, Refusal> {
+    match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) => refuse(bytes, &e).map(|()| None),
+    }
+}
+
+fn id_of(v: &Value) -> Option<RequestId> {
+    match v {
+        Value::String(s) => Some(NumberOrString::String(s.as_str().into())),
+        Value::Number(n) => n.as_i64().map(NumberOrString::Number),
+        _ => None,
+    }
+}
+
+/// Classifies a message that failed to parse. `Ok(())`: nothing to answer.
+fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(Refusal {
+                id: None,
+                error: ErrorData::parse_error(format!("Parse error: the message is not valid JSON ({e})"), None),
+            });
+        }
+    };
+    let obj = match value {
+        Value::Object(o) => o,
+        Value::Array(_) => {
+            return Err(Refusal {
+                id: None,
+                error: ErrorData::invalid_request("Invalid Request: JSON-RPC batches are not supported; send one message per line", None),
+            });
+        }
+        _ => {
+            return Err(Refusal {
+                id: None,
+                error: ErrorData::invalid_request("Invalid Request: a JSON-RPC message must be a JSON object", None),
+            });
+        }
+    };
+    let id = obj.get("id").and_then(id_of);
+    if obj.contains_key("id") && id.is_none() {
+        return Err(Refusal {
+            id: None,
+            error: ErrorData::invalid_request("Invalid Request: `id` must be a string or an integer", None),
+        });
+    }
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(Refusal { id, error: ErrorData::invalid_request("Invalid Request: `jsonrpc` must be \"2.0\"", None) });
+    }
+    match (obj.get("method"), id) {
+        (Some(Value::String(method)), Some(id)) => Err(Refusal {
+            id: Some(id),
+            error: ErrorData::invalid_params(
+                format!("Invalid params for `{method}`: {typed}"),
+                Some(json!({ "method": method })),
+            ),
+        }),
+        // A notification or a response we cannot read: JSON-RPC forbids answering either.
+        (Some(Value::String(_)), None) => Ok(()),
+        (None, _) if obj.contains_key("result") || obj.contains_key("error") => Ok(()),
+        (_, id) => Err(Refusal {
+            id,
+            error: ErrorData::invalid_request("Invalid Request: not a JSON-RPC request, notification or response", None),
+        }),
+    }
+}
+
+/// The answer to a message larger than the configured limit.
+pub(crate) fn too_large(limit: usize) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("Invalid Request: the message is larger than the server's limit of {limit} bytes (server.max_message_bytes)"),
+        Some(json!({ "max_message_bytes": limit })),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(bytes: &str) -> Option<(i32, Option<RequestId>)> {
+        match parse(bytes.as_bytes()) {
+            Ok(_) => None,
+            Err(r) => Some((r.error.code.0, r.id)),
+        }
+    }
+
+    #[test]
+    fn classifies_bad_messages() {
+        assert_eq!(code("{not json").map(|c| c.0), Some(-32700));
+        assert_eq!(code("[1,2]").map(|c| c.0), Some(-32600));
+        assert_eq!(code("42").map(|c| c.0), Some(-32600));
+        assert_eq!(code(r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#).map(|c| c.0), Some(-32600));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#).map(|c| c.0), Some(-32600));
+        let (c, id) = code(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#).unwrap();
+        assert_eq!((c, id), (-32602, Some(NumberOrString::Number(7))));
+        // Unknown methods parse (the handler answers -32601); broken notifications are ignored.
+        assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#).unwrap().is_some());
+        assert!(parse(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#).unwrap().is_none());
+    }
+}

@@ -1,0 +1,524 @@
+//! Each step of the pipeline, through the typed lane and `run_tool`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quiver_abi::{ErrorCode, Status};
+use quiver_manifest::LifecycleState;
+use quiver_router::{Approval, Call, CancellationToken, Lane, NullBridge, RouterSettings, codes};
+use quiver_telemetry::BreakerState;
+use serde_json::{Value, json};
+
+use crate::{TestBridge, caller, code, everyone, fixture, with};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_call_reaches_the_real_plugin_with_full_metadata() {
+    let f = fixture(RouterSettings::default());
+    let o = f.typed("marker_echo", json!({"text": "hi"}), everyone()).await;
+    assert_eq!(o.response.status, Status::Ok, "{:?}", o.response.error);
+    assert_eq!(o.response.outputs, json!({"text": "hi", "version": "0.1.0"}));
+    let m = &o.meta;
+    assert_eq!(m.tool.as_deref(), Some("marker_echo"));
+    assert_eq!(m.plugin.as_deref(), Some("marker-plugin"));
+    assert_eq!(m.plugin_version.as_deref(), Some("0.1.0"));
+    assert_eq!(m.sha256.as_ref().map(String::len), Some(64));
+    assert_eq!(m.signer_key_id.as_deref(), Some(f.plugins.key.key_id().as_str()));
+    assert_eq!(m.lifecycle_state, Some(LifecycleState::Active));
+    assert_eq!(m.lane, Lane::Typed);
+    assert!(m.notice.is_none());
+    let policy: Vec<&str> = m.policy.iter().map(|p| p.as_ref()).collect();
+    assert_eq!(policy, ["resolve:canonical", "scopes:ok", "arguments:ok", "approval:not-required", "breaker:closed"]);
+    assert!(!m.request_id.is_empty());
+    // The meta serializes (the MCP layer puts it in `_meta`).
+    let v = serde_json::to_value(m).unwrap();
+    assert_eq!(v["tool"], "marker_echo");
+    assert!(v["duration_ms"].as_f64().unwrap() > 0.0);
+
+    let stats = f.router.telemetry().snapshot();
+    assert_eq!(stats.lanes["typed"].calls, 1);
+    assert_eq!(stats.tools["marker_echo"].status.ok, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_tool_refuses_to_dispatch_itself_and_the_other_meta_tools() {
+    let f = fixture(RouterSettings::default());
+    for name in ["run_tool", "list_tools", "tool_search"] {
+        let o = f.generic(name, json!({}), everyone()).await;
+        assert_eq!(code(&o), ErrorCode::INVALID_ARGUMENTS, "{name}");
+        let e = o.response.error.as_ref().unwrap();
+        assert_eq!(e.details["errors"][0]["pointer"], "/name");
+        assert!(e.message.contains(&format!("Call `{name}` directly")), "{}", e.message);
+        assert_eq!(o.meta.lane, Lane::Generic);
+        assert!(o.meta.tool.is_none());
+    }
+    // Also when `run_tool` arrives by name through `call`.
+    let o = f.router.call(Call::new("run_tool", json!({"name": "run_tool"}), everyone())).await;
+    assert_eq!(code(&o), ErrorCode::INVALID_ARGUMENTS);
+    // A malformed envelope.
+    let o = f.router.call(Call::new("run_tool", json!({"name": "marker_echo", "arguments": "text"}), everyone())).await;
+    assert_eq!(o.response.error.unwrap().details["errors"][0]["pointer"], "/arguments");
+
+    let s = f.router.telemetry().snapshot();
+    assert_eq!(s.generic.run_calls, 5);
+    assert_eq!(s.generic.run_validation_failures, 5);
+    assert_eq!(s.lanes["generic"].success_rate, 0.0);
+
+    // And the generic lane works for a real tool.
+    let o = f.generic("marker_echo", json!({"text": "via run_tool"}), everyone()).await;
+    assert_eq!(o.response.outputs["text"], "via run_tool");
+    assert_eq!(o.meta.lane, Lane::Generic);
+    assert_eq!(o.meta.called_name, "marker_echo");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_and_scopes_behave_identically_through_both_lanes() {
+    let f = fixture(RouterSettings::default());
+    let accept = TestBridge::accepting();
+    let decline = TestBridge::new(true, json!({"action": "decline"}));
+    let cases: Vec<(&str, &str, Value, quiver_router::Caller, Option<Arc<TestBridge>>, bool, &str)> = vec![
+        // Destructive tool, nobody can be asked: refused with how to confirm.
+        ("ask, no client", "marker_delete", json!({"key": "k"}), everyone(), None, false, codes::CONFIRMATION_REQUIRED),
+        ("deny", "marker_delete", json!({"key": "k"}), with(everyone(), Approval::Deny), None, false, ErrorCode::PERMISSION_DENIED),
+        ("allow", "marker_delete", json!({"key": "k"}), with(everyone(), Approval::Allow), None, false, "ok"),
+        ("confirmed", "marker_delete", json!({"key": "k"}), everyone(), None, true, "ok"),
+        ("elicit accept", "marker_delete", json!({"key": "k"}), everyone(), Some(accept.clone()), false, "ok"),
+        ("elicit decline", "marker_delete", json!({"key": "k"}), everyone(), Some(decline.clone()), false, ErrorCode::PERMISSION_DENIED),
+        // Scopes: invisible is unknown.
+        ("no scope", "marker_secret", json!({}), caller(&[], &[]), None, false, ErrorCode::UNKNOWN_TOOL),
+        ("scope", "marker_secret", json!({}), caller(&["marker.secret"], &[]), None, false, "ok"),
+        ("gated", "marker_secret", json!({}), caller(&["*"], &["marker_secret"]), None, false, ErrorCode::UNKNOWN_TOOL),
+        // Consolidated tool: per-action scope and confirmation.
+        ("read action", "marker_text", json!({"action": "shout", "text": "a"}), caller(&[], &[]), None, false, "ok"),
+        ("action scope missing", "marker_text", json!({"action": "erase", "text": "a"}), caller(&[], &[]), None, false, ErrorCode::PERMISSION_DENIED),
+        ("action needs confirmation", "marker_text", json!({"action": "erase", "text": "a"}), caller(&["marker.admin"], &[]), None, false, codes::CONFIRMATION_REQUIRED),
+        ("action confirmed", "marker_text", json!({"action": "erase", "text": "a"}), caller(&["marker.admin"], &[]), None, true, "ok"),
+    ];
+    for (label, tool, args, who, bridge, confirmed, expected) in cases {
+        let mut outcomes = Vec::new();
+        for lane in [Lane::Typed, Lane::Generic] {
+            let mut call = match lane {
+                Lane::Typed => Call::new(tool, args.clone(), who.clone()),
+                Lane::Generic => Call::generic(tool, args.clone(), who.clone()),
+            }
+            .confirmed(confirmed);
+            if let Some(b) = &bridge {
+                call = call.with_bridge(b.clone());
+            }
+            let o = f.router.call(call).await;
+            assert_eq!(code(&o), expected, "{label} ({lane:?}): {:?}", o.response.error);
+            assert_eq!(o.meta.lane, lane);
+            outcomes.push(o);
+        }
+        let (t, g) = (&outcomes[0], &outcomes[1]);
+        assert_eq!(t.response.outputs, g.response.outputs, "{label}");
+        assert_eq!(t.response.error.as_ref().map(|e| &e.message), g.response.error.as_ref().map(|e| &e.message), "{label}");
+        assert_eq!(t.meta.policy, g.meta.policy, "{label}");
+    }
+    assert_eq!(accept.elicitations.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(decline.elicitations.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+    // The refusal says how to confirm; the plugin learns the call was confirmed.
+    let o = f.typed("marker_delete", json!({"key": "k"}), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert!(e.message.contains(codes::CONFIRM_META_KEY) && e.message.contains("Ask the user"), "{}", e.message);
+    assert_eq!(e.details["side_effects"], "destructive");
+    let o = f.typed("marker_delete", json!({"key": "k"}), with(everyone(), Approval::Allow)).await;
+    assert_eq!(o.response.outputs, json!({"deleted": "k", "confirmed": true}));
+
+    // An invisible tool's error is word for word the error of a name that never existed.
+    let hidden = f.typed("marker_secret", json!({}), caller(&[], &[])).await.response.error.unwrap();
+    let never = f.typed("marker_nothing", json!({}), caller(&[], &[])).await.response.error.unwrap();
+    assert_eq!(hidden.message.replace("marker_secret", "X"), never.message.replace("marker_nothing", "X"));
+    assert_eq!(hidden.details, never.details);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_arguments_come_back_with_json_pointers_expected_got_and_hints() {
+    let f = fixture(RouterSettings::default());
+    let o = f.typed("marker_echo", json!({"text": 5}), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.code, ErrorCode::INVALID_ARGUMENTS);
+    assert!(!e.retryable);
+    assert_eq!(e.details["errors"][0], json!({"pointer": "/text", "keyword": "type", "expected": "string", "got": "integer 5", "hint": "pass a string here"}));
+    assert!(e.message.contains("/text: expected string, got integer 5"), "{}", e.message);
+    assert!(e.details.get("input_schema").is_none(), "the typed lane already has the schema");
+
+    let o = f.typed("marker_echo", json!({}), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.details["errors"][0]["pointer"], "/text");
+    assert_eq!(e.details["errors"][0]["got"], "nothing (missing)");
+
+    let o = f.typed("marker_text", json!({"action": "Echo", "text": "x", "txet": 1}), everyone()).await;
+    let e = o.response.error.unwrap();
+    let errors = e.details["errors"].as_array().unwrap();
+    let at = |p: &str| errors.iter().find(|x| x["pointer"] == p).unwrap_or_else(|| panic!("no error at {p}: {errors:?}"));
+    assert!(at("/action")["expected"].as_str().unwrap().contains("echo"));
+    assert!(at("/txet")["hint"].as_str().unwrap().starts_with("did you mean `text`?"));
+
+    // Through the generic lane the error carries the input schema, and counts as a run_tool
+    // validation failure.
+    let o = f.generic("marker_echo", json!({"text": 5}), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.details["errors"][0]["pointer"], "/text");
+    assert_eq!(e.details["input_schema"]["properties"]["text"]["type"], "string");
+    assert_eq!(f.router.telemetry().snapshot().generic.run_validation_failures, 1);
+
+    // Null arguments count as an empty object.
+    let o = f.typed("marker_secret", Value::Null, everyone()).await;
+    assert_eq!(code(&o), "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aliases_fill_in_their_action_and_carry_notices() {
+    let f = fixture(RouterSettings::default());
+    let o = f.typed("marker_say", json!({"text": "quiet"}), everyone()).await;
+    assert_eq!(o.response.outputs, json!({"text": "quiet"}));
+    assert_eq!(o.meta.tool.as_deref(), Some("marker_text"));
+    assert_eq!(o.meta.action.as_deref(), Some("echo"));
+    let n = o.meta.notice.unwrap();
+    assert_eq!(n.state, LifecycleState::HiddenCompatibility);
+    assert_eq!(n.replacement.as_deref(), Some("marker_text"));
+
+    let o = f.typed("marker_yell", json!({"text": "loud"}), everyone()).await;
+    assert_eq!(o.response.outputs, json!({"text": "LOUD"}));
+    assert_eq!(o.meta.lifecycle_state, Some(LifecycleState::Deprecated));
+    let msg = o.meta.notice.unwrap().message();
+    assert!(msg.contains("deprecated") && msg.contains("marker_text") && msg.contains("shout") && msg.contains("0.3.0"), "{msg}");
+
+    // The alias's own action is fine; another action is an error pointing at `action`.
+    let o = f.typed("marker_yell", json!({"text": "x", "action": "shout"}), everyone()).await;
+    assert_eq!(code(&o), "ok");
+    let o = f.typed("marker_yell", json!({"text": "x", "action": "echo"}), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.code, ErrorCode::INVALID_ARGUMENTS);
+    assert_eq!(e.details["errors"][0]["pointer"], "/action");
+    // Same through run_tool.
+    let o = f.generic("marker_yell", json!({"text": "loud"}), everyone()).await;
+    assert_eq!(o.response.outputs, json!({"text": "LOUD"}));
+    assert!(o.meta.notice.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_names_name_the_replacement_and_the_removing_version() {
+    let f = fixture(RouterSettings::default());
+    for name in ["marker_scream", "marker_gone"] {
+        let o = f.typed(name, json!({"text": "x"}), everyone()).await;
+        let e = o.response.error.unwrap();
+        assert_eq!(e.code, codes::TOOL_REMOVED, "{name}");
+        assert!(e.message.contains(&format!("`{name}` was removed in version 0.1.0")), "{}", e.message);
+        assert!(e.message.contains("call `marker_text`"), "{}", e.message);
+        assert_eq!(e.details["replacement"], "marker_text");
+        assert_eq!(e.details["removed_in_version"], "0.1.0");
+        assert_eq!(o.meta.lifecycle_state, Some(LifecycleState::Removed));
+    }
+    assert!(f.typed("marker_scream", json!({}), everyone()).await.response.error.unwrap().message.contains("with action `shout`"));
+    // A replacement the caller may not see is not named.
+    let o = f.typed("marker_gone", json!({"text": "x"}), caller(&["*"], &["marker_text"])).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.code, codes::TOOL_REMOVED);
+    assert!(!e.message.contains("marker_text"), "{}", e.message);
+    assert!(e.message.contains("tool_search"), "{}", e.message);
+    // An alias of a tool the caller may not see does not exist.
+    let o = f.typed("marker_scream", json!({"text": "x"}), caller(&["*"], &["marker_text"])).await;
+    assert_eq!(code(&o), ErrorCode::UNKNOWN_TOOL);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_names_get_suggestions_among_visible_tools_only() {
+    let f = fixture(RouterSettings::default());
+    let suggestions = |o: &quiver_router::CallOutcome| -> Vec<String> {
+        let e = o.response.error.as_ref().unwrap();
+        assert_eq!(e.code, ErrorCode::UNKNOWN_TOOL);
+        assert!(e.message.contains("tool_search"), "{}", e.message);
+        serde_json::from_value(e.details["suggestions"].clone()).unwrap()
+    };
+    let o = f.typed("marker_ech", json!({}), everyone()).await;
+    assert_eq!(suggestions(&o)[0], "marker_echo");
+    assert!(o.response.error.unwrap().message.contains("did you mean `marker_echo`"));
+
+    // Close to an invisible tool: never suggested to a caller who may not see it.
+    let o = f.typed("marker_secrte", json!({}), caller(&[], &[])).await;
+    assert!(!suggestions(&o).contains(&"marker_secret".to_owned()), "{:?}", suggestions(&o));
+    let o = f.typed("marker_secrte", json!({}), caller(&[], &["marker_secret"]).clone()).await;
+    assert!(!suggestions(&o).contains(&"marker_secret".to_owned()));
+    let o = f.typed("marker_secrte", json!({}), caller(&["marker.secret"], &[])).await;
+    assert_eq!(suggestions(&o)[0], "marker_secret");
+    // Aliases and removed tools are not suggested either.
+    for typo in ["marker_sya", "marker_gon", "marker_screem"] {
+        let o = f.typed(typo, json!({}), everyone()).await;
+        let s = suggestions(&o);
+        assert!(!s.iter().any(|n| ["marker_say", "marker_gone", "marker_scream"].contains(&n.as_str())), "{typo}: {s:?}");
+    }
+    // Through run_tool too.
+    let o = f.generic("marker_secrte", json!({}), caller(&[], &[])).await;
+    assert!(!suggestions(&o).contains(&"marker_secret".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_is_reported_within_ten_percent_while_other_tools_keep_answering() {
+    let f = fixture(RouterSettings::default());
+    let bridge = TestBridge::new(false, Value::Null);
+    let router = f.router.clone();
+    let b = bridge.clone();
+    let slow = tokio::spawn(async move {
+        let started = Instant::now();
+        let o = router.call(Call::new("marker_wait", json!({"ms": 5000}), crate::everyone()).with_bridge(b)).await;
+        (o, started.elapsed())
+    });
+    // Other calls answer meanwhile.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    for i in 0..20 {
+        let t = Instant::now();
+        let o = f.typed("marker_echo", json!({"text": format!("{i}")}), everyone()).await;
+        assert_eq!(code(&o), "ok");
+        assert!(t.elapsed() < Duration::from_millis(100), "echo took {:?}", t.elapsed());
+    }
+    let (o, took) = slow.await.unwrap();
+    let e = o.response.error.as_ref().unwrap();
+    assert_eq!(e.code, ErrorCode::TIMEOUT);
+    let deadline = Duration::from_millis(300);
+    assert!(took >= deadline && took <= deadline + deadline / 10, "timeout reported after {took:?}");
+    assert!(o.meta.duration >= deadline && o.meta.duration <= deadline + deadline / 10, "{:?}", o.meta.duration);
+
+    // The plugin saw the cancellation through host services and stopped; the overrun ended.
+    let waited = Instant::now();
+    while bridge.logs().is_empty() && waited.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let logs = bridge.logs();
+    assert!(logs.iter().any(|l| l.starts_with("marker_wait saw cancellation after")), "{logs:?}");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let s = f.router.telemetry().snapshot();
+    assert_eq!(s.tools["marker_wait"].timeouts, 1);
+    assert_eq!(s.tools["marker_wait"].overruns, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_stops_waiting_at_once_and_the_plugin_sees_it() {
+    let f = fixture(RouterSettings::default());
+    let bridge = TestBridge::new(false, Value::Null);
+    let cancel = CancellationToken::new();
+    let call = Call::new("marker_wait", json!({"ms": 280}), everyone()).with_bridge(bridge.clone()).with_cancel(cancel.clone());
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        c2.cancel();
+    });
+    let started = Instant::now();
+    let o = f.router.call(call).await;
+    let took = started.elapsed();
+    assert_eq!(code(&o), ErrorCode::CANCELLED);
+    assert!(took < Duration::from_millis(100), "cancelled call returned after {took:?}");
+    let waited = Instant::now();
+    while bridge.logs().is_empty() && waited.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(bridge.logs().iter().any(|l| l.starts_with("marker_wait saw cancellation")), "{:?}", bridge.logs());
+    // A call cancelled before it starts never reaches the plugin.
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let o = f.router.call(Call::new("marker_echo", json!({"text": "x"}), everyone()).with_cancel(cancel)).await;
+    assert_eq!(code(&o), ErrorCode::CANCELLED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retryable_errors_are_retried_with_backoff_and_others_are_not() {
+    let f = fixture(RouterSettings { retry_base: Duration::from_millis(20), ..RouterSettings::default() });
+    let started = Instant::now();
+    let o = f.typed("marker_flaky", json!({"key": "a", "failures": 2}), everyone()).await;
+    assert_eq!(o.response.outputs, json!({"attempts": 3}), "{:?}", o.response.error);
+    assert_eq!(o.meta.retries, 2);
+    // Backoff: first delay in [10, 20] ms, second in [20, 40] ms.
+    assert!(started.elapsed() >= Duration::from_millis(30), "{:?}", started.elapsed());
+    let retries: Vec<&str> = o.meta.policy.iter().map(|p| p.as_ref()).filter(|p| p.starts_with("retry:")).collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(retries[0].starts_with("retry:1:tool_error:") && retries[1].starts_with("retry:2:tool_error:"), "{retries:?}");
+
+    // More failures than `retries: 3`: the last retryable error comes back.
+    let o = f.typed("marker_flaky", json!({"key": "b", "failures": 10}), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert!(e.retryable && e.message.contains("transient failure 4 of 10"), "{}", e.message);
+    assert_eq!(o.meta.retries, 3);
+
+    // Not retryable: no retry.
+    let o = f.typed("marker_fail", json!({"fail": true}), everyone()).await;
+    assert_eq!(code(&o), ErrorCode::TOOL_ERROR);
+    assert_eq!(o.meta.retries, 0);
+    // Same through run_tool.
+    let o = f.generic("marker_flaky", json!({"key": "c", "failures": 1}), everyone()).await;
+    assert_eq!(o.meta.retries, 1);
+    assert_eq!(f.router.telemetry().retries(), 6);
+    assert_eq!(f.router.telemetry().snapshot().tools["marker_flaky"].retries, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_breaker_opens_after_consecutive_failures_and_closes_after_a_good_probe() {
+    let cooldown = Duration::from_millis(200);
+    let f = fixture(RouterSettings { breaker_failures: 3, breaker_cooldown: cooldown, ..RouterSettings::default() });
+    let fail = |b: bool| json!({"fail": b});
+    // Invalid arguments and other tools do not count.
+    assert_eq!(code(&f.typed("marker_fail", json!({}), everyone()).await), ErrorCode::INVALID_ARGUMENTS);
+    for _ in 0..2 {
+        assert_eq!(code(&f.typed("marker_fail", fail(true), everyone()).await), ErrorCode::TOOL_ERROR);
+    }
+    // A success resets the count.
+    assert_eq!(code(&f.typed("marker_fail", fail(false), everyone()).await), "ok");
+    for _ in 0..2 {
+        f.typed("marker_fail", fail(true), everyone()).await;
+    }
+    let third = f.typed("marker_fail", fail(true), everyone()).await;
+    assert_eq!(code(&third), ErrorCode::TOOL_ERROR);
+    assert!(third.meta.policy.iter().any(|p| p == "breaker:opened"), "{:?}", third.meta.policy);
+    let opened = Instant::now();
+    assert_eq!(f.router.telemetry().snapshot().tools["marker_fail"].breaker, Some(BreakerState::Open));
+
+    // Open: refused without reaching the tool, through both lanes; other tools unaffected.
+    let o = f.typed("marker_fail", fail(false), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.code, codes::CIRCUIT_OPEN);
+    assert!(e.retryable && e.details["retry_after_ms"].as_u64().unwrap() <= 200);
+    assert_eq!(code(&f.generic("marker_fail", fail(false), everyone()).await), codes::CIRCUIT_OPEN);
+    assert_eq!(code(&f.typed("marker_echo", json!({"text": "x"}), everyone()).await), "ok");
+
+    // After the cooldown one probe goes through; its success closes the breaker.
+    tokio::time::sleep(cooldown.saturating_sub(opened.elapsed()) + Duration::from_millis(20)).await;
+    let probe = f.typed("marker_fail", fail(false), everyone()).await;
+    assert_eq!(code(&probe), "ok");
+    let policy: Vec<&str> = probe.meta.policy.iter().map(|p| p.as_ref()).collect();
+    assert!(policy.contains(&"breaker:half-open-probe") && policy.contains(&"breaker:closed-after-probe"), "{policy:?}");
+    let after = f.typed("marker_fail", fail(false), everyone()).await;
+    assert!(after.meta.policy.iter().any(|p| p == "breaker:closed"));
+    let s = f.router.telemetry().snapshot();
+    assert_eq!(s.tools["marker_fail"].breaker, Some(BreakerState::Closed));
+    assert_eq!(s.tools["marker_fail"].breaker_opens, 1);
+
+    // A failed probe opens it again.
+    for _ in 0..3 {
+        f.typed("marker_fail", fail(true), everyone()).await;
+    }
+    tokio::time::sleep(cooldown + Duration::from_millis(20)).await;
+    let probe = f.typed("marker_fail", fail(true), everyone()).await;
+    assert!(probe.meta.policy.iter().any(|p| p == "breaker:opened"), "{:?}", probe.meta.policy);
+    assert_eq!(code(&f.typed("marker_fail", fail(false), everyone()).await), codes::CIRCUIT_OPEN);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_tool_concurrency_limit_queues_calls() {
+    let f = fixture(RouterSettings::default());
+    // marker_wait allows 2 calls at once: 4 calls of 100 ms take two rounds.
+    let started = Instant::now();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let r = f.router.clone();
+            tokio::spawn(async move { r.call(Call::new("marker_wait", json!({"ms": 100}), crate::everyone())).await })
+        })
+        .collect();
+    for h in handles {
+        let o = h.await.unwrap();
+        assert_eq!(o.response.outputs["cancelled"], false, "{:?}", o.response);
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(200), "4 calls with a limit of 2 took {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_concurrent_calls_across_tools_finish_without_deadlock() {
+    let f = fixture(RouterSettings::default());
+    let started = Instant::now();
+    let tools: [(&str, Value); 5] = [
+        ("marker_echo", json!({"text": "x"})),
+        ("marker_shout", json!({"text": "x"})),
+        ("marker_say", json!({"text": "x"})),
+        ("marker_big", json!({"bytes": 10})),
+        ("marker_sleep", json!({"ms": 1})),
+    ];
+    let mut handles = Vec::with_capacity(4000);
+    for i in 0..4000usize {
+        let (name, args) = tools[i % tools.len()].clone();
+        let r = f.router.clone();
+        let lane_generic = i % 3 == 0;
+        handles.push(tokio::spawn(async move {
+            if lane_generic {
+                r.run_tool(Call::generic(name, args, crate::everyone())).await
+            } else {
+                r.call(Call::new(name, args, crate::everyone())).await
+            }
+        }));
+    }
+    let all = tokio::time::timeout(Duration::from_secs(120), async {
+        let mut ok = 0;
+        for h in handles {
+            if h.await.unwrap().response.status == Status::Ok {
+                ok += 1;
+            }
+        }
+        ok
+    })
+    .await
+    .expect("4000 calls did not finish within 120 s: deadlock?");
+    assert_eq!(all, 4000);
+    let s = f.router.telemetry().snapshot();
+    assert_eq!(s.calls, 4000);
+    assert_eq!(s.lanes["generic"].calls, 1334);
+    eprintln!("4000 calls in {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_results_are_truncated_and_retrievable_by_handle() {
+    let f = fixture(RouterSettings { result_handle_ttl: Duration::from_millis(400), ..RouterSettings::default() });
+    let o = f.typed("marker_big", json!({"bytes": 5000}), everyone()).await;
+    assert_eq!(o.response.status, Status::Partial);
+    let out = &o.response.outputs;
+    assert_eq!(out["truncated"], true);
+    assert_eq!(out["total_bytes"], 5000 + r#"{"text":""}"#.len());
+    assert!(serde_json::to_string(out).unwrap().len() <= 1024);
+    assert!(out["preview"].as_str().unwrap().starts_with(r#"{"text":"0123456789"#));
+    assert!(o.response.observations.iter().any(|n| n.contains("handle")));
+    assert!(o.meta.policy.iter().any(|p| p == "result:truncated"));
+    let handle = o.meta.result_handle.clone().unwrap();
+
+    let full = f.router.fetch_result(&handle, 0, usize::MAX).unwrap();
+    let v: Value = serde_json::from_str(&full).unwrap();
+    let expected: String = (0..5000).map(|i| char::from(b'0' + (i % 10) as u8)).collect();
+    assert_eq!(v, json!({"text": expected}));
+    assert_eq!(f.router.fetch_result(&handle, 9, 5).unwrap(), "01234");
+    assert_eq!(f.router.fetch_result("res-nope", 0, 10), None);
+
+    // Small results are untouched.
+    let o = f.typed("marker_big", json!({"bytes": 100}), everyone()).await;
+    assert_eq!(o.response.status, Status::Ok);
+    assert!(o.meta.result_handle.is_none());
+    // Handles expire.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(f.router.fetch_result(&handle, 0, 10), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_schema_violation_is_an_error_naming_the_pointer() {
+    let f = fixture(RouterSettings::default());
+    let o = f.typed("marker_bad_output", json!({"text": "seven"}), everyone()).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.code, codes::INVALID_OUTPUT);
+    assert_eq!(e.details["pointer"], "/value");
+    assert_eq!(e.details["errors"][0]["expected"], "integer");
+    assert_eq!(e.details["errors"][0]["got"], r#"string "seven""#);
+    assert!(e.message.contains("`/value`") && e.message.contains("fault of the tool"), "{}", e.message);
+    assert!(o.meta.policy.iter().any(|p| p == "output:invalid"));
+    // Panics are errors too, and the host keeps running.
+    let o = f.typed("marker_panic", json!({"text": "boom"}), everyone()).await;
+    assert_eq!(code(&o), ErrorCode::PANIC);
+    assert_eq!(code(&f.typed("marker_echo", json!({"text": "still here"}), everyone()).await), "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_asks_the_user_through_the_client_bridge() {
+    let f = fixture(RouterSettings::default());
+    let bridge = TestBridge::new(true, json!({"action": "accept", "content": {"answer": "blue"}}));
+    let o = f.router.call(Call::new("marker_ask", json!({"question": "colour?"}), everyone()).with_bridge(bridge.clone())).await;
+    assert_eq!(o.response.outputs, json!({"answer": {"action": "accept", "content": {"answer": "blue"}}}), "{:?}", o.response.error);
+    // Without an eliciting client the tool gets an error it can report.
+    let o = f.router.call(Call::new("marker_ask", json!({"question": "colour?"}), everyone()).with_bridge(Arc::new(NullBridge))).await;
+    let e = o.response.error.unwrap();
+    assert_eq!(e.code, ErrorCode::TOOL_ERROR);
+    assert!(e.message.contains("cannot ask the user"), "{}", e.message);
+}

@@ -1,0 +1,116 @@
+//! Transcripts and replay: recorded calls keep working after renames and deprecations.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use quiver_abi::ErrorCode;
+use quiver_catalog::{Catalog, ConflictPolicy, PluginEntry};
+use quiver_manifest::{AliasSpec, LifecycleState, Manifest};
+use quiver_router::{ReplayVerdict, Router, RouterSettings, replay};
+use semver::Version;
+use serde_json::json;
+
+use crate::{everyone, fixture, support};
+
+/// Release "0.2.0" of the marker plugin as a manifest change only: the standalone tool
+/// `marker_shout` is retired and its name becomes an alias (in `state`) of `marker_text`'s
+/// `shout` action. Same library, same code.
+fn retire_shout(plugin: &PluginEntry, state: LifecycleState) -> Router {
+    let mut m: Manifest = plugin.manifest.clone();
+    m.version = Version::new(0, 2, 0);
+    m.tools.retain(|t| t.name != "marker_shout");
+    let text = m.tools.iter_mut().find(|t| t.name == "marker_text").unwrap();
+    text.aliases.push(AliasSpec {
+        name: "marker_shout".into(),
+        state,
+        action: Some("shout".into()),
+        first_deprecated_version: Some(Version::new(0, 2, 0)),
+        planned_removal_version: (state == LifecycleState::Deprecated).then(|| Version::new(0, 3, 0)),
+        removed_in_version: (state == LifecycleState::Removed).then(|| Version::new(0, 2, 0)),
+        replay_supported: state != LifecycleState::Removed,
+    });
+    let entry = support::entry_with(plugin, m, plugin.backend.clone());
+    let catalog = Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).unwrap();
+    assert!(catalog.resolve("marker_shout").unwrap().alias.is_some());
+    Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(RouterSettings { transcript_dir: Some(dir.path().to_owned()), ..RouterSettings::default() });
+
+    // Recorded with 0.1.0, where `marker_shout` is a canonical tool.
+    let recorded = [
+        f.typed("marker_shout", json!({"text": "hello"}), everyone()).await,
+        f.generic("marker_shout", json!({"text": "generic"}), everyone()).await,
+        f.typed("marker_echo", json!({"text": "same"}), everyone()).await,
+        f.typed("marker_text", json!({"action": "echo", "text": "t"}), everyone()).await,
+        f.typed("marker_fail", json!({"fail": true}), everyone()).await,
+        f.typed("marker_nope", json!({}), everyone()).await,
+    ];
+    assert_eq!(recorded[0].response.outputs, json!({"text": "HELLO"}));
+    assert!(recorded[0].meta.notice.is_none());
+    f.router.flush_transcripts();
+    let path = f.router.transcript_path("test-session").unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 6, "{text}");
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["called_name"], "marker_shout");
+    assert_eq!(first["arguments"], json!({"text": "hello"}));
+    assert_eq!(first["lane"], "typed");
+    assert_eq!(first["tool"], "marker_shout");
+    assert_eq!(first["plugin"], "marker-plugin");
+    assert_eq!(first["plugin_version"], "0.1.0");
+    assert_eq!(first["response"]["outputs"], json!({"text": "HELLO"}));
+    assert!(first["policy"].as_array().unwrap().iter().any(|p| p == "approval:not-required"));
+    assert!(first["duration_us"].as_u64().is_some() && first["started_at_ms"].as_u64().unwrap() > 0);
+
+    // The summary `quiver stats` prints.
+    let stats = quiver_telemetry::stats_from_transcript(&path).unwrap();
+    assert_eq!(stats.calls, 6);
+    assert_eq!(stats.status.error, 2);
+    assert_eq!(stats.tools["marker_shout"].calls, 2);
+    assert_eq!(stats.errors[ErrorCode::UNKNOWN_TOOL], 1);
+    assert_eq!(stats.lanes["generic"].calls, 1);
+    assert_eq!(stats.lanes["typed"].success_rate, 0.6);
+    assert!(stats.duration_ms.p95 >= stats.duration_ms.p50);
+
+    // Replayed against 0.2.0, where `marker_shout` is a deprecated alias of marker_text/shout.
+    let after = retire_shout(&f.host.catalog().plugins()[0], LifecycleState::Deprecated);
+    let report = replay(&path, &after, everyone()).await.unwrap();
+    assert!(report.all_identical(), "{:#?}", report.entries.iter().map(|e| (&e.called_name, &e.verdict)).collect::<Vec<_>>());
+    assert_eq!(report.identical, 6);
+    for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
+        let o = e.outcome.as_ref().unwrap();
+        assert_eq!(o.meta.tool.as_deref(), Some("marker_text"));
+        assert_eq!(o.meta.action.as_deref(), Some("shout"));
+        assert_eq!(o.meta.plugin_version.as_deref(), Some("0.2.0"));
+        let n = o.meta.notice.as_ref().expect("the notice is added in metadata");
+        assert_eq!(n.state, LifecycleState::Deprecated);
+        assert_eq!(n.replacement.as_deref(), Some("marker_text"));
+        assert!(n.message().contains("deprecated since 0.2.0 and will be removed in 0.3.0"), "{}", n.message());
+    }
+
+    // Once the alias is removed, those lines fail, naming the replacement; a changed output is
+    // reported as changed; an unreadable line fails.
+    let removed = retire_shout(&f.host.catalog().plugins()[0], LifecycleState::Removed);
+    let report = replay(&path, &removed, everyone()).await.unwrap();
+    assert_eq!((report.identical, report.changed, report.failed), (4, 0, 2));
+    for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
+        match &e.verdict {
+            ReplayVerdict::Failed { reason } => assert!(reason.starts_with("tool_removed") && reason.contains("marker_text"), "{reason}"),
+            v => panic!("{v:?}"),
+        }
+    }
+    let mut line: serde_json::Value = serde_json::from_str(text.lines().nth(2).unwrap()).unwrap();
+    line["arguments"]["text"] = json!("different");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    writeln!(file, "{line}").unwrap();
+    writeln!(file, "not a record").unwrap();
+    drop(file);
+    let report = replay(&path, &after, everyone()).await.unwrap();
+    assert_eq!((report.identical, report.changed, report.failed), (6, 1, 1));
+    let changed = report.entries.iter().find(|e| matches!(e.verdict, ReplayVerdict::Changed { .. })).unwrap();
+    assert_eq!(changed.verdict, ReplayVerdict::Changed { diff: r#"outputs differ: /text: "same" -> "different""#.into() });
+}
