@@ -187,8 +187,10 @@ pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
     ws.run(&mut cmd)?;
     let release = ws.target_dir()?.join("release");
     let key = DevKey::load_or_create(&ws.dev_key_dir())?;
+    let mut n_changed = 0;
     for p in &plugins {
         let built = bundle(p, &release.join(p.library_file_name()), &key)?;
+        n_changed += usize::from(built.changed);
         let rel = built.manifest.strip_prefix(&ws.root).unwrap_or(&built.manifest);
         println!(
             "{:<24} {:<10} {}  {}{}",
@@ -199,7 +201,12 @@ pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
             if built.changed { "" } else { "  (unchanged)" }
         );
     }
-    println!("{} bundle(s) signed with {} (key id {})", plugins.len(), key.public_path.display(), key.pair.key_id());
+    println!(
+        "{} bundle(s) ready, {n_changed} changed; signed with {} (key id {})",
+        plugins.len(),
+        key.public_path.display(),
+        key.pair.key_id()
+    );
     Ok(())
 }
 

@@ -35,6 +35,28 @@ pub enum ExposureMode {
     Lazy,
 }
 
+impl From<quiver_manifest::ExposureMode> for ExposureMode {
+    fn from(m: quiver_manifest::ExposureMode) -> ExposureMode {
+        match m {
+            quiver_manifest::ExposureMode::Full => ExposureMode::Full,
+            quiver_manifest::ExposureMode::Adaptive => ExposureMode::Adaptive,
+            quiver_manifest::ExposureMode::Hybrid => ExposureMode::Hybrid,
+            quiver_manifest::ExposureMode::Lazy => ExposureMode::Lazy,
+        }
+    }
+}
+
+impl From<&quiver_manifest::Profile> for SurfacePolicy {
+    fn from(p: &quiver_manifest::Profile) -> SurfacePolicy {
+        SurfacePolicy {
+            mode: p.mode.into(),
+            eager: p.eager.clone(),
+            max_typed_tools: p.max_typed_tools as usize,
+            byte_budget: p.byte_budget as usize,
+        }
+    }
+}
+
 impl ExposureMode {
     /// Lower-case name.
     pub fn as_str(self) -> &'static str {

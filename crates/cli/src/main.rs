@@ -3,9 +3,9 @@
 //! loads signed bundles through [`quiver_lifecycle::Host`], calls tools through
 //! [`quiver_router::Router`], and signs and verifies bundles with [`quiver_manifest`].
 //!
-//! Commands: `list`, `call`, `verify` (checks bundles without loading their code), `keygen`,
-//! `sign`, `replay`, `stats`, and the hidden `contract-test` behind `cargo xtask contract-test`.
-//! Each lives in its own module under `commands/`.
+//! Commands: `serve` (the MCP server), `list`, `call`, `verify` (checks bundles without loading
+//! their code), `keygen`, `sign`, `replay`, `stats`, and the hidden `contract-test` behind
+//! `cargo xtask contract-test`. Each lives in its own module under `commands/`.
 //!
 //! Output contract: results go to stdout (human text, or one JSON document with `--json`); logs,
 //! warnings and errors go to stderr only. Exit codes: 0 success, 1 failure, 2 usage error.
@@ -65,8 +65,10 @@ enum Command {
     Replay(commands::replay::ReplayArgs),
     /// Summarize a call transcript (calls, outcomes, durations, errors per tool).
     Stats(commands::stats::StatsArgs),
+    /// Serve the tools to MCP clients: stdio by default, streamable HTTP with --http.
+    Serve(commands::serve::ServeArgs),
     // Room for the commands colleagues add, one module each under commands/:
-    // `serve` (commands/serve.rs), `search` (commands/search.rs), `eval search` (commands/eval.rs).
+    // `search` (commands/search.rs), `eval search` (commands/eval.rs).
     /// Run a plugin's contract-test fixtures through the real host and router (used by
     /// `cargo xtask contract-test`).
     #[command(hide = true)]
@@ -126,6 +128,7 @@ fn main() -> ExitCode {
         Command::Sign(a) => commands::sign::run(g, &a),
         Command::Replay(a) => commands::replay::run(g, &a),
         Command::Stats(a) => commands::stats::run(g, &a),
+        Command::Serve(a) => commands::serve::run(g, &a),
         Command::ContractTest(a) => commands::contract_test::run(g, &a),
     };
     match result {

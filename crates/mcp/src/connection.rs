@@ -12,7 +12,7 @@ use quiver_catalog::{
 };
 use quiver_router::{Call, CallOutcome, Caller, Lane};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
     ServerNotification, SetLevelRequestParams,
 };
@@ -206,26 +206,51 @@ impl Connection {
             Err(e) => return tool_error(e).into(),
         };
         let catalog = self.shared.source.catalog();
-        let response = {
+        let (response, before) = {
             let mut state = live.lock();
             state.session.next_turn();
+            let before = Live::listing_locked(&mut state, &self.shared, &catalog);
             let r = state.session.search(&catalog, &request, true);
             if r.as_ref().is_ok_and(|r| !r.loaded.is_empty()) {
                 state.listing = None;
             }
-            r
+            (r, before)
         };
         match response {
             Ok(r) => {
-                let loaded = !r.loaded.is_empty();
                 let mut value = serde_json::to_value(&r).unwrap_or(Value::Null);
-                if loaded && let Value::Object(m) = &mut value {
-                    m.insert(
-                        "note".into(),
-                        json!("The loaded tools are now in your tool list; call them by name. If your client does not refresh its list, call them through run_tool (when offered)."),
-                    );
-                }
-                if loaded {
+                if !r.loaded.is_empty() {
+                    // Report what changed for the client: tools newly in its list, and loaded
+                    // tools the profile's caps left out of it.
+                    let after = {
+                        let mut state = live.lock();
+                        Live::listing_locked(&mut state, &self.shared, &catalog)
+                    };
+                    let listed_in = |l: &Listing, n: &str| l.tools.iter().any(|t| t.name == n);
+                    let added: Vec<&String> =
+                        r.loaded.iter().filter(|n| listed_in(&after, n) && !listed_in(&before, n)).collect();
+                    let unlisted: Vec<&String> = r.loaded.iter().filter(|n| !listed_in(&after, n)).collect();
+                    if let Value::Object(m) = &mut value {
+                        m.insert("loaded".into(), json!(added));
+                        let mut note = String::new();
+                        if !added.is_empty() {
+                            note.push_str("The loaded tools are now in your tool list: call them by name. ");
+                        }
+                        if !unlisted.is_empty() {
+                            m.insert("not_listed".into(), json!(unlisted));
+                            note.push_str("Tools in not_listed did not fit this session's tool list. ");
+                        }
+                        note.push_str(if Connection::offers(live, RUN_TOOL) {
+                            "If your tool list does not show a tool, call it through run_tool."
+                        } else {
+                            "If your client does not refresh its tool list, list the tools again."
+                        });
+                        m.insert("note".into(), Value::String(note));
+                        if added.is_empty() && unlisted.is_empty() {
+                            m.remove("loaded");
+                            m.remove("note");
+                        }
+                    }
                     live.announce_if_changed(&self.shared).await;
                 }
                 json_result(value).into()
@@ -258,6 +283,20 @@ impl Connection {
         }
     }
 
+    /// The `plugin_config` entry of the plugin a call reaches (null when none is configured).
+    fn plugin_config(&self, name: &str, arguments: &Value, lane: Lane) -> Value {
+        let configs = &self.shared.options.plugin_config;
+        if configs.is_empty() {
+            return Value::Null;
+        }
+        let target = match lane {
+            Lane::Generic => arguments.get("name").and_then(Value::as_str).unwrap_or_default(),
+            _ => name,
+        };
+        let catalog = self.shared.source.catalog();
+        catalog.resolve(target).and_then(|r| configs.get(r.plugin.id()).cloned()).unwrap_or(Value::Null)
+    }
+
     /// Any other call: through the router, with this request's bridge; notifications the tool
     /// causes are sent from this task, before the response.
     async fn dispatch(
@@ -284,6 +323,7 @@ impl Connection {
             logger,
             notes_tx,
         ));
+        let config = self.plugin_config(&name, &arguments, lane);
         let call = Call {
             name,
             arguments,
@@ -293,7 +333,7 @@ impl Connection {
             confirmed,
             cancel: context.ct.clone(),
             bridge,
-            config: Value::Null,
+            config,
         };
         let peer = &live.client.peer;
         let routed = self.shared.router.call(call);
@@ -400,5 +440,17 @@ impl ServerHandler for Connection {
     }
 
     async fn on_initialized(&self, _context: NotificationContext<RoleServer>) {}
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: `{}` (this server serves tools: tools/list, tools/call)", request.method),
+            None,
+        ))
+    }
 }
 

@@ -1,9 +1,12 @@
 //! What every session of one server shares.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use quiver_catalog::{Access, Catalog, CatalogSource, SurfacePolicy};
+use quiver_catalog::{Access, Catalog, CatalogSource, ExposureMode, SurfacePolicy};
+use quiver_manifest::{ApprovalMode, HostConfig, Profile};
 use quiver_router::{Approval, Router};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::connection::Connection;
@@ -27,6 +30,43 @@ impl SessionProfile {
     pub fn unrestricted(name: impl Into<String>, policy: SurfacePolicy) -> SessionProfile {
         SessionProfile { name: name.into(), policy, access: Access::unrestricted(), approval: Approval::Ask }
     }
+
+    /// The session profile of a `quiver.yaml` profile.
+    pub fn from_config(name: &str, p: &Profile) -> SessionProfile {
+        use quiver_manifest::ExposureMode as M;
+        let mode = match p.mode {
+            M::Full => ExposureMode::Full,
+            M::Adaptive => ExposureMode::Adaptive,
+            M::Hybrid => ExposureMode::Hybrid,
+            M::Lazy => ExposureMode::Lazy,
+        };
+        SessionProfile {
+            name: name.to_owned(),
+            policy: SurfacePolicy {
+                mode,
+                eager: p.eager.clone(),
+                max_typed_tools: p.max_typed_tools as usize,
+                byte_budget: usize::try_from(p.byte_budget).unwrap_or(usize::MAX),
+            },
+            access: Access::new(&p.scopes, &p.gated),
+            approval: match p.approval {
+                ApprovalMode::Ask => Approval::Ask,
+                ApprovalMode::Deny => Approval::Deny,
+                ApprovalMode::Allow => Approval::Allow,
+            },
+        }
+    }
+
+    /// How a configuration picks profiles: `forced` for every session when given, else the
+    /// first profile whose `clients` glob matches the client name, else the default profile
+    /// ([`HostConfig::profile_for`]).
+    pub fn resolver(config: &HostConfig, forced: Option<String>) -> Profiles {
+        let config = config.clone();
+        Arc::new(move |client: &str| {
+            let (name, profile) = config.profile_for(client, forced.as_deref());
+            SessionProfile::from_config(name, profile)
+        })
+    }
 }
 
 /// Picks a session's profile from the client name it announced (`clientInfo.name`).
@@ -46,6 +86,20 @@ pub struct ServerOptions {
     pub version: String,
     /// Instructions announced in `initialize`.
     pub instructions: Option<String>,
+    /// Settings per plugin id, handed to that plugin's tools with every call
+    /// (`plugin_config` in `quiver.yaml`).
+    pub plugin_config: Arc<BTreeMap<String, Value>>,
+}
+
+impl ServerOptions {
+    /// The options a configuration asks for (`server.max_message_bytes`, `plugin_config`).
+    pub fn from_config(config: &HostConfig) -> ServerOptions {
+        ServerOptions {
+            max_message_bytes: usize::try_from(config.server.max_message_bytes).unwrap_or(usize::MAX),
+            plugin_config: Arc::new(config.plugin_config.clone()),
+            ..ServerOptions::default()
+        }
+    }
 }
 
 impl Default for ServerOptions {
@@ -61,6 +115,7 @@ impl Default for ServerOptions {
                  you need is not in your list, list_tools and run_tool (when offered) reach every tool."
                     .to_owned(),
             ),
+            plugin_config: Arc::default(),
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Messages the protocol layer never sees: what to answer to bytes that are not a valid
 //! JSON-RPC message, shared by the stdio and HTTP transports.
 
-use rmcp::model::{ClientJsonRpcMessage, ErrorData, NumberOrString, RequestId};
+use rmcp::model::{
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, CustomRequest, ErrorData, InitializeRequestParams,
+    NumberOrString, RequestId,
+};
 use serde_json::{Value, json};
 
 /// Why a message was refused, and the id to answer to (when it had a usable one).
@@ -15,9 +18,53 @@ pub(crate) struct Refusal {
 /// to be ignored without an answer (a malformed notification or response).
 pub(crate) fn parse(bytes: &[u8]) -> Result<Option<ClientJsonRpcMessage>, Refusal> {
     match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
+        Ok(ClientJsonRpcMessage::Request(r)) => {
+            let refused = match &r.request {
+                ClientRequest::CustomRequest(c) => bad_params(c),
+                _ => None,
+            };
+            match refused {
+                Some(error) => Err(Refusal { id: Some(r.id.clone()), error }),
+                None => Ok(Some(ClientJsonRpcMessage::Request(r))),
+            }
+        }
         Ok(m) => Ok(Some(m)),
         Err(e) => refuse(bytes, &e).map(|()| None),
     }
+}
+
+/// Requests of the MCP methods clients send to servers (2025-11-25).
+const STANDARD_REQUESTS: [&str; 13] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "logging/setLevel",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
+
+/// `rmcp` reads a standard method whose parameters do not fit as a custom request (which would
+/// be answered "method not found"); it is a request with invalid parameters (`-32602`).
+fn bad_params(c: &CustomRequest) -> Option<ErrorData> {
+    let method = c.method.as_str();
+    if !STANDARD_REQUESTS.contains(&method) {
+        return None;
+    }
+    let params = c.params.clone().unwrap_or(Value::Null);
+    let why = match method {
+        "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err().map(|e| e.to_string()),
+        "initialize" => serde_json::from_value::<InitializeRequestParams>(params).err().map(|e| e.to_string()),
+        _ => None,
+    }
+    .unwrap_or_else(|| "they do not match the method's parameters".to_owned());
+    Some(ErrorData::invalid_params(format!("Invalid params for `{method}`: {why}"), Some(json!({ "method": method }))))
 }
 
 fn id_of(v: &Value) -> Option<RequestId> {
@@ -110,6 +157,9 @@ mod tests {
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#).map(|c| c.0), Some(-32600));
         let (c, id) = code(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}"#).unwrap();
         assert_eq!((c, id), (-32602, Some(NumberOrString::Number(7))));
+        let (c, _) = code(r#"{"jsonrpc":"2.0","id":8,"method":"initialize","params":{}}"#).unwrap();
+        assert_eq!(c, -32602);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":5}"#).map(|c| c.0), Some(-32602));
         // Unknown methods parse (the handler answers -32601); broken notifications are ignored.
         assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#).unwrap().is_some());
         assert!(parse(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#).unwrap().is_none());

@@ -24,13 +24,13 @@ use quiver_catalog::{Access, NullSink, ToolBackend};
 use quiver_router::{Call, Caller, Router, RouterSettings};
 use serde_json::json;
 
-#[allow(dead_code)]
 #[path = "../tests/it/support.rs"]
 mod support;
 
 struct Setup {
     rt: tokio::runtime::Runtime,
-    router: Router,
+    rt1: tokio::runtime::Runtime,
+    router: Arc<Router>,
     backend: Arc<dyn ToolBackend>,
     caller: Caller,
     body: String,
@@ -38,10 +38,11 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let (plugins, host) = support::marker_host();
+    let (plugins, host) = support::marker_host_from(support::marker_library_release());
     let backend = host.catalog().plugins()[0].backend.clone();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let router = Router::new(host, RouterSettings::default());
+    let rt1 = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let router = Arc::new(Router::new(host, RouterSettings::default()));
     let body = serde_json::to_string(&ToolRequest {
         request_id: "bench".into(),
         tool_id: "marker_echo".into(),
@@ -50,30 +51,114 @@ fn setup() -> Setup {
         ..ToolRequest::default()
     })
     .expect("request");
-    Setup { rt, router, backend, caller: Caller::new("bench", Access::unrestricted()), body, _plugins: plugins }
+    Setup { rt, rt1, router, backend, caller: Caller::new("bench", Access::unrestricted()), body, _plugins: plugins }
 }
 
 fn direct_fn() -> String {
     let req = ToolRequest::default();
     let mut cx = Context::detached(&req);
-    let out = marker_plugin::Echo.call(marker_plugin::EchoInput { text: black_box("hello").to_owned() }, &mut cx).expect("echo");
+    let out = marker_plugin::Echo
+        .call(marker_plugin::EchoInput { text: black_box("hello").to_owned() }, &mut cx)
+        .expect("echo");
     out.text
 }
 
 fn direct_json(body: &str) -> String {
     let request: ToolRequest = serde_json::from_str(body).expect("request");
-    let response = marker_plugin::__quiver_plugin::registry().call("marker_echo", request, quiver_abi::sdk::Host::Detached);
+    let response =
+        marker_plugin::__quiver_plugin::registry().call("marker_echo", request, quiver_abi::sdk::Host::Detached);
     serde_json::to_string(&response).expect("response")
 }
 
-fn pipeline(s: &Setup) -> quiver_router::CallOutcome {
-    let out = s.rt.block_on(s.router.call(Call::new("marker_echo", json!({"text": "hello"}), s.caller.clone())));
+fn pipeline(s: &Setup, rt: &tokio::runtime::Runtime) -> quiver_router::CallOutcome {
+    let out = rt.block_on(s.router.call(Call::new("marker_echo", json!({"text": "hello"}), s.caller.clone())));
     debug_assert_eq!(out.response.status, quiver_abi::Status::Ok);
     out
 }
 
-fn spawn_blocking_round_trip(s: &Setup) {
-    s.rt.block_on(async { tokio::task::spawn_blocking(|| black_box(1)).await.expect("join") });
+/// Runs `iters` pipeline calls one after another inside one task on the runtime (as the MCP
+/// server does: calls arrive on runtime tasks), returning the elapsed time.
+fn pipeline_loop(s: &Setup, rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    let router = s.router.clone();
+    let caller = s.caller.clone();
+    let task = async move {
+        let start = Instant::now();
+        for _ in 0..iters {
+            let out = router.call(Call::new("marker_echo", json!({"text": "hello"}), caller.clone())).await;
+            black_box(out);
+        }
+        start.elapsed()
+    };
+    rt.block_on(rt.spawn(task)).expect("bench task")
+}
+
+/// The same loop with only the blocking-thread round trip (deadline timer and cancellation
+/// token included) and no router work or plugin call.
+fn round_trip_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    let task = async move {
+        let start = Instant::now();
+        for _ in 0..iters {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let child = cancel.child_token();
+            let mut h = tokio::task::spawn_blocking(|| black_box(1));
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            tokio::select! {
+                biased;
+                r = &mut h => { r.expect("join"); }
+                _ = child.cancelled() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+        start.elapsed()
+    };
+    rt.block_on(rt.spawn(task)).expect("bench task")
+}
+
+/// CPU time this thread has run, from `/proc/thread-self/schedstat` (nanoseconds); `None` where
+/// unavailable.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Caller-thread CPU per call on the current-thread runtime (the task runs on this thread, the
+/// plugin on a blocking thread): what the router and tokio cost the caller, without waiting.
+fn caller_cpu_per_call(s: &Setup, pipeline: bool, iters: u64) -> Option<f64> {
+    let before = thread_cpu_ns()?;
+    if pipeline {
+        pipeline_loop_here(s, iters);
+    } else {
+        round_trip_loop_here(&s.rt1, iters);
+    }
+    Some((thread_cpu_ns()? - before) as f64 / iters as f64)
+}
+
+fn pipeline_loop_here(s: &Setup, iters: u64) {
+    s.rt1.block_on(async {
+        for _ in 0..iters {
+            black_box(s.router.call(Call::new("marker_echo", json!({"text": "hello"}), s.caller.clone())).await);
+        }
+    });
+}
+
+fn round_trip_loop_here(rt: &tokio::runtime::Runtime, iters: u64) {
+    rt.block_on(async {
+        for _ in 0..iters {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let child = cancel.child_token();
+            let mut h = tokio::task::spawn_blocking(|| black_box(1));
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            tokio::select! {
+                biased;
+                r = &mut h => { r.expect("join"); }
+                _ = child.cancelled() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    });
+}
+
+fn per_call(total: Duration, iters: u64) -> f64 {
+    total.as_nanos() as f64 / iters as f64
 }
 
 fn ns_per_call(mut f: impl FnMut(), budget: Duration) -> f64 {
@@ -93,17 +178,24 @@ fn ns_per_call(mut f: impl FnMut(), budget: Duration) -> f64 {
 
 fn main() {
     let s = setup();
-    let first = pipeline(&s);
-    assert_eq!(first.response.status, quiver_abi::Status::Ok, "{:?}", first.response.error);
+    for rt in [&s.rt, &s.rt1] {
+        let first = pipeline(&s, rt);
+        assert_eq!(first.response.status, quiver_abi::Status::Ok, "{:?}", first.response.error);
+    }
 
     let mut c = Criterion::default().configure_from_args();
     {
         let mut g = c.benchmark_group("marker_echo");
         g.bench_function("direct_fn", |b| b.iter(direct_fn));
         g.bench_function("direct_json", |b| b.iter(|| direct_json(black_box(&s.body))));
-        g.bench_function("abi_invoke", |b| b.iter(|| s.backend.invoke("marker_echo", black_box(&s.body), Arc::new(NullSink))));
-        g.bench_function("block_on_spawn_blocking", |b| b.iter(|| spawn_blocking_round_trip(&s)));
-        g.bench_function("pipeline", |b| b.iter(|| pipeline(&s)));
+        g.bench_function("abi_invoke", |b| {
+            b.iter(|| s.backend.invoke("marker_echo", black_box(&s.body), Arc::new(NullSink)))
+        });
+        g.bench_function("round_trip_current_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt1, n)));
+        g.bench_function("pipeline_current_thread", |b| b.iter_custom(|n| pipeline_loop(&s, &s.rt1, n)));
+        g.bench_function("round_trip_multi_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt, n)));
+        g.bench_function("pipeline_multi_thread", |b| b.iter_custom(|n| pipeline_loop(&s, &s.rt, n)));
+        g.bench_function("pipeline_block_on_from_outside", |b| b.iter(|| pipeline(&s, &s.rt)));
         g.finish();
     }
     c.final_summary();
@@ -112,15 +204,27 @@ fn main() {
     let direct = ns_per_call(|| drop(black_box(direct_fn())), budget);
     let json = ns_per_call(|| drop(black_box(direct_json(&s.body))), budget);
     let abi = ns_per_call(|| drop(black_box(s.backend.invoke("marker_echo", &s.body, Arc::new(NullSink)))), budget);
-    let handoff = ns_per_call(|| spawn_blocking_round_trip(&s), budget);
-    let full = ns_per_call(|| drop(black_box(pipeline(&s))), budget);
-    println!("\nsummary (plain timing loop, ns per call):");
-    println!("  direct_fn                {direct:>10.0}");
-    println!("  direct_json              {json:>10.0}");
-    println!("  abi_invoke               {abi:>10.0}");
-    println!("  block_on_spawn_blocking  {handoff:>10.0}");
-    println!("  pipeline                 {full:>10.0}");
-    println!("  pipeline / direct_fn     {:>10.1}x", full / direct);
-    println!("  overhead vs direct_fn    {:>10.0} ns", full - direct);
-    println!("  overhead vs abi_invoke, excluding the blocking-thread round trip  {:>6.0} ns", full - abi - handoff);
+    println!("\nsummary (plain timing loop, ns per call; marker_echo, release build of the plugin):");
+    println!("  direct_fn (the Rust function)                {direct:>9.0}");
+    println!("  direct_json (registry, JSON in/out, no ABI)  {json:>9.0}");
+    println!("  abi_invoke (loaded library via ToolBackend)  {abi:>9.0}");
+    let n = if budget < Duration::from_secs(1) { 3000 } else { 20_000 };
+    if let (Some(rt_cpu), Some(pipe_cpu)) = (caller_cpu_per_call(&s, false, n), caller_cpu_per_call(&s, true, n)) {
+        println!("  caller-thread CPU per call, current_thread runtime (no waiting counted):");
+        println!("    blocking-thread round trip (timer + token)          {rt_cpu:>9.0}");
+        println!("    pipeline                                            {pipe_cpu:>9.0}");
+        println!("    router work on the caller thread (difference)       {:>9.0} ns", pipe_cpu - rt_cpu);
+        println!("    router work + ABI call (+ abi_invoke)               {:>9.0} ns", pipe_cpu - rt_cpu + abi);
+    }
+    for (name, rt) in [("current_thread", &s.rt1), ("multi_thread", &s.rt)] {
+        round_trip_loop(rt, 200);
+        pipeline_loop(&s, rt, 200);
+        let handoff = per_call(round_trip_loop(rt, n), n);
+        let full = per_call(pipeline_loop(&s, rt, n), n);
+        println!("  [{name}] blocking-thread round trip (timer + token)         {handoff:>9.0}");
+        println!("  [{name}] pipeline (Router::call, in a runtime task)         {full:>9.0}");
+        println!("  [{name}] pipeline / direct_fn                               {:>9.1}x", full / direct);
+        println!("  [{name}] overhead vs direct_fn                              {:>9.0} ns", full - direct);
+        println!("  [{name}] router work (pipeline - abi_invoke - round trip)   {:>9.0} ns", full - abi - handoff);
+    }
 }

@@ -55,7 +55,13 @@ impl Breaker {
     }
 
     /// Records a finished call; returns the new state when it changed.
-    pub(crate) fn record(&self, admission: Admission, verdict: Verdict, now: u64, threshold: u32) -> Option<BreakerState> {
+    pub(crate) fn record(
+        &self,
+        admission: Admission,
+        verdict: Verdict,
+        now: u64,
+        threshold: u32,
+    ) -> Option<BreakerState> {
         let probe = admission == Admission::Probe;
         match verdict {
             Verdict::Success => {

@@ -92,7 +92,13 @@ pub struct Caller {
 impl Caller {
     /// A caller with the given session id and access, approval `Ask`, no client name or mode.
     pub fn new(session_id: impl Into<String>, access: Access) -> Caller {
-        Caller { session_id: session_id.into(), client: String::new(), mode: String::new(), access, approval: Approval::Ask }
+        Caller {
+            session_id: session_id.into(),
+            client: String::new(),
+            mode: String::new(),
+            access,
+            approval: Approval::Ask,
+        }
     }
 
     /// The same caller with another approval policy.
@@ -157,7 +163,8 @@ impl Call {
 
     /// A `run_tool` call (generic lane) of `name` with `arguments`.
     pub fn generic(name: &str, arguments: Value, caller: Caller) -> Call {
-        let mut c = Call::new(quiver_catalog::RUN_TOOL, serde_json::json!({ "name": name, "arguments": arguments }), caller);
+        let mut c =
+            Call::new(quiver_catalog::RUN_TOOL, serde_json::json!({ "name": name, "arguments": arguments }), caller);
         c.lane = Lane::Generic;
         c
     }

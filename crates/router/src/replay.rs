@@ -137,7 +137,9 @@ fn compare(old: &ToolResponse, new: &ToolResponse) -> ReplayVerdict {
     if old.status == Status::Error {
         let (a, b) = (old.error.as_ref().map(|e| e.code.as_str()), new.error.as_ref().map(|e| e.code.as_str()));
         if a != b {
-            return ReplayVerdict::Changed { diff: format!("error code {} -> {}", a.unwrap_or("none"), b.unwrap_or("none")) };
+            return ReplayVerdict::Changed {
+                diff: format!("error code {} -> {}", a.unwrap_or("none"), b.unwrap_or("none")),
+            };
         }
     }
     if old.outputs != new.outputs {
@@ -211,13 +213,19 @@ mod tests {
         let ok = |v| ToolResponse::ok(v);
         assert_eq!(compare(&ok(json!({"a": 1})), &ok(json!({"a": 1}))), ReplayVerdict::Identical);
         match compare(&ok(json!({"a": 1, "b": [1, 2]})), &ok(json!({"a": 2, "b": [1, 3], "c": true}))) {
-            ReplayVerdict::Changed { diff } => assert_eq!(diff, "outputs differ: /a: 1 -> 2; /b/1: 2 -> 3; /c: true added"),
+            ReplayVerdict::Changed { diff } => {
+                assert_eq!(diff, "outputs differ: /a: 1 -> 2; /b/1: 2 -> 3; /c: true added")
+            }
             v => panic!("{v:?}"),
         }
         let e = |c: &str| ToolResponse::error(ToolError::new(c, "m"));
-        assert!(matches!(compare(&ok(json!(1)), &e("unknown_tool")), ReplayVerdict::Failed { reason } if reason.starts_with("unknown_tool")));
+        assert!(
+            matches!(compare(&ok(json!(1)), &e("unknown_tool")), ReplayVerdict::Failed { reason } if reason.starts_with("unknown_tool"))
+        );
         assert_eq!(compare(&e("timeout"), &e("timeout")), ReplayVerdict::Identical);
         assert!(matches!(compare(&e("timeout"), &e("panic")), ReplayVerdict::Changed { .. }));
-        assert!(matches!(compare(&e("timeout"), &ok(json!(1))), ReplayVerdict::Changed { diff } if diff == "status error -> ok"));
+        assert!(
+            matches!(compare(&e("timeout"), &ok(json!(1))), ReplayVerdict::Changed { diff } if diff == "status error -> ok")
+        );
     }
 }

@@ -31,7 +31,8 @@ impl ResultStore {
         map.retain(|_, s| s.expires > now);
         let incoming = text.len();
         while !map.is_empty()
-            && (map.len() >= Self::MAX_ENTRIES || map.values().map(|s| s.text.len()).sum::<usize>() + incoming > Self::MAX_BYTES)
+            && (map.len() >= Self::MAX_ENTRIES
+                || map.values().map(|s| s.text.len()).sum::<usize>() + incoming > Self::MAX_BYTES)
         {
             let oldest = map.iter().min_by_key(|(_, s)| s.expires).map(|(k, _)| k.clone());
             match oldest {

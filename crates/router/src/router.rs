@@ -9,7 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use quiver_abi::{AgentContext, ErrorCode, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse};
 use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, PluginEntry, RUN_TOOL, TOOL_SEARCH, ToolDef};
-use quiver_telemetry::{BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id};
+use quiver_telemetry::{
+    BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id,
+};
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -74,15 +76,33 @@ fn invalid_at(pointer: &str, expected: &str, got: &str, hint: &str, message: Str
 fn envelope(args: Value) -> Result<(String, Value), ToolError> {
     let usage = "`run_tool` takes {\"name\": \"<tool name>\", \"arguments\": {...}}";
     let Value::Object(mut m) = args else {
-        return Err(invalid_at("", "an object", "another JSON value", "pass {\"name\": ..., \"arguments\": {...}}", format!("{usage}.")));
+        return Err(invalid_at(
+            "",
+            "an object",
+            "another JSON value",
+            "pass {\"name\": ..., \"arguments\": {...}}",
+            format!("{usage}."),
+        ));
     };
     let name = match m.remove("name") {
         Some(Value::String(s)) => s,
         Some(_) => {
-            return Err(invalid_at("/name", "string", "another JSON value", "put the tool's name in `name`", format!("{usage}; `name` must be a string.")));
+            return Err(invalid_at(
+                "/name",
+                "string",
+                "another JSON value",
+                "put the tool's name in `name`",
+                format!("{usage}; `name` must be a string."),
+            ));
         }
         None => {
-            return Err(invalid_at("/name", "required property `name` (string)", "nothing (missing)", "add `name`", format!("{usage}; `name` is missing.")));
+            return Err(invalid_at(
+                "/name",
+                "required property `name` (string)",
+                "nothing (missing)",
+                "add `name`",
+                format!("{usage}; `name` is missing."),
+            ));
         }
     };
     if META_TOOLS.contains(&name.as_str()) {
@@ -91,7 +111,9 @@ fn envelope(args: Value) -> Result<(String, Value), ToolError> {
             "the name of a catalog tool",
             &format!("`{name}`"),
             &format!("call `{name}` directly"),
-            format!("`run_tool` runs catalog tools; it does not dispatch `{name}` (nor `run_tool`, `list_tools` or `tool_search`). Call `{name}` directly."),
+            format!(
+                "`run_tool` runs catalog tools; it does not dispatch `{name}` (nor `run_tool`, `list_tools` or `tool_search`). Call `{name}` directly."
+            ),
         ));
     }
     let arguments = match m.remove("arguments") {
@@ -228,12 +250,24 @@ impl Router {
         let recorded = self.transcript.is_some().then(|| arguments.clone());
         match envelope(arguments) {
             Ok((name, arguments)) => {
-                self.dispatch(Call { name, arguments, lane: Lane::Generic, caller, request_id, confirmed, cancel, bridge, config }).await
+                self.dispatch(Call {
+                    name,
+                    arguments,
+                    lane: Lane::Generic,
+                    caller,
+                    request_id,
+                    confirmed,
+                    cancel,
+                    bridge,
+                    config,
+                })
+                .await
             }
             Err(e) => {
                 self.counters.record_run_tool_invalid();
                 let started = Instant::now();
-                let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), RUN_TOOL.to_owned(), Lane::Generic);
+                let mut meta =
+                    CallMeta::new(request_id.unwrap_or_else(next_request_id), RUN_TOOL.to_owned(), Lane::Generic);
                 meta.policy.push(Cow::Borrowed("run_tool:refused"));
                 self.finish(meta, ToolResponse::error(e), started, now_ms(), None, &caller, confirmed, recorded)
             }
@@ -354,7 +388,9 @@ impl Router {
                 old.by_tool.iter().find(|s| s.key == key).cloned().unwrap_or_else(|| {
                     Arc::new(ToolState {
                         key,
-                        semaphore: Arc::new(Semaphore::new((def.policies.max_concurrency as usize).clamp(1, Semaphore::MAX_PERMITS))),
+                        semaphore: Arc::new(Semaphore::new(
+                            (def.policies.max_concurrency as usize).clamp(1, Semaphore::MAX_PERMITS),
+                        )),
                         breaker: Breaker::default(),
                         counters: self.counters.tool(&r.name),
                     })
@@ -376,7 +412,8 @@ impl Router {
             message.push('.');
         }
         message.push_str(&format!(" Use `{TOOL_SEARCH}` with a few words about the task to find the right tool."));
-        ToolError::new(ErrorCode::UNKNOWN_TOOL, message).with_details(json!({ "suggestions": suggestions, "search_tool": TOOL_SEARCH }))
+        ToolError::new(ErrorCode::UNKNOWN_TOOL, message)
+            .with_details(json!({ "suggestions": suggestions, "search_tool": TOOL_SEARCH }))
     }
 
     fn removed(catalog: &Catalog, access: &Access, notice: &Notice) -> ToolError {
@@ -464,8 +501,11 @@ impl Router {
                 }
             }
         }
-        let action: Option<String> =
-            if def.spec.actions.is_empty() { None } else { args.get("action").and_then(Value::as_str).map(str::to_owned) };
+        let action: Option<String> = if def.spec.actions.is_empty() {
+            None
+        } else {
+            args.get("action").and_then(Value::as_str).map(str::to_owned)
+        };
         meta.action.clone_from(&action);
 
         // 2b. Scopes of the action (the tool's own were checked by `may_see`).
@@ -492,12 +532,13 @@ impl Router {
         meta.policy.push(Cow::Borrowed("arguments:ok"));
 
         // 4. Approval.
-        let confirmed = self.approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge).await?;
+        let confirmed =
+            self.approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge).await?;
 
         // 5. Circuit breaker.
-        let index = catalog
-            .tool_index(tool_name)
-            .ok_or_else(|| ToolError::new(ErrorCode::PROTOCOL, format!("catalog inconsistency: `{tool_name}` has no index")))?;
+        let index = catalog.tool_index(tool_name).ok_or_else(|| {
+            ToolError::new(ErrorCode::PROTOCOL, format!("catalog inconsistency: `{tool_name}` has no index"))
+        })?;
         let state = self.tool_state(&catalog, index);
         *tool_counters = Some(state.counters.clone());
         let admission = state.breaker.admit(self.now_ns(), self.settings.breaker_cooldown);
@@ -521,7 +562,11 @@ impl Router {
 
         // 6-8. Invoke under the deadline, within the concurrency limits, retrying retryable errors.
         let policies = def.policies;
-        let timeout = if policies.timeout_ms == 0 { Duration::from_secs(365 * 24 * 3600) } else { Duration::from_millis(policies.timeout_ms) };
+        let timeout = if policies.timeout_ms == 0 {
+            Duration::from_secs(365 * 24 * 3600)
+        } else {
+            Duration::from_millis(policies.timeout_ms)
+        };
         let deadline = Instant::now() + timeout;
         let request = ToolRequest {
             request_id: meta.request_id.clone(),
@@ -548,7 +593,18 @@ impl Router {
             .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("cannot encode the request: {e}")))?;
         drop(request);
         let result = self
-            .invoke_with_retries(meta, tool_name, plugin, resolved.tool.tool, &state, body, deadline, policies.retries, cancel, bridge)
+            .invoke_with_retries(
+                meta,
+                tool_name,
+                plugin,
+                resolved.tool.tool,
+                &state,
+                body,
+                deadline,
+                policies.retries,
+                cancel,
+                bridge,
+            )
             .await;
 
         // 9. Output against the output schema.
@@ -564,9 +620,15 @@ impl Router {
         };
 
         // The breaker learns the outcome.
-        if let Some(s) = state.breaker.record(admission, verdict(&result), self.now_ns(), self.settings.breaker_failures) {
+        if let Some(s) =
+            state.breaker.record(admission, verdict(&result), self.now_ns(), self.settings.breaker_failures)
+        {
             state.counters.set_breaker(s);
-            meta.policy.push(Cow::Borrowed(if s == BreakerState::Open { "breaker:opened" } else { "breaker:closed-after-probe" }));
+            meta.policy.push(Cow::Borrowed(if s == BreakerState::Open {
+                "breaker:opened"
+            } else {
+                "breaker:closed-after-probe"
+            }));
             tracing::warn!(tool = tool_name, state = s.as_str(), "circuit breaker changed state");
         }
         let (mut response, raw_len) = result?;
@@ -639,16 +701,19 @@ impl Router {
                     a = bridge.elicit(request) => a,
                 };
                 match answer {
-                    Ok(v) if v.get("action").and_then(Value::as_str) == Some("accept")
-                        && v.pointer("/content/confirm").and_then(Value::as_bool) != Some(false) =>
+                    Ok(v)
+                        if v.get("action").and_then(Value::as_str) == Some("accept")
+                            && v.pointer("/content/confirm").and_then(Value::as_bool) != Some(false) =>
                     {
                         meta.policy.push(Cow::Borrowed("approval:confirmed-by-user"));
                         Ok(true)
                     }
                     Ok(v) => {
                         meta.policy.push(Cow::Borrowed("approval:declined-by-user"));
-                        Err(ToolError::denied(format!("the user did not allow {what}; do not retry it unless the user asks for it"))
-                            .with_details(json!({ "user_action": v.get("action").cloned().unwrap_or(Value::Null) })))
+                        Err(ToolError::denied(format!(
+                            "the user did not allow {what}; do not retry it unless the user asks for it"
+                        ))
+                        .with_details(json!({ "user_action": v.get("action").cloned().unwrap_or(Value::Null) })))
                     }
                     Err(e) => {
                         meta.policy.push(Cow::Borrowed("approval:ask-failed"));
@@ -690,8 +755,9 @@ impl Router {
     ) -> Result<(ToolResponse, usize), ToolError> {
         loop {
             let attempt_body = if meta.retries < max_retries { body.clone() } else { std::mem::take(&mut body) };
-            let (response, raw_len) =
-                self.attempt(&meta.request_id, tool_name, plugin, tool, state, attempt_body, deadline, cancel, bridge).await?;
+            let (response, raw_len) = self
+                .attempt(&meta.request_id, tool_name, plugin, tool, state, attempt_body, deadline, cancel, bridge)
+                .await?;
             let retryable = response.status == Status::Error && response.error.as_ref().is_some_and(|e| e.retryable);
             if !retryable || meta.retries >= max_retries {
                 return Ok((response, raw_len));
@@ -732,8 +798,15 @@ impl Router {
             return Err(cancelled(tool_name));
         }
         let _global = acquire(&self.global, deadline, cancel, tool_name, "the host's call slots").await?;
-        let tool_permit = acquire(&state.semaphore, deadline, cancel, tool_name, "the tool's concurrency limit").await?;
-        let sink = Arc::new(RouterSink::new(bridge.clone(), cancel.child_token(), deadline, request_id.to_owned(), state.counters.clone()));
+        let tool_permit =
+            acquire(&state.semaphore, deadline, cancel, tool_name, "the tool's concurrency limit").await?;
+        let sink = Arc::new(RouterSink::new(
+            bridge.clone(),
+            cancel.child_token(),
+            deadline,
+            request_id.to_owned(),
+            state.counters.clone(),
+        ));
         let plugin = plugin.clone();
         let plugin_sink = sink.clone();
         let mut handle = tokio::task::spawn_blocking(move || {
@@ -743,6 +816,13 @@ impl Router {
             drop(tool_permit);
             out
         });
+        let timeout = || {
+            ToolError::new(
+                ErrorCode::TIMEOUT,
+                format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
+            )
+            .retryable()
+        };
         let raw = tokio::select! {
             biased;
             r = &mut handle => r.map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("the thread running `{tool_name}` failed: {e}")))?,
@@ -752,17 +832,25 @@ impl Router {
             }
             _ = tokio::time::sleep_until(deadline.into()) => {
                 sink.abandon(true);
-                return Err(ToolError::new(
-                    ErrorCode::TIMEOUT,
-                    format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
-                )
-                .retryable());
+                return Err(timeout());
             }
         };
+        // An answer that raced the deadline or a cancellation (the tool saw `is_cancelled` and
+        // stopped early) is not a result.
+        if cancel.is_cancelled() {
+            return Err(cancelled(tool_name));
+        }
+        if Instant::now() >= deadline {
+            state.counters.timed_out();
+            return Err(timeout());
+        }
         let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
             let mut shown = raw.clone();
             shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
-            ToolError::new(ErrorCode::PROTOCOL, format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"))
+            ToolError::new(
+                ErrorCode::PROTOCOL,
+                format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"),
+            )
         })?;
         Ok((response, raw.len()))
     }
@@ -786,7 +874,8 @@ impl Router {
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            let outputs = json!({ "truncated": true, "total_bytes": total, "shown_bytes": cut, "preview": &text[..cut] });
+            let outputs =
+                json!({ "truncated": true, "total_bytes": total, "shown_bytes": cut, "preview": &text[..cut] });
             let size = serde_json::to_string(&outputs).map(|s| s.len()).unwrap_or(usize::MAX);
             if size <= max || keep == 0 {
                 break outputs;
@@ -823,14 +912,20 @@ mod tests {
             assert!(e.message.contains("does not dispatch"), "{}", e.message);
         }
         assert_eq!(envelope(json!({"arguments": {}})).unwrap_err().details["errors"][0]["pointer"], "/name");
-        assert_eq!(envelope(json!({"name": "x", "arguments": 3})).unwrap_err().details["errors"][0]["pointer"], "/arguments");
+        assert_eq!(
+            envelope(json!({"name": "x", "arguments": 3})).unwrap_err().details["errors"][0]["pointer"],
+            "/arguments"
+        );
         assert_eq!(envelope(json!({"name": "x", "text": "y"})).unwrap_err().details["errors"][0]["pointer"], "/text");
         assert_eq!(envelope(json!([1])).unwrap_err().details["errors"][0]["pointer"], "");
     }
 
     #[test]
     fn backoff_doubles_with_jitter() {
-        let r = Router::new(Arc::new(Arc::new(Catalog::empty())), RouterSettings { retry_base: Duration::from_millis(100), ..Default::default() });
+        let r = Router::new(
+            Arc::new(Arc::new(Catalog::empty())),
+            RouterSettings { retry_base: Duration::from_millis(100), ..Default::default() },
+        );
         for n in 0..4u32 {
             let full = Duration::from_millis(100 * (1 << n));
             for _ in 0..50 {

@@ -63,11 +63,17 @@ impl RouterSink {
         }
     }
 
-    fn ask(&self, what: &str, request: &str, f: impl FnOnce(serde_json::Value) -> crate::BoxFuture<Result<serde_json::Value, String>>) -> Result<String, String> {
+    fn ask(
+        &self,
+        what: &str,
+        request: &str,
+        f: impl FnOnce(serde_json::Value) -> crate::BoxFuture<Result<serde_json::Value, String>>,
+    ) -> Result<String, String> {
         if self.is_cancelled() {
             return Err(format!("{what} refused: the call is cancelled or past its deadline"));
         }
-        let value: serde_json::Value = serde_json::from_str(request).map_err(|e| format!("{what} request is not JSON: {e}"))?;
+        let value: serde_json::Value =
+            serde_json::from_str(request).map_err(|e| format!("{what} request is not JSON: {e}"))?;
         let fut = f(value);
         let token = self.token.clone();
         let answer = self.runtime.block_on(async move {

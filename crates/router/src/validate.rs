@@ -92,7 +92,10 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
                 TypeKind::Single(t) => t.to_string(),
                 TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or "),
             };
-            let hint = format!("pass {} {expected} here", if expected.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" });
+            let hint = format!(
+                "pass {} {expected} here",
+                if expected.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+            );
             (pointer, expected, got, hint)
         }
         ValidationErrorKind::Required { property } => {
@@ -108,16 +111,23 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
                 Some(t) => format!("required property `{name}` ({t})"),
                 None => format!("required property `{name}`"),
             };
-            (format!("{pointer}/{}", escape_pointer_token(&name)), expected, "nothing (missing)".to_owned(), format!("add `{name}`"))
+            (
+                format!("{pointer}/{}", escape_pointer_token(&name)),
+                expected,
+                "nothing (missing)".to_owned(),
+                format!("add `{name}`"),
+            )
         }
-        ValidationErrorKind::AdditionalProperties { unexpected } | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
             let first = unexpected.first().cloned().unwrap_or_default();
             let allowed: Vec<&str> = parent
                 .and_then(|p| p.get("properties"))
                 .and_then(Value::as_object)
                 .map(|m| m.keys().map(String::as_str).collect())
                 .unwrap_or_default();
-            let close = allowed.iter().filter(|a| edit_distance(a, &first) <= 2).min_by_key(|a| edit_distance(a, &first));
+            let close =
+                allowed.iter().filter(|a| edit_distance(a, &first) <= 2).min_by_key(|a| edit_distance(a, &first));
             let mut hint = format!("remove `{}`", unexpected.join("`, `"));
             if let Some(c) = close {
                 hint = format!("did you mean `{c}`? {hint}");
@@ -125,13 +135,24 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
             let expected = if allowed.is_empty() {
                 "no other properties".to_owned()
             } else {
-                format!("only the properties {}", allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", "))
+                format!(
+                    "only the properties {}",
+                    allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")
+                )
             };
-            (format!("{pointer}/{}", escape_pointer_token(&first)), expected, format!("unexpected property `{first}`"), hint)
+            (
+                format!("{pointer}/{}", escape_pointer_token(&first)),
+                expected,
+                format!("unexpected property `{first}`"),
+                hint,
+            )
         }
-        ValidationErrorKind::Enum { options } => {
-            (pointer, format!("one of {options}"), got, "use one of the listed values exactly (case matters)".to_owned())
-        }
+        ValidationErrorKind::Enum { options } => (
+            pointer,
+            format!("one of {options}"),
+            got,
+            "use one of the listed values exactly (case matters)".to_owned(),
+        ),
         ValidationErrorKind::Constant { expected_value } => {
             (pointer, format!("exactly {expected_value}"), got, format!("use {expected_value}"))
         }
@@ -154,9 +175,12 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
         ValidationErrorKind::MinLength { limit: l } => {
             (pointer, format!("a string of at least {l} characters"), got, format!("use at least {l} characters"))
         }
-        ValidationErrorKind::MaxLength { limit: l } => {
-            (pointer, format!("a string of at most {l} characters"), got, format!("shorten it to {l} characters or fewer"))
-        }
+        ValidationErrorKind::MaxLength { limit: l } => (
+            pointer,
+            format!("a string of at most {l} characters"),
+            got,
+            format!("shorten it to {l} characters or fewer"),
+        ),
         ValidationErrorKind::MinItems { limit: l } => {
             (pointer, format!("an array of at least {l} items"), got, format!("pass at least {l} items"))
         }
@@ -265,7 +289,10 @@ mod tests {
 
         let i = check(schema.clone(), json!({"text": 5}));
         assert_eq!(i.len(), 1);
-        assert_eq!((i[0].pointer.as_str(), i[0].expected.as_str(), i[0].got.as_str()), ("/text", "string", "integer 5"));
+        assert_eq!(
+            (i[0].pointer.as_str(), i[0].expected.as_str(), i[0].got.as_str()),
+            ("/text", "string", "integer 5")
+        );
 
         let i = check(schema.clone(), json!({}));
         assert_eq!((i[0].pointer.as_str(), i[0].expected.as_str()), ("/text", "required property `text` (string)"));

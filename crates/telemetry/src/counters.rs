@@ -120,6 +120,10 @@ impl ToolCounters {
         self.timeouts.fetch_add(1, Relaxed);
         self.overruns.fetch_add(1, Relaxed);
     }
+    /// A call answered only after its deadline had passed (reported as a timeout).
+    pub fn timed_out(&self) {
+        self.timeouts.fetch_add(1, Relaxed);
+    }
     /// An overrunning call finally returned.
     pub fn overrun_ended(&self) {
         self.overruns.fetch_sub(1, Relaxed);

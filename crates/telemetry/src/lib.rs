@@ -25,5 +25,7 @@ mod transcript;
 pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters};
 pub use logging::init_logging;
 pub use request_id::next_request_id;
-pub use stats::{DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript};
+pub use stats::{
+    DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,
+};
 pub use transcript::{TRANSCRIPT_FORMAT, TranscriptRecord, TranscriptWriter, transcript_file_name};

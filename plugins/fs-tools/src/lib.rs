@@ -172,9 +172,7 @@ impl Tool for FsRead {
         let host_cap = cx.request().invocation_policies.max_result_bytes;
         if host_cap > 0 && max_bytes > host_cap * 3 / 4 {
             max_bytes = (host_cap * 3 / 4).max(1);
-            cx.observe(format!(
-                "max_bytes lowered to {max_bytes} to fit the host's result limit of {host_cap} bytes"
-            ));
+            cx.observe(format!("max_bytes lowered to {max_bytes} to fit the host's result limit of {host_cap} bytes"));
         }
         let root = root_of(cx)?;
         let full = root.resolve(&input.path, Mode::EXISTING)?;
@@ -208,6 +206,9 @@ impl Tool for FsRead {
                 break;
             }
             line_no += 1;
+            if line_no.is_multiple_of(65_536) && cx.is_cancelled() {
+                return Err(ToolError::new(quiver_abi::ErrorCode::CANCELLED, "the read was cancelled"));
+            }
             if line_no < input.start_line {
                 continue;
             }
@@ -749,10 +750,7 @@ impl FsEdit {
     fn write(root: &Root, input: &EditInput, append: bool) -> Result<EditOutput, ToolError> {
         let action = if append { EditAction::Append } else { EditAction::Write };
         let Some(content) = &input.content else {
-            return Err(ToolError::invalid(format!(
-                "action `{}` needs `content`: the text to write",
-                action.as_str()
-            )));
+            return Err(ToolError::invalid(format!("action `{}` needs `content`: the text to write", action.as_str())));
         };
         let target = root.resolve(&input.path, Mode::CREATE)?;
         let rel = root.relative(&target);
@@ -771,14 +769,7 @@ impl FsEdit {
         file.write_all(content.as_bytes()).map_err(|e| io_error(&rel, "write", &e))?;
         file.flush().map_err(|e| io_error(&rel, "write", &e))?;
         let size = file.metadata().map(|m| m.len()).ok();
-        Ok(EditOutput {
-            action,
-            path: rel,
-            to: None,
-            created,
-            bytes_written: Some(content.len() as u64),
-            size,
-        })
+        Ok(EditOutput { action, path: rel, to: None, created, bytes_written: Some(content.len() as u64), size })
     }
 
     fn move_entry(root: &Root, input: &EditInput) -> Result<EditOutput, ToolError> {
@@ -847,7 +838,14 @@ impl FsEdit {
             fs::remove_file(&target)
         };
         result.map_err(|e| io_error(&rel, "delete", &e))?;
-        Ok(EditOutput { action: EditAction::Delete, path: rel, to: None, created: false, bytes_written: None, size: None })
+        Ok(EditOutput {
+            action: EditAction::Delete,
+            path: rel,
+            to: None,
+            created: false,
+            bytes_written: None,
+            size: None,
+        })
     }
 }
 
@@ -860,10 +858,12 @@ impl Tool for FsEdit {
         let from_host = match cx.action() {
             None => None,
             Some(name) => Some(
-                quiver_abi::serde_json::from_value::<EditAction>(quiver_abi::serde_json::Value::String(name.to_owned()))
-                    .map_err(|_| {
-                        ToolError::invalid(format!("unknown action `{name}`: use write, append, move or delete"))
-                    })?,
+                quiver_abi::serde_json::from_value::<EditAction>(quiver_abi::serde_json::Value::String(
+                    name.to_owned(),
+                ))
+                .map_err(|_| {
+                    ToolError::invalid(format!("unknown action `{name}`: use write, append, move or delete"))
+                })?,
             ),
         };
         let action = match (input.action, from_host) {
@@ -886,10 +886,7 @@ impl Tool for FsEdit {
             )));
         }
         if input.to.is_some() && action != EditAction::Move {
-            return Err(ToolError::invalid(format!(
-                "`to` is only for move, not `{}`; leave it out",
-                action.as_str()
-            )));
+            return Err(ToolError::invalid(format!("`to` is only for move, not `{}`; leave it out", action.as_str())));
         }
         let root = root_of(cx)?;
         let out = match action {

@@ -153,7 +153,10 @@ fn symlinks_inside_the_root_work() {
     let read = ok(&s.root, "fs_read", json!({ "path": "code/lib.rs", "max_lines": 1 }));
     assert_eq!(read["path"], "src/lib.rs");
     let stat = ok(&s.root, "fs_stat", json!({ "path": "alias.txt" }));
-    assert_eq!((stat["is_symlink"].clone(), stat["path"].clone(), stat["kind"].clone()), (json!(true), json!("a.txt"), json!("file")));
+    assert_eq!(
+        (stat["is_symlink"].clone(), stat["path"].clone(), stat["kind"].clone()),
+        (json!(true), json!("a.txt"), json!("file"))
+    );
     // Writing through the link changes the target; moving the link moves the link.
     ok(&s.root, "fs_edit", json!({ "action": "append", "path": "alias.txt", "content": "four\n" }));
     assert_eq!(fs::read_to_string(s.root.join("a.txt")).unwrap(), "one\ntwo\nthree\nfour\n");
@@ -165,7 +168,8 @@ fn symlinks_inside_the_root_work() {
 #[test]
 fn missing_parents_with_dot_dot_cannot_escape() {
     let s = sandbox();
-    let (code, _) = err(&s.root, "fs_edit", json!({ "action": "write", "path": "new/../../escape.txt", "content": "x" }));
+    let (code, _) =
+        err(&s.root, "fs_edit", json!({ "action": "write", "path": "new/../../escape.txt", "content": "x" }));
     assert_eq!(code, "permission_denied");
     assert!(!s.root.parent().unwrap().join("escape.txt").exists());
     // Lexically inside: allowed and created where expected.
@@ -218,7 +222,10 @@ fn read_windows_and_truncation() {
     // Empty file: no lines, not an error.
     fs::write(s.root.join("empty.txt"), "").unwrap();
     let e = ok(&s.root, "fs_read", json!({ "path": "empty.txt" }));
-    assert_eq!((e["content"].clone(), e["total_lines"].clone(), e["end_line"].clone()), (json!(""), json!(0), json!(0)));
+    assert_eq!(
+        (e["content"].clone(), e["total_lines"].clone(), e["end_line"].clone()),
+        (json!(""), json!(0), json!(0))
+    );
 
     assert_eq!(err(&s.root, "fs_read", json!({ "path": "ten.txt", "start_line": 0 })).0, "invalid_arguments");
     assert_eq!(err(&s.root, "fs_read", json!({ "path": "ten.txt", "start_line": 12 })).0, "invalid_arguments");
@@ -274,7 +281,10 @@ fn list_is_sorted_and_depth_first() {
     let paths: Vec<&str> = shallow["entries"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
     assert_eq!(paths, [".hidden", "B.md", "a.txt", "src"]);
     let sub = ok(&s.root, "fs_list", json!({ "path": "src" }));
-    assert_eq!(sub["entries"], json!([{ "path": "src/lib.rs", "kind": "file", "size": 34 }, { "path": "src/nested", "kind": "dir" }]));
+    assert_eq!(
+        sub["entries"],
+        json!([{ "path": "src/lib.rs", "kind": "file", "size": 34 }, { "path": "src/nested", "kind": "dir" }])
+    );
     let only_rs = ok(&s.root, "fs_list", json!({ "recursive": true, "suffix": ".rs", "max_entries": 1 }));
     assert_eq!(only_rs["entries"], json!([{ "path": "src/lib.rs", "kind": "file", "size": 34 }]));
     assert_eq!(only_rs["truncated"], true);
@@ -304,7 +314,10 @@ fn search_finds_lines_and_skips_binaries() {
 fn stat_reports_kind_size_and_time() {
     let s = sandbox();
     let st = ok(&s.root, "fs_stat", json!({ "path": "a.txt" }));
-    assert_eq!((st["kind"].clone(), st["size"].clone(), st["readonly"].clone()), (json!("file"), json!(14), json!(false)));
+    assert_eq!(
+        (st["kind"].clone(), st["size"].clone(), st["readonly"].clone()),
+        (json!("file"), json!(14), json!(false))
+    );
     let modified = st["modified"].as_str().unwrap();
     assert_eq!(modified.len(), 20, "{modified}");
     assert!(modified.ends_with('Z') && modified.as_bytes()[10] == b'T', "{modified}");
@@ -326,31 +339,50 @@ fn rfc3339_formatting() {
 fn edit_write_append_move_delete() {
     let s = sandbox();
     let w = ok(&s.root, "fs_edit", json!({ "action": "write", "path": "docs/new/readme.md", "content": "# Hi\n" }));
-    assert_eq!(w, json!({ "action": "write", "path": "docs/new/readme.md", "created": true, "bytes_written": 5, "size": 5 }));
+    assert_eq!(
+        w,
+        json!({ "action": "write", "path": "docs/new/readme.md", "created": true, "bytes_written": 5, "size": 5 })
+    );
     let w = ok(&s.root, "fs_edit", json!({ "action": "write", "path": "docs/new/readme.md", "content": "# Hello\n" }));
     assert_eq!((w["created"].clone(), w["size"].clone()), (json!(false), json!(8)));
     let a = ok(&s.root, "fs_edit", json!({ "action": "append", "path": "docs/new/readme.md", "content": "more\n" }));
     assert_eq!(a["size"], 13);
     assert_eq!(fs::read_to_string(s.root.join("docs/new/readme.md")).unwrap(), "# Hello\nmore\n");
 
-    let (code, _) = err(&s.root, "fs_edit", json!({ "action": "write", "path": "x/y.txt", "content": "", "create_dirs": false }));
+    let (code, _) =
+        err(&s.root, "fs_edit", json!({ "action": "write", "path": "x/y.txt", "content": "", "create_dirs": false }));
     assert_eq!(code, "not_found");
-    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "write", "path": "src", "content": "" })).0, "invalid_arguments");
+    assert_eq!(
+        err(&s.root, "fs_edit", json!({ "action": "write", "path": "src", "content": "" })).0,
+        "invalid_arguments"
+    );
 
     let m = ok(&s.root, "fs_edit", json!({ "action": "move", "path": "docs/new/readme.md", "to": "README.md" }));
     assert_eq!((m["path"].clone(), m["to"].clone()), (json!("docs/new/readme.md"), json!("README.md")));
     assert!(s.root.join("README.md").is_file() && !s.root.join("docs/new/readme.md").exists());
-    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "move", "path": "README.md", "to": "a.txt" })).0, "invalid_arguments");
+    assert_eq!(
+        err(&s.root, "fs_edit", json!({ "action": "move", "path": "README.md", "to": "a.txt" })).0,
+        "invalid_arguments"
+    );
     ok(&s.root, "fs_edit", json!({ "action": "move", "path": "README.md", "to": "a.txt", "overwrite": true }));
     assert_eq!(fs::read_to_string(s.root.join("a.txt")).unwrap(), "# Hello\nmore\n");
-    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "move", "path": "src", "to": "src/nested/src" })).0, "invalid_arguments");
+    assert_eq!(
+        err(&s.root, "fs_edit", json!({ "action": "move", "path": "src", "to": "src/nested/src" })).0,
+        "invalid_arguments"
+    );
 
     assert_eq!(err(&s.root, "fs_edit", json!({ "action": "delete", "path": "docs" })).0, "invalid_arguments");
     ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "docs/new" }));
     ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "src", "recursive": true }));
     ok(&s.root, "fs_edit", json!({ "action": "delete", "path": "a.txt" }));
-    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "delete", "path": "." , "recursive": true })).0, "permission_denied");
-    assert_eq!(err(&s.root, "fs_edit", json!({ "action": "delete", "path": s.root, "recursive": true })).0, "permission_denied");
+    assert_eq!(
+        err(&s.root, "fs_edit", json!({ "action": "delete", "path": "." , "recursive": true })).0,
+        "permission_denied"
+    );
+    assert_eq!(
+        err(&s.root, "fs_edit", json!({ "action": "delete", "path": s.root, "recursive": true })).0,
+        "permission_denied"
+    );
     let left: Vec<_> = fs::read_dir(&s.root).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("docs")]);
 }
@@ -422,14 +454,15 @@ mod fixtures {
     }
 
     fn check(case: &Value, dir: &str) -> Result<(), String> {
+        // As the host's contract test does: `${FIXTURE_DIR}` is replaced everywhere in a case.
+        let mut case = case.clone();
+        substitute(&mut case, dir);
         let tool = case["tool"].as_str().ok_or("case has no `tool`")?;
-        let mut config = case.get("config").cloned().unwrap_or(Value::Null);
-        substitute(&mut config, dir);
         let request = ToolRequest {
             request_id: "fixture".into(),
             tool_id: tool.into(),
             inputs: case.get("arguments").cloned().unwrap_or_else(|| serde_json::json!({})),
-            config,
+            config: case.get("config").cloned().unwrap_or(Value::Null),
             ..ToolRequest::default()
         };
         let response = registry().call(tool, request, Host::Detached);
@@ -437,7 +470,10 @@ mod fixtures {
         let want_ok = expect["status"] == "ok";
         let got_ok = response.status == Status::Ok;
         if want_ok != got_ok {
-            return Err(format!("status {:?}, error {:?}, outputs {}", response.status, response.error, response.outputs));
+            return Err(format!(
+                "status {:?}, error {:?}, outputs {}",
+                response.status, response.error, response.outputs
+            ));
         }
         if let Some(outputs) = expect.get("outputs")
             && !subset(outputs, &response.outputs)

@@ -147,7 +147,9 @@ impl Offset {
     pub fn parse(s: &str) -> Result<Offset, String> {
         let t = s.trim();
         let bad = || {
-            format!("`{s}` is not a UTC offset; write it like `+05:30`, `-08:00` or `Z` (time-zone names are not supported)")
+            format!(
+                "`{s}` is not a UTC offset; write it like `+05:30`, `-08:00` or `Z` (time-zone names are not supported)"
+            )
         };
         let upper = t.to_ascii_uppercase();
         if matches!(upper.as_str(), "Z" | "UTC" | "GMT" | "+00:00" | "-00:00") {
@@ -230,7 +232,13 @@ impl DateTime {
         let days = local.div_euclid(DAY);
         let rem = local.rem_euclid(DAY);
         let date = Date::from_days(days)?;
-        Ok(Fields { date, hour: (rem / 3600) as u32, minute: (rem % 3600 / 60) as u32, second: (rem % 60) as u32, days })
+        Ok(Fields {
+            date,
+            hour: (rem / 3600) as u32,
+            minute: (rem % 3600 / 60) as u32,
+            second: (rem % 60) as u32,
+            days,
+        })
     }
 
     /// RFC 3339 text, with a fraction only when there are sub-second digits (3, 6 or 9 of them).
@@ -307,14 +315,15 @@ impl DateTime {
 }
 
 /// The directives [`DateTime::format`] understands.
-pub const FORMAT_HELP: &str = "%Y %y %m %d %e %H %I %M %S %p %f (milliseconds) %j %a %A %u %b %B %V %G %z %:z %s %F %T %%";
+pub const FORMAT_HELP: &str =
+    "%Y %y %m %d %e %H %I %M %S %p %f (milliseconds) %j %a %A %u %b %B %V %G %z %:z %s %F %T %%";
 
 fn fraction(nanos: u32) -> String {
     if nanos == 0 {
         String::new()
-    } else if nanos % 1_000_000 == 0 {
+    } else if nanos.is_multiple_of(1_000_000) {
         format!(".{:03}", nanos / 1_000_000)
-    } else if nanos % 1000 == 0 {
+    } else if nanos.is_multiple_of(1000) {
         format!(".{:06}", nanos / 1000)
     } else {
         format!(".{nanos:09}")

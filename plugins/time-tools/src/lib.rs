@@ -79,8 +79,9 @@ fn offset_arg(name: &str, value: &str) -> Result<Offset, ToolError> {
 fn default_offset(config: &Value) -> Result<Offset, ToolError> {
     match config.get("default_offset") {
         None | Some(Value::Null) => Ok(Offset::UTC),
-        Some(Value::String(s)) => Offset::parse(s)
-            .map_err(|e| ToolError::tool(format!("plugin_config.time-tools.default_offset: {e}; fix the host configuration"))),
+        Some(Value::String(s)) => Offset::parse(s).map_err(|e| {
+            ToolError::tool(format!("plugin_config.time-tools.default_offset: {e}; fix the host configuration"))
+        }),
         Some(other) => Err(ToolError::tool(format!(
             "plugin_config.time-tools.default_offset must be a string like \"+02:00\", not {other}; fix the host configuration"
         ))),
@@ -115,7 +116,9 @@ impl Tool for TimeNow {
             Some(o) => offset_arg("offset", o)?,
             None => default_offset(cx.config())?,
         };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|_| ToolError::tool("the system clock is set before 1970"))?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| ToolError::tool("the system clock is set before 1970"))?;
         let secs = i64::try_from(now.as_secs()).map_err(|_| ToolError::tool("the system clock is out of range"))?;
         let mut m = Moment::of(DateTime { secs, nanos: 0, offset })?;
         m.unix_millis = secs * 1000 + i64::from(now.subsec_millis());
@@ -213,14 +216,19 @@ fn from_unix(text: &str, millis: bool) -> Result<DateTime, ToolError> {
     }
     let whole: i128 = if whole_digits == 0 { 0 } else { whole.parse().map_err(|_| bad())? };
     let unit: i128 = 10i128.pow(unit_digits as u32);
-    let mut total_nanos = (whole * unit + frac.parse::<i128>().map_err(|_| bad())?) * if millis { 1000 } else { 1 };
+    // `unit` is nanoseconds per whole unit; `frac` holds its sub-unit nanoseconds.
+    let mut total_nanos = whole * unit + frac.parse::<i128>().map_err(|_| bad())?;
     if negative {
         total_nanos = -total_nanos;
     }
     let secs = total_nanos.div_euclid(1_000_000_000);
     // Years 0000..=9999.
     if !(-62_167_219_200..=253_402_300_799).contains(&secs) {
-        let hint = if !millis && whole > 100_000_000_000 { "; it looks like milliseconds: pass input_kind: unix_millis" } else { "" };
+        let hint = if !millis && whole > 100_000_000_000 {
+            "; it looks like milliseconds: pass input_kind: unix_millis"
+        } else {
+            ""
+        };
         return Err(ToolError::invalid(format!("`{text}` is outside the supported years 0000 to 9999{hint}")));
     }
     Ok(DateTime { secs: secs as i64, nanos: total_nanos.rem_euclid(1_000_000_000) as u32, offset: Offset::UTC })
@@ -255,7 +263,9 @@ impl Tool for TimeConvert {
                 let numeric = !trimmed.is_empty()
                     && trimmed.trim_start_matches('-').bytes().all(|b| b.is_ascii_digit() || b == b'.')
                     && trimmed.len() != 8; // `20240310` is a compact date
-                if matches!(kind, InputKind::UnixSeconds | InputKind::UnixMillis) || (kind == InputKind::Auto && numeric) {
+                if matches!(kind, InputKind::UnixSeconds | InputKind::UnixMillis)
+                    || (kind == InputKind::Auto && numeric)
+                {
                     (from_unix(trimmed, millis)?, if millis { "unix_millis" } else { "unix_seconds" })
                 } else {
                     match parse_datetime(trimmed).map_err(ToolError::invalid)? {
@@ -354,7 +364,9 @@ fn date_arg(name: &str, s: &str) -> Result<DateArg, ToolError> {
     let bad = |e: String| ToolError::invalid(format!("{name}: {e}"));
     Ok(match parse_datetime(s).map_err(bad)? {
         Parsed::DateOnly(date) => DateArg { date, time: None },
-        Parsed::Naive { date, hour, minute, second, nanos } => DateArg { date, time: Some((hour, minute, second, nanos, None)) },
+        Parsed::Naive { date, hour, minute, second, nanos } => {
+            DateArg { date, time: Some((hour, minute, second, nanos, None)) }
+        }
         Parsed::Full(dt) => {
             let f = dt.fields().map_err(bad)?;
             DateArg { date: f.date, time: Some((f.hour, f.minute, f.second, dt.nanos, Some(dt.offset))) }
@@ -574,7 +586,9 @@ impl Tool for DateAdd {
 
     fn call(&self, input: AddInput, _cx: &mut Context<'_>) -> Result<AddOutput, ToolError> {
         let arg = date_arg("date", &input.date)?;
-        for (name, v) in [("years", input.years), ("months", input.months), ("weeks", input.weeks), ("days", input.days)] {
+        for (name, v) in
+            [("years", input.years), ("months", input.months), ("weeks", input.weeks), ("days", input.days)]
+        {
             if v.abs() > MAX_UNITS {
                 return Err(ToolError::invalid(format!("{name} = {v} is too large; the calendar ends at 9999")));
             }

@@ -67,10 +67,20 @@ fn convert_edge_cases() {
     let nano = ok("time_convert", json!({ "value": "2024-03-10T14:30:00.123456789Z" }));
     assert_eq!(nano["rfc3339"], "2024-03-10T14:30:00.123456789+00:00");
     assert_eq!(nano["unix_millis"], 1_710_081_000_123i64);
+    let ms = ok("time_convert", json!({ "value": "-1500.25", "input_kind": "unix_millis" }));
+    assert_eq!(ms["rfc3339"], "1969-12-31T23:59:58.499750+00:00");
+    let ms = ok(
+        "time_convert",
+        json!({ "value": 1_700_000_000_123i64, "input_kind": "unix_millis", "to_offset": "+01:00" }),
+    );
+    assert_eq!(ms["rfc3339"], "2023-11-14T23:13:20.123+01:00");
     let last = ok("time_convert", json!({ "value": "9999-12-31T23:59:59Z" }));
     assert_eq!(last["unix_seconds"], 253_402_300_799i64);
     // The same instant shown past the end of year 9999 is out of range, not wrapped.
-    assert_eq!(err("time_convert", json!({ "value": "9999-12-31T23:59:59Z", "to_offset": "+01:00" })).0, "invalid_arguments");
+    assert_eq!(
+        err("time_convert", json!({ "value": "9999-12-31T23:59:59Z", "to_offset": "+01:00" })).0,
+        "invalid_arguments"
+    );
     let compact = ok("time_convert", json!({ "value": "20240229" }));
     assert_eq!(compact["date"], "2024-02-29");
     let (_, msg) = err("time_convert", json!({ "value": 1_700_000_000_000i64 }));
@@ -121,10 +131,19 @@ fn add_business_days() {
     assert_eq!(add("2024-06-03", json!({ "business_days": 5 })), "2024-06-10");
     // A Friday–Saturday weekend.
     assert_eq!(add("2024-06-06", json!({ "business_days": 1, "weekend": ["friday", "saturday"] })), "2024-06-09");
-    assert_eq!(err("date_add", json!({ "date": "2024-06-06", "days": 1, "holidays": ["2024-06-07"] })).0, "invalid_arguments");
+    assert_eq!(
+        err("date_add", json!({ "date": "2024-06-06", "days": 1, "holidays": ["2024-06-07"] })).0,
+        "invalid_arguments"
+    );
     let every = json!(["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]);
-    assert_eq!(err("date_add", json!({ "date": "2024-06-06", "business_days": 1, "weekend": every })).0, "invalid_arguments");
-    assert_eq!(err("date_add", json!({ "date": "2024-06-06", "business_days": 1, "holidays": ["June 7"] })).0, "invalid_arguments");
+    assert_eq!(
+        err("date_add", json!({ "date": "2024-06-06", "business_days": 1, "weekend": every })).0,
+        "invalid_arguments"
+    );
+    assert_eq!(
+        err("date_add", json!({ "date": "2024-06-06", "business_days": 1, "holidays": ["June 7"] })).0,
+        "invalid_arguments"
+    );
 }
 
 #[test]
@@ -136,7 +155,9 @@ fn add_clock_time() {
 
 #[test]
 fn diff_and_add_agree() {
-    for (start, n) in [("2024-06-07", 1), ("2024-06-03", 17), ("2024-02-26", 3), ("2024-06-10", -1), ("2024-03-01", -21)] {
+    for (start, n) in
+        [("2024-06-07", 1), ("2024-06-03", 17), ("2024-02-26", 3), ("2024-06-10", -1), ("2024-03-01", -21)]
+    {
         let end = add(start, json!({ "business_days": n }));
         let d = ok("date_diff", json!({ "start": start, "end": end }));
         assert_eq!(d["business_days"], n, "{start} + {n} business days = {end}");
@@ -150,21 +171,33 @@ fn diff_and_add_agree() {
 #[test]
 fn diff_details() {
     let same = ok("date_diff", json!({ "start": "2024-05-05", "end": "2024-05-05" }));
-    assert_eq!((same["days"].clone(), same["business_days"].clone(), same["summary"].clone()), (json!(0), json!(0), json!("0 days")));
+    assert_eq!(
+        (same["days"].clone(), same["business_days"].clone(), same["summary"].clone()),
+        (json!(0), json!(0), json!("0 days"))
+    );
     let one = ok("date_diff", json!({ "start": "2024-05-06", "end": "2024-05-06", "inclusive": true }));
     assert_eq!((one["days"].clone(), one["business_days"].clone()), (json!(1), json!(1)));
     let leap = ok("date_diff", json!({ "start": "2023-03-01", "end": "2024-03-01" }));
-    assert_eq!((leap["days"].clone(), leap["years"].clone(), leap["summary"].clone()), (json!(366), json!(1), json!("1 year")));
+    assert_eq!(
+        (leap["days"].clone(), leap["years"].clone(), leap["summary"].clone()),
+        (json!(366), json!(1), json!("1 year"))
+    );
     let long = ok("date_diff", json!({ "start": "2022-01-10", "end": "2024-03-13" }));
     assert_eq!(long["summary"], "2 years, 2 months and 3 days");
     let back = ok("date_diff", json!({ "start": "2024-03-13", "end": "2024-03-10" }));
-    assert_eq!((back["days"].clone(), back["weeks"].clone(), back["remaining_days"].clone()), (json!(-3), json!(0), json!(-3)));
+    assert_eq!(
+        (back["days"].clone(), back["weeks"].clone(), back["remaining_days"].clone()),
+        (json!(-3), json!(0), json!(-3))
+    );
     assert_eq!(back["summary"], "3 days before the start");
     // Date-times: their own local date is used.
     let dt = ok("date_diff", json!({ "start": "2024-03-10T23:30:00-05:00", "end": "2024-03-11" }));
     assert_eq!(dt["days"], 1);
     // Many years: the O(1) weekday count matches a day-by-day count.
-    let big = ok("date_diff", json!({ "start": "2000-01-01", "end": "2024-12-31", "holidays": ["2024-12-25", "2024-12-28"] }));
+    let big = ok(
+        "date_diff",
+        json!({ "start": "2000-01-01", "end": "2024-12-31", "holidays": ["2024-12-25", "2024-12-28"] }),
+    );
     let mut slow = 0;
     let (a, b) = (crate::civil::days_from_civil(2000, 1, 1), crate::civil::days_from_civil(2024, 12, 31));
     for d in a + 1..=b {
@@ -215,14 +248,15 @@ mod fixtures {
     }
 
     fn check(case: &Value, dir: &str) -> Result<(), String> {
+        // As the host's contract test does: `${FIXTURE_DIR}` is replaced everywhere in a case.
+        let mut case = case.clone();
+        substitute(&mut case, dir);
         let tool = case["tool"].as_str().ok_or("case has no `tool`")?;
-        let mut config = case.get("config").cloned().unwrap_or(Value::Null);
-        substitute(&mut config, dir);
         let request = ToolRequest {
             request_id: "fixture".into(),
             tool_id: tool.into(),
             inputs: case.get("arguments").cloned().unwrap_or_else(|| serde_json::json!({})),
-            config,
+            config: case.get("config").cloned().unwrap_or(Value::Null),
             ..ToolRequest::default()
         };
         let response = registry().call(tool, request, Host::Detached);
@@ -230,7 +264,10 @@ mod fixtures {
         let want_ok = expect["status"] == "ok";
         let got_ok = response.status == Status::Ok;
         if want_ok != got_ok {
-            return Err(format!("status {:?}, error {:?}, outputs {}", response.status, response.error, response.outputs));
+            return Err(format!(
+                "status {:?}, error {:?}, outputs {}",
+                response.status, response.error, response.outputs
+            ));
         }
         if let Some(outputs) = expect.get("outputs")
             && !subset(outputs, &response.outputs)

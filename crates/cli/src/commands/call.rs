@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use quiver_abi::Status;
 use quiver_catalog::Access;
+use quiver_manifest::ApprovalMode;
 use quiver_router::{Approval, Call, CallOutcome, Caller, Router};
 use serde_json::{Value, json};
 
@@ -41,8 +42,12 @@ pub fn run(g: &GlobalArgs, a: &CallArgs) -> Result<()> {
         client: "quiver-cli".to_owned(),
         mode: profile_name,
         access: Access::new(&profile.scopes, &profile.gated),
-        // No one can be asked from here: `--yes` confirms, otherwise the router refuses.
-        approval: Approval::Deny,
+        // No one can be asked from here: `--yes` confirms; otherwise the router refuses, unless
+        // the profile runs such calls without asking.
+        approval: match profile.approval {
+            ApprovalMode::Allow => Approval::Allow,
+            ApprovalMode::Ask | ApprovalMode::Deny => Approval::Deny,
+        },
     };
     let call = Call::new(&a.tool, arguments, caller).confirmed(a.yes);
     let rt =
@@ -68,6 +73,9 @@ fn print_outcome(g: &GlobalArgs, o: &CallOutcome) {
                 eprintln!("error: {}: {}", e.code, e.message);
                 if !e.details.is_null() {
                     eprintln!("details: {:#}", e.details);
+                }
+                if e.details.get("needs_confirmation") == Some(&Value::Bool(true)) {
+                    eprintln!("hint: this call needs a person's confirmation; run it again with --yes to confirm it");
                 }
             }
         }

@@ -3,7 +3,6 @@
 use anyhow::Result;
 use clap::Args;
 use quiver_catalog::Catalog;
-use quiver_manifest::LifecycleState;
 use serde_json::{Value, json};
 
 use crate::GlobalArgs;
@@ -11,7 +10,8 @@ use crate::settings::Settings;
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Print the deprecation table: every alias and non-active name with its replacement.
+    /// Print the deprecation table: every alias and hidden, deprecated or removed name with its
+    /// replacement.
     #[arg(long)]
     pub deprecations: bool,
     /// Include hidden, deprecated and removed canonical names.
@@ -23,6 +23,12 @@ pub fn run(g: &GlobalArgs, a: &ListArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     let host = settings.start_host()?;
     let catalog = host.catalog();
+    if catalog.plugins().is_empty() {
+        eprintln!(
+            "no plugins loaded from {}; build the bundled ones with `cargo xtask build-plugins`, or sign your own with `quiver sign`",
+            settings.host.plugins_dir.display()
+        );
+    }
     if a.deprecations {
         print_deprecations(g, &catalog);
     } else {
@@ -64,14 +70,14 @@ fn print_tools(g: &GlobalArgs, catalog: &Catalog, all: bool) {
     print_table(&["TOOL", "PLUGIN", "VERSION", "STATE", "EFFECTS", "TITLE"], &table);
 }
 
-/// One row per alias and per canonical name that is not active.
+/// One row per alias and per canonical name that is hidden, deprecated or removed.
 fn deprecation_rows(catalog: &Catalog) -> Vec<Value> {
     let mut rows = Vec::new();
     for r in catalog.tools() {
         let def = catalog.def(r);
         let plugin = catalog.plugin_of(r).id();
         let l = &def.spec.lifecycle;
-        if l.state != LifecycleState::Active {
+        if !l.state.is_visible() {
             rows.push(json!({
                 "name": r.name,
                 "kind": "tool",

@@ -45,6 +45,12 @@ fn manifests(paths: &[PathBuf]) -> Vec<Result<PathBuf, BundleError>> {
                     message: format!("cannot read the folder: {e}"),
                 })),
             }
+        } else if !p.exists() {
+            out.push(Err(BundleError {
+                bundle: p.clone(),
+                stage: Stage::Read,
+                message: "no such file or folder; name a bundle manifest (*.tool.yaml) or a plugins folder (build the bundled plugins with `cargo xtask build-plugins`)".to_owned(),
+            }));
         } else {
             out.push(Ok(p.clone()));
         }

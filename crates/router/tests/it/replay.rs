@@ -79,7 +79,11 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
     // Replayed against 0.2.0, where `marker_shout` is a deprecated alias of marker_text/shout.
     let after = retire_shout(&f.host.catalog().plugins()[0], LifecycleState::Deprecated);
     let report = replay(&path, &after, everyone()).await.unwrap();
-    assert!(report.all_identical(), "{:#?}", report.entries.iter().map(|e| (&e.called_name, &e.verdict)).collect::<Vec<_>>());
+    assert!(
+        report.all_identical(),
+        "{:#?}",
+        report.entries.iter().map(|e| (&e.called_name, &e.verdict)).collect::<Vec<_>>()
+    );
     assert_eq!(report.identical, 6);
     for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
         let o = e.outcome.as_ref().unwrap();
@@ -99,7 +103,9 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
     assert_eq!((report.identical, report.changed, report.failed), (4, 0, 2));
     for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
         match &e.verdict {
-            ReplayVerdict::Failed { reason } => assert!(reason.starts_with("tool_removed") && reason.contains("marker_text"), "{reason}"),
+            ReplayVerdict::Failed { reason } => {
+                assert!(reason.starts_with("tool_removed") && reason.contains("marker_text"), "{reason}")
+            }
             v => panic!("{v:?}"),
         }
     }
@@ -112,5 +118,8 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
     let report = replay(&path, &after, everyone()).await.unwrap();
     assert_eq!((report.identical, report.changed, report.failed), (6, 1, 1));
     let changed = report.entries.iter().find(|e| matches!(e.verdict, ReplayVerdict::Changed { .. })).unwrap();
-    assert_eq!(changed.verdict, ReplayVerdict::Changed { diff: r#"outputs differ: /text: "same" -> "different""#.into() });
+    assert_eq!(
+        changed.verdict,
+        ReplayVerdict::Changed { diff: r#"outputs differ: /text: "same" -> "different""#.into() }
+    );
 }

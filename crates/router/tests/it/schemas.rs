@@ -4,7 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use quiver_abi::{AgentContext, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse, contract::MemoryWrite};
+use quiver_abi::{
+    AgentContext, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse, contract::MemoryWrite,
+};
 use quiver_catalog::{CallSink, Catalog, ConflictPolicy, ToolBackend};
 use quiver_router::{Router, RouterSettings};
 use serde_json::{Map, Value, json};
@@ -31,6 +33,10 @@ fn covers(schema: &Value, value: &Value, at: &str) {
     let (Some(props), Value::Object(m)) = (schema.get("properties").and_then(Value::as_object), value) else { return };
     for (k, v) in m {
         let s = props.get(k).unwrap_or_else(|| panic!("schema lacks {at}/{k}"));
+        if at.is_empty() && k == "content" {
+            // MCP content blocks are open-ended (text, image, audio, resource...): only `type` is described.
+            continue;
+        }
         covers(s, v, &format!("{at}/{k}"));
         if let (Some(items), Value::Array(a)) = (s.get("items"), v)
             && let Some(first) = a.first()
@@ -46,9 +52,19 @@ fn full_request() -> ToolRequest {
         tool_id: "read_file".into(),
         tool_version: "1.2.3".into(),
         timestamp: 1_700_000_000_000,
-        agent_context: AgentContext { session_id: "s".into(), client: "claude".into(), mode: "agent".into(), scopes: vec!["fs:read".into()] },
+        agent_context: AgentContext {
+            session_id: "s".into(),
+            client: "claude".into(),
+            mode: "agent".into(),
+            scopes: vec!["fs:read".into()],
+        },
         inputs: json!({"path": "a.txt"}),
-        invocation_policies: InvocationPolicies { timeout_ms: 30_000, max_result_bytes: 65_536, confirmed: true, action: Some("read".into()) },
+        invocation_policies: InvocationPolicies {
+            timeout_ms: 30_000,
+            max_result_bytes: 65_536,
+            confirmed: true,
+            action: Some("read".into()),
+        },
         config: json!({"root": "/tmp"}),
         memory_snippet: Some("last file: b.txt".into()),
     }
@@ -74,12 +90,21 @@ fn the_request_schema_accepts_the_rust_type_and_rejects_broken_requests() {
     let full = serde_json::to_value(full_request()).unwrap();
     accepts(&v, &full);
     covers(&s, &full, "");
-    let minimal = ToolRequest { request_id: "r".into(), tool_id: "t".into(), tool_version: "0.1.0".into(), inputs: json!({}), ..ToolRequest::default() };
+    let minimal = ToolRequest {
+        request_id: "r".into(),
+        tool_id: "t".into(),
+        tool_version: "0.1.0".into(),
+        inputs: json!({}),
+        ..ToolRequest::default()
+    };
     accepts(&v, &serde_json::to_value(minimal).unwrap());
     for (what, broken) in [
         ("no request_id", json!({"tool_id": "t", "tool_version": "1", "timestamp": 1})),
         ("bad tool_id", json!({"request_id": "r", "tool_id": "Read File", "tool_version": "1", "timestamp": 1})),
-        ("inputs not an object", json!({"request_id": "r", "tool_id": "t", "tool_version": "1", "timestamp": 1, "inputs": [1]})),
+        (
+            "inputs not an object",
+            json!({"request_id": "r", "tool_id": "t", "tool_version": "1", "timestamp": 1, "inputs": [1]}),
+        ),
         ("negative timestamp", json!({"request_id": "r", "tool_id": "t", "tool_version": "1", "timestamp": -1})),
     ] {
         assert!(!v.is_valid(&broken), "{what} was accepted");
@@ -92,7 +117,8 @@ fn the_response_schema_accepts_the_rust_type_and_rejects_broken_responses() {
     let full = serde_json::to_value(full_response()).unwrap();
     accepts(&v, &full);
     covers(&s, &full, "");
-    let err = ToolResponse::error(ToolError::invalid("bad").retryable().with_details(json!({"errors": [{"pointer": "/a"}]})));
+    let err =
+        ToolResponse::error(ToolError::invalid("bad").retryable().with_details(json!({"errors": [{"pointer": "/a"}]})));
     let err = serde_json::to_value(err).unwrap();
     accepts(&v, &err);
     covers(&s, &err, "");

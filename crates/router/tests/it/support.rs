@@ -26,25 +26,36 @@ fn marker_dir() -> PathBuf {
     repo_root().join("tests/plugins/marker-plugin")
 }
 
-/// The marker plugin's library with the `router-tools` feature, built once per process.
+/// The marker plugin's library with the `router-tools` feature (debug build), built once per
+/// process.
 pub fn marker_library() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let root = repo_root();
-        let target = root.join("target/test-plugins-router");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(&root)
-            .args(["build", "--quiet", "-p", "marker-plugin", "--features", "router-tools", "--target-dir"])
-            .arg(&target)
-            .env_remove("QUIVER_MARKER_VERSION")
-            .status()
-            .expect("cannot run cargo");
-        assert!(status.success(), "building marker-plugin (feature router-tools) failed");
-        let lib = target.join(format!("debug/{}marker_plugin{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX));
-        assert!(lib.is_file(), "{} was not built", lib.display());
-        lib
-    })
+    LIB.get_or_init(|| build_marker(false))
+}
+
+/// The same library as a release build (for the benchmark).
+pub fn marker_library_release() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| build_marker(true))
+}
+
+fn build_marker(release: bool) -> PathBuf {
+    let root = repo_root();
+    let target = root.join("target/test-plugins-router");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root).args(["build", "--quiet", "-p", "marker-plugin", "--features", "router-tools"]);
+    if release {
+        cmd.arg("--release");
+    }
+    let status =
+        cmd.arg("--target-dir").arg(&target).env_remove("QUIVER_MARKER_VERSION").status().expect("cannot run cargo");
+    assert!(status.success(), "building marker-plugin (feature router-tools) failed");
+    let profile = if release { "release" } else { "debug" };
+    let lib =
+        target.join(format!("{profile}/{}marker_plugin{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX));
+    assert!(lib.is_file(), "{} was not built", lib.display());
+    lib
 }
 
 /// The manifest the library embeds: `tool.yaml` followed by `router-tools.yaml` (as
@@ -101,7 +112,11 @@ impl Plugins {
     pub fn host(&self) -> Arc<Host> {
         let host = Host::new(HostSettings {
             plugins_dir: self.dir.path().to_owned(),
-            verify: VerifyPolicy { trusted: self.trusted.clone(), allow_unsigned: false, max_library_bytes: 256 * 1024 * 1024 },
+            verify: VerifyPolicy {
+                trusted: self.trusted.clone(),
+                allow_unsigned: false,
+                max_library_bytes: 256 * 1024 * 1024,
+            },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
         })
@@ -114,8 +129,13 @@ impl Plugins {
 
 /// The marker plugin (with router test tools) loaded through a real host.
 pub fn marker_host() -> (Plugins, Arc<Host>) {
+    marker_host_from(marker_library())
+}
+
+/// A library of the marker plugin (debug or release) loaded through a real host.
+pub fn marker_host_from(library: &Path) -> (Plugins, Arc<Host>) {
     let plugins = Plugins::new();
-    plugins.add_bundle("marker", &marker_manifest(), marker_library());
+    plugins.add_bundle("marker", &marker_manifest(), library);
     let host = plugins.host();
     assert!(host.catalog().resolve("marker_echo").is_some(), "marker_echo not loaded");
     (plugins, host)
@@ -148,5 +168,6 @@ pub fn entry_with(
         manifest: manifest.to_yaml(),
         tools,
     };
-    quiver_catalog::PluginEntry::new(manifest, &info, plugin.provenance.clone(), backend).unwrap_or_else(|e| panic!("{e}"))
+    quiver_catalog::PluginEntry::new(manifest, &info, plugin.provenance.clone(), backend)
+        .unwrap_or_else(|e| panic!("{e}"))
 }

@@ -2,7 +2,8 @@
 //! (`@modelcontextprotocol/conformance`) calls, with the names, arguments and results its server
 //! scenarios expect. It exercises every host service end to end through the real ABI, router and
 //! MCP server: content blocks (image, audio, embedded resources), logs, progress, errors,
-//! sampling and elicitation. Not a bundled user tool.
+//! sampling and elicitation. Two extras serve Quiver's own MCP tests (a deprecated alias of
+//! `test_simple_text` and the deferred `test_deferred_echo`). Not a bundled user tool.
 
 use std::time::Duration;
 
@@ -347,6 +348,26 @@ impl Tool for JsonSchema202012 {
     }
 }
 
+/// Arguments of `test_deferred_echo`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct EchoArgs {
+    /// Text to return.
+    pub text: String,
+}
+
+/// `test_deferred_echo`: not called by the suite; a deferred tool for Quiver's own MCP tests.
+pub struct DeferredEcho;
+impl Tool for DeferredEcho {
+    const NAME: &'static str = "test_deferred_echo";
+    type Input = EchoArgs;
+    type Output = Summary;
+    fn call(&self, input: EchoArgs, cx: &mut Context<'_>) -> Result<Summary, ToolError> {
+        text(cx, input.text)
+    }
+}
+
 quiver_abi::export_plugin! {
     manifest: include_str!("../tool.yaml"),
     tools: [
@@ -364,6 +385,7 @@ quiver_abi::export_plugin! {
         ElicitationEnums,
         Reconnection,
         JsonSchema202012,
+        DeferredEcho,
     ],
 }
 

@@ -272,7 +272,8 @@ impl Tool for Ask {
     type Input = AskInput;
     type Output = AskOutput;
     fn call(&self, input: AskInput, cx: &mut Context<'_>) -> Result<AskOutput, ToolError> {
-        let answer = cx.elicit(&input.question, json!({"type": "object", "properties": {"answer": {"type": "string"}}}))?;
+        let answer =
+            cx.elicit(&input.question, json!({"type": "object", "properties": {"answer": {"type": "string"}}}))?;
         Ok(AskOutput { answer })
     }
 }

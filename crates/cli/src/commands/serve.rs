@@ -1,0 +1,82 @@
+//! `quiver serve`: the MCP server. Stdio by default (stdout carries only protocol messages);
+//! `--http ADDR` serves streamable HTTP at `http://ADDR/mcp` instead. Wires the lifecycle host
+//! (with its background rescans) into `quiver_mcp`: the host is the catalog source, its
+//! `on_change` feeds the server's change channel so sessions hear `tools/list_changed`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use quiver_mcp::{HttpOptions, MCP_PATH, QuiverServer, ServerOptions, SessionProfile};
+use quiver_router::Router;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::GlobalArgs;
+use crate::settings::Settings;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve streamable HTTP at ADDR (e.g. 127.0.0.1:8765; port 0 picks a free one) instead of
+    /// stdio. The endpoint is /mcp; the bound address is printed on stderr.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Another Host name HTTP clients may use (only loopback names are accepted by default,
+    /// against DNS rebinding). Repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Profile for every session [default: per client, from the profiles' `clients` globs,
+    /// else the configuration's default profile].
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+}
+
+pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
+    let settings = Settings::load(g)?;
+    if a.profile.is_some() {
+        settings.profile(a.profile.as_deref())?;
+    }
+    let host = settings.start_host()?;
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let result = rt.block_on(async {
+        let (changes_tx, changes) = watch::channel(host.catalog());
+        host.on_change(move |_, catalog| {
+            changes_tx.send_replace(catalog.clone());
+        });
+        let interval = settings.config.rescan_interval_ms;
+        let _rescanner = (interval > 0).then(|| host.spawn_rescanner(Duration::from_millis(interval)));
+        let router = Arc::new(Router::new(host.clone(), settings.router()));
+        let profiles = SessionProfile::resolver(&settings.config, a.profile.clone());
+        let options = ServerOptions::from_config(&settings.config);
+        let server = QuiverServer::with_options(host.clone(), router.clone(), profiles, changes, options);
+        let served = match a.http {
+            None => quiver_mcp::serve_stdio(server).await.context("the stdio MCP session failed"),
+            Some(addr) => {
+                let listener =
+                    tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+                let local = listener.local_addr()?;
+                eprintln!("quiver: serving MCP at http://{local}{MCP_PATH}");
+                let shutdown = CancellationToken::new();
+                let stop = shutdown.clone();
+                tokio::spawn(async move {
+                    let _ = tokio::signal::ctrl_c().await;
+                    stop.cancel();
+                });
+                let opts = HttpOptions {
+                    allowed_origins: settings.config.server.allowed_origins.clone(),
+                    allowed_hosts: a.allow_hosts.clone(),
+                    shutdown,
+                };
+                quiver_mcp::serve_http_on(server, listener, opts).await.context("the HTTP MCP server failed")
+            }
+        };
+        router.flush_transcripts();
+        served
+    });
+    // A tool still running past its deadline must not keep the process alive.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    result
+}

@@ -1,0 +1,6 @@
+//! Integration tests of the MCP server: real plugin bundles, the real host and router, and raw
+//! JSON-RPC over the stdio framing and over HTTP.
+
+mod http;
+mod stdio;
+mod support;

@@ -1,0 +1,371 @@
+//! The server over a newline-delimited stream, as `quiver serve` runs it on stdio.
+
+use std::time::Duration;
+
+use quiver_catalog::ExposureMode;
+use quiver_mcp::ServerOptions;
+use serde_json::{Value, json};
+
+use crate::support::{Fixture, RawClient, names};
+
+fn options() -> ServerOptions {
+    ServerOptions { max_message_bytes: 4096, page_size: 4, ..ServerOptions::default() }
+}
+
+fn error_code(m: &Value) -> i64 {
+    m["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {m}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+
+    // Before initialize: requests are refused with their id; notifications are ignored.
+    c.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    c.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).await;
+    let m = c.recv().await;
+    assert_eq!((error_code(&m), &m["id"]), (-32600, &json!(1)), "{m}");
+    assert!(m["error"]["message"].as_str().unwrap().contains("initialize"), "{m}");
+    // Ping is allowed before initialize.
+    c.send(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).await;
+    assert_eq!(c.recv().await, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+    // Garbage before initialize: a parse error, and the session still starts.
+    c.send("this is not json").await;
+    let m = c.recv().await;
+    assert_eq!((error_code(&m), &m["id"]), (-32700, &Value::Null), "{m}");
+
+    c.initialize("bad-input-test", json!({})).await;
+
+    // Malformed JSON, batches, wrong versions, bad ids.
+    for (line, code) in [
+        ("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":", -32700),
+        ("[{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}]", -32600),
+        ("\"just a string\"", -32600),
+        ("{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"ping\"}", -32600),
+        ("{\"jsonrpc\":\"2.0\",\"id\":[6],\"method\":\"ping\"}", -32600),
+    ] {
+        c.send(line).await;
+        let m = c.recv().await;
+        assert_eq!(error_code(&m), code, "{line} -> {m}");
+    }
+    // Unknown method: -32601 with the id.
+    let m = c.request("resources/not-a-method", json!({})).await;
+    assert_eq!(error_code(&m), -32601, "{m}");
+    // Known method, invalid params: -32602 with the id.
+    c.send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":42}}"#).await;
+    let m = c.recv().await;
+    assert_eq!((error_code(&m), &m["id"]), (-32602, &json!(7)), "{m}");
+    // A second initialize is refused.
+    let m = c
+        .request("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "again", "version": "1"}}))
+        .await;
+    assert_eq!(error_code(&m), -32600, "{m}");
+    // An oversized message (limit 4096 bytes) is refused without reading it as a request; a
+    // message just under the limit is fine.
+    let big = format!(r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(5000));
+    c.send(&big).await;
+    let m = c.recv().await;
+    assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
+    assert_eq!(m["error"]["data"]["max_message_bytes"], 4096, "{m}");
+    let fits = format!(r#"{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{"_meta":{{"pad":"{}"}}}}}}"#, "x".repeat(3000));
+    c.send(&fits).await;
+    assert_eq!(c.recv().await["id"], 9);
+    // Invalid cursors: not ours, and ours but pointing nowhere.
+    for cursor in ["nope", "ffffffffffffffff00000004", "00000000000000000000000"] {
+        let m = c.request("tools/list", json!({ "cursor": cursor })).await;
+        assert_eq!(error_code(&m), -32602, "{cursor} -> {m}");
+    }
+    // Blank lines and CRLF are tolerated.
+    c.send_raw(b"\r\n\n").await;
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}\r\n").await;
+    assert_eq!(c.recv().await["id"], 10);
+    // An unknown tool is a protocol error (-32602) that suggests names and tool_search.
+    let m = c.call("test_simple_txt", json!({})).await;
+    assert_eq!(error_code(&m), -32602, "{m}");
+    assert!(m["error"]["message"].as_str().unwrap().contains("test_simple_text"), "{m}");
+
+    // After all that, the session works.
+    let r = c.call("test_simple_text", json!({})).await;
+    assert_eq!(r["result"]["content"][0]["text"], "This is a simple text response for testing.", "{r}");
+    assert!(c.notes.is_empty(), "no stray messages: {:?}", c.notes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_ending_ends_the_session_cleanly() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("eof-test", json!({})).await;
+    // Half a message, then EOF: no answer, no crash, the server returns.
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,").await;
+    tokio::io::AsyncWriteExt::shutdown(&mut c.write).await.expect("close");
+    let done = tokio::time::timeout(Duration::from_secs(10), c.server).await.expect("the server stops");
+    done.expect("no panic").expect("clean end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_is_the_surface_in_order_with_metadata_and_pages() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("list-test", json!({})).await;
+    let tools = c.list_all().await;
+    // Full mode: every visible tool of both plugins, sorted by name (the catalog's order), no
+    // meta tools; four per page.
+    let got = names(&tools);
+    let mut sorted = got.clone();
+    sorted.sort();
+    assert_eq!(got, sorted);
+    assert_eq!(got.len(), 18, "{got:?}");
+    assert!(got.contains(&"test_deferred_echo".to_owned()), "full mode lists deferred tools too");
+    assert!(got.contains(&"json_schema_2020_12_tool".to_owned()) && got.contains(&"marker_echo".to_owned()));
+    // A second listing is byte-identical.
+    assert_eq!(c.list_all().await, tools);
+
+    let simple = tools.iter().find(|t| t["name"] == "test_simple_text").unwrap();
+    assert_eq!(simple["annotations"]["readOnlyHint"], true, "{simple}");
+    assert_eq!(simple["annotations"]["destructiveHint"], false, "{simple}");
+    assert_eq!(simple["outputSchema"]["type"], "object", "{simple}");
+    let meta = &simple["_meta"];
+    assert_eq!(meta["io.github.quiver/plugin"], "conformance-tools", "{meta}");
+    assert_eq!(meta["io.github.quiver/version"], "0.1.0");
+    assert_eq!(meta["io.github.quiver/state"], "active");
+    assert_eq!(meta["io.github.quiver/sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(meta["io.github.quiver/signer"], f.key.pair.public_key().key_id().as_str());
+    // The 2020-12 keywords of a manifest schema reach the client untouched.
+    let schema = &tools.iter().find(|t| t["name"] == "json_schema_2020_12_tool").unwrap()["inputSchema"];
+    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(schema["additionalProperties"], false);
+    assert!(schema["$defs"]["address"].is_object());
+
+    // A cursor from a listing that has since changed is refused.
+    let first = c.request("tools/list", json!({})).await;
+    let cursor = first["result"]["nextCursor"].as_str().unwrap().to_owned();
+    f.remove("marker-plugin");
+    let m = c.request("tools/list", json!({ "cursor": cursor })).await;
+    assert_eq!(m["error"]["code"], -32602, "{m}");
+    assert!(m["error"]["message"].as_str().unwrap().contains("changed"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_search_loads_matches_and_announces_the_change() {
+    let f = Fixture::new(ExposureMode::Hybrid, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("lazy-client", json!({})).await;
+    let listed = names(&c.list_all().await);
+    // Lazy: the active tools, then tool_search; the deferred tool is not listed.
+    assert_eq!(listed.last().map(String::as_str), Some("tool_search"), "{listed:?}");
+    assert!(!listed.contains(&"test_deferred_echo".to_owned()) && !listed.contains(&"run_tool".to_owned()));
+    let search = c.list_all().await.into_iter().find(|t| t["name"] == "tool_search").unwrap();
+    // Its description indexes what can be found.
+    assert!(search["description"].as_str().unwrap().contains("conformance"), "{search}");
+    assert_eq!(search["_meta"]["io.github.quiver/meta"], true);
+
+    let r = c.call("tool_search", json!({ "query": "deferred echo" })).await;
+    let found = &r["result"]["structuredContent"];
+    assert_eq!(found["tools"][0]["name"], "test_deferred_echo", "{r}");
+    assert_eq!(found["loaded"], json!(["test_deferred_echo"]), "{r}");
+    // The change was announced before the answer.
+    assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
+    assert_eq!(c.notes[0]["method"], "notifications/tools/list_changed");
+    let relisted = names(&c.list_all().await);
+    assert_eq!(relisted.last().map(String::as_str), Some("test_deferred_echo"), "loaded tools follow the meta tools");
+    let r = c.call("test_deferred_echo", json!({ "text": "found" })).await;
+    assert_eq!(r["result"]["content"][0]["text"], "found", "{r}");
+
+    // Searching again changes nothing: no second notification.
+    c.notes.clear();
+    c.call("tool_search", json!({ "query": "deferred echo" })).await;
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+    // Bad arguments and bad regexes are tool errors the model can read.
+    let r = c.call("tool_search", json!({ "query": "x", "bogus": 1 })).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let r = c.call("tool_search", json!({ "query": "(", "mode": "regex" })).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generic_lane_reaches_deferred_tools_without_a_refresh() {
+    let f = Fixture::new(ExposureMode::Hybrid, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("hybrid-client", json!({})).await;
+    let listed = names(&c.list_all().await);
+    assert!(listed.ends_with(&["tool_search".to_owned(), "list_tools".to_owned(), "run_tool".to_owned()]), "{listed:?}");
+    assert!(!listed.contains(&"test_deferred_echo".to_owned()));
+    // list_tools lists what run_tool can reach and loads nothing.
+    let r = c.call("list_tools", json!({ "query": "deferred echo" })).await;
+    assert_eq!(r["result"]["structuredContent"]["tools"][0]["name"], "test_deferred_echo", "{r}");
+    assert!(c.notes.is_empty());
+    let r = c.call("run_tool", json!({ "name": "test_deferred_echo", "arguments": { "text": "via run_tool" } })).await;
+    assert_eq!(r["result"]["content"][0]["text"], "via run_tool", "{r}");
+    assert_eq!(r["result"]["_meta"]["io.github.quiver/call"]["lane"], "generic", "{r}");
+    assert!(c.notes.is_empty(), "run_tool changes no list: {:?}", c.notes);
+    // Invalid arguments through either lane: a tool error with JSON pointers.
+    for (name, args) in [
+        ("marker_echo", json!({ "text": 5 })),
+        ("run_tool", json!({ "name": "test_deferred_echo", "arguments": { "text": 5 } })),
+    ] {
+        let r = c.call(name, args).await;
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("invalid_arguments") && text.contains("/text"), "{text}");
+    }
+    // run_tool refuses the meta tools, as a tool error.
+    let r = c.call("run_tool", json!({ "name": "tool_search", "arguments": { "query": "x" } })).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_progress_and_levels_reach_the_client() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("services-test", json!({})).await;
+    assert_eq!(c.request("logging/setLevel", json!({ "level": "debug" })).await["result"], json!({}));
+    let r = c.call("test_tool_with_logging", json!({})).await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let logs: Vec<&Value> = c.notes.iter().filter(|n| n["method"] == "notifications/message").collect();
+    assert_eq!(logs.len(), 3, "{:?}", c.notes);
+    assert_eq!(logs[0]["params"]["data"], "Tool execution started");
+    assert_eq!(logs[0]["params"]["level"], "info");
+    assert_eq!(logs[0]["params"]["logger"], "test_tool_with_logging");
+
+    // Above the tool's level: nothing.
+    c.notes.clear();
+    c.request("logging/setLevel", json!({ "level": "error" })).await;
+    c.call("test_tool_with_logging", json!({})).await;
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+
+    // Progress only with a token, strictly increasing, before the response.
+    let r = c
+        .request("tools/call", json!({ "name": "test_tool_with_progress", "arguments": {}, "_meta": { "progressToken": "p-1" } }))
+        .await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let progress: Vec<f64> = c
+        .notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .map(|n| {
+            assert_eq!(n["params"]["progressToken"], "p-1");
+            assert_eq!(n["params"]["total"], 100.0);
+            n["params"]["progress"].as_f64().unwrap()
+        })
+        .collect();
+    assert_eq!(progress, [0.0, 50.0, 100.0]);
+    c.notes.clear();
+    c.call("test_tool_with_progress", json!({})).await;
+    assert!(c.notes.is_empty(), "no token, no progress: {:?}", c.notes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_blocks_errors_and_structured_content() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("content-test", json!({})).await;
+    let r = c.call("test_multiple_content_types", json!({})).await;
+    let kinds: Vec<&str> = r["result"]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["text", "image", "resource"], "{r}");
+    assert_eq!(r["result"]["structuredContent"]["summary"], "text, image and resource");
+    let r = c.call("test_audio_content", json!({})).await;
+    assert_eq!(r["result"]["content"][0]["mimeType"], "audio/wav", "{r}");
+    let r = c.call("test_error_handling", json!({})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("This tool intentionally returns an error"));
+    assert_eq!(r["result"]["_meta"]["io.github.quiver/error"]["code"], "tool_error");
+    // A panicking tool is a tool error, and the session goes on.
+    let r = c.call("marker_panic", json!({ "text": "boom" })).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(c.call("marker_echo", json!({ "text": "still here" })).await["result"]["structuredContent"]["text"], "still here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_and_sampling_round_trip_through_the_client() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("services-test", json!({ "elicitation": {}, "sampling": {} })).await;
+    let mut asked = Vec::new();
+    let r = c
+        .request_with("tools/call", json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } }), |m| {
+            asked.push(m.clone());
+            json!({ "action": "accept", "content": { "username": "ann", "email": "ann@example.com" } })
+        })
+        .await;
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["method"], "elicitation/create");
+    assert_eq!(asked[0]["params"]["message"], "Who are you?");
+    assert_eq!(asked[0]["params"]["requestedSchema"]["required"], json!(["username", "email"]));
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("action=accept") && text.contains("ann@example.com"), "{text}");
+
+    let r = c
+        .request_with("tools/call", json!({ "name": "test_sampling", "arguments": { "prompt": "Say hi" } }), |m| {
+            assert_eq!(m["method"], "sampling/createMessage");
+            assert_eq!(m["params"]["messages"][0]["content"]["text"], "Say hi");
+            assert_eq!(m["params"]["maxTokens"], 100);
+            json!({ "role": "assistant", "content": { "type": "text", "text": "hi there" }, "model": "m", "stopReason": "endTurn" })
+        })
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "LLM response: hi there", "{r}");
+
+    // A client without the capabilities: the tool gets an error, the call a tool error.
+    let mut plain = RawClient::start(&f.server);
+    plain.initialize("no-caps", json!({})).await;
+    let r = plain.call("test_elicitation", json!({ "message": "x" })).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_reaches_the_call() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("cancel-test", json!({})).await;
+    c.send(r#"{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"marker_sleep","arguments":{"ms":20000}}}"#).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"test"}}"#).await;
+    // The router records the call as cancelled long before its 20 s; no response is sent for it.
+    let start = std::time::Instant::now();
+    loop {
+        let stats = f.router.telemetry().snapshot();
+        if stats.errors.get("cancelled").copied().unwrap_or(0) == 1 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "the call was not cancelled: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(c.quiet_for(Duration::from_millis(300)).await, None);
+    assert_eq!(c.request("ping", json!({})).await["result"], json!({}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescan_that_changes_the_surface_notifies_the_session() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("rescan-test", json!({})).await;
+    assert!(names(&c.list_all().await).contains(&"marker_echo".to_owned()));
+    f.remove("marker-plugin");
+    let n = c.recv().await;
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    assert!(!names(&c.list_all().await).contains(&"marker_echo".to_owned()));
+    // A rescan that changes nothing this session sees sends nothing.
+    f.changes.send_replace(f.host.catalog());
+    assert_eq!(c.quiet_for(Duration::from_millis(300)).await, None);
+    // Adding it back is announced again.
+    f.install("marker-plugin");
+    assert_eq!(c.recv().await["method"], "notifications/tools/list_changed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deprecated_names_carry_their_notice() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("deprecation-test", json!({})).await;
+    let tools = c.list_all().await;
+    assert!(!names(&tools).contains(&"test_text_old".to_owned()));
+    let simple = tools.iter().find(|t| t["name"] == "test_simple_text").unwrap();
+    assert_eq!(simple["_meta"]["io.github.quiver/deprecations"][0]["name"], "test_text_old", "{simple}");
+    let r = c.call("test_text_old", json!({})).await;
+    let notice = &r["result"]["_meta"]["io.github.quiver/notice"];
+    assert_eq!(notice["replacement"], "test_simple_text", "{r}");
+    assert!(notice["message"].as_str().unwrap().contains("deprecated"), "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "This is a simple text response for testing.");
+    let last = r["result"]["content"].as_array().unwrap().last().unwrap()["text"].as_str().unwrap().to_owned();
+    assert!(last.starts_with("Note: tool `test_text_old` is deprecated"), "{last}");
+}
