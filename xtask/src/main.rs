@@ -4,6 +4,8 @@
 //!   bundle with the local development key (`.quiver-dev/`, created on first use).
 //! - `new-tool NAME`: scaffold a plugin crate that builds and passes its contract test untouched.
 //! - `contract-test [NAME...]`: run every plugin's fixtures through the real host and router.
+//! - `conformance [--scenario NAME]`: the official MCP conformance suite against `quiver serve`.
+//! - `e2e`: end-to-end tests with real MCP clients (the Python SDK over stdio).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
 //!
 //! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
@@ -11,7 +13,9 @@
 
 mod build_plugins;
 mod ci;
+mod conformance;
 mod contract_test;
+mod e2e;
 mod new_tool;
 mod workspace;
 
@@ -44,6 +48,15 @@ enum Command {
         /// Plugins to test; default: all.
         names: Vec<String>,
     },
+    /// Run the official MCP conformance suite against `quiver serve --http` (baseline:
+    /// tests/conformance/baseline.yml).
+    Conformance {
+        /// Run one scenario only (e.g. tools-call-elicitation).
+        #[arg(long)]
+        scenario: Option<String>,
+    },
+    /// End-to-end tests with real MCP clients (the Python SDK over stdio).
+    E2e,
     /// The whole test suite: fmt, clippy, tests, build-plugins, contract-test.
     Ci,
 }
@@ -55,6 +68,8 @@ fn main() -> std::process::ExitCode {
         Command::BuildPlugins { names } => build_plugins::run(&ws, names),
         Command::NewTool { name } => new_tool::run(&ws, name),
         Command::ContractTest { names } => contract_test::run(&ws, names),
+        Command::Conformance { scenario } => conformance::run(&ws, scenario.as_deref()),
+        Command::E2e => e2e::run(&ws),
         Command::Ci => ci::run(&ws),
     };
     match result {

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use quiver_router::{BoxFuture, ClientBridge, LogLevel};
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientResult, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams,
-    LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam, ProgressNotification,
-    ProgressNotificationParam, ProgressToken, RequestId, ServerNotification, ServerRequest,
+    ClientResult, CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, ElicitRequestParams, LoggingLevel,
+    LoggingMessageNotification, LoggingMessageNotificationParam, ProgressNotification, ProgressNotificationParam,
+    ProgressToken, RequestId, ServerNotification, ServerRequest,
 };
 use rmcp::service::{OriginatingRequestId, Peer};
 use serde_json::Value;
@@ -131,8 +131,9 @@ impl ClientBridge for CallBridge {
         let peer = self.client.peer.clone();
         let origin = self.originating();
         Box::pin(async move {
-            let params: ElicitRequestParams = serde_json::from_value(request)
-                .map_err(|e| format!("the elicitation request is not a valid MCP form (message, flat requestedSchema): {e}"))?;
+            let params: ElicitRequestParams = serde_json::from_value(request).map_err(|e| {
+                format!("the elicitation request is not a valid MCP form (message, flat requestedSchema): {e}")
+            })?;
             let mut request = ElicitRequest::new(params);
             request.extensions.insert(origin);
             match peer.send_request(ServerRequest::ElicitRequest(request)).await {

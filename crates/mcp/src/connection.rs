@@ -7,14 +7,12 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use quiver_catalog::{
-    Catalog, ExposureMode, LIST_TOOLS, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH,
-};
+use quiver_catalog::{Catalog, ExposureMode, LIST_TOOLS, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH};
 use quiver_router::{Call, CallOutcome, Caller, Lane};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -369,7 +367,8 @@ fn parse_search(arguments: Value) -> Result<SearchRequest, quiver_abi::ToolError
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
         let o = &self.shared.options;
-        let capabilities = ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
+        let capabilities =
+            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
         let mut info = ServerConfig::new(capabilities)
             .with_protocol_version(NEWEST_PROTOCOL)
             .with_server_info(Implementation::new(o.name.clone(), o.version.clone()).with_title("Quiver tool host"));
@@ -453,4 +452,3 @@ impl ServerHandler for Connection {
         ))
     }
 }
-

@@ -72,11 +72,8 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         .with_max_request_body_bytes(max_bytes)
         .with_cancellation_token(opts.shutdown.child_token());
     let factory = server.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(factory.connection()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service =
+        StreamableHttpService::new(move || Ok(factory.connection()), Arc::new(LocalSessionManager::default()), config);
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
         .layer(axum::middleware::from_fn_with_state(max_bytes, check_body));

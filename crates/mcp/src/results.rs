@@ -12,9 +12,8 @@ use crate::listing::{meta_of, notice_json};
 /// message, which suggests similar names and `tool_search`.
 pub(crate) fn unknown_tool(outcome: &CallOutcome) -> Option<ErrorData> {
     let e = outcome.response.error.as_ref()?;
-    (e.code == ErrorCode::UNKNOWN_TOOL && outcome.meta.tool.is_none()).then(|| {
-        ErrorData::invalid_params(e.message.clone(), Some(json!({ "code": e.code, "details": e.details })))
-    })
+    (e.code == ErrorCode::UNKNOWN_TOOL && outcome.meta.tool.is_none())
+        .then(|| ErrorData::invalid_params(e.message.clone(), Some(json!({ "code": e.code, "details": e.details }))))
 }
 
 fn error_text(e: &ToolError) -> String {

@@ -196,11 +196,16 @@ async fn write_frames<W: AsyncWrite + Unpin>(write: W, mut frames: mpsc::Receive
 impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransport<R> {
     type Error = io::Error;
 
-    fn send(&mut self, item: TxJsonRpcMessage<RoleServer>) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
         let frame = encode(&item);
         let out = self.out.clone();
         async move {
-            out.send(frame?).await.map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client's output is closed"))
+            out.send(frame?)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client's output is closed"))
         }
     }
 

@@ -91,7 +91,10 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
         Value::Array(_) => {
             return Err(Refusal {
                 id: None,
-                error: ErrorData::invalid_request("Invalid Request: JSON-RPC batches are not supported; send one message per line", None),
+                error: ErrorData::invalid_request(
+                    "Invalid Request: JSON-RPC batches are not supported; send one message per line",
+                    None,
+                ),
             });
         }
         _ => {
@@ -109,7 +112,10 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
         });
     }
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err(Refusal { id, error: ErrorData::invalid_request("Invalid Request: `jsonrpc` must be \"2.0\"", None) });
+        return Err(Refusal {
+            id,
+            error: ErrorData::invalid_request("Invalid Request: `jsonrpc` must be \"2.0\"", None),
+        });
     }
     match (obj.get("method"), id) {
         (Some(Value::String(method)), Some(id)) => Err(Refusal {
@@ -124,7 +130,10 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
         (None, _) if obj.contains_key("result") || obj.contains_key("error") => Ok(()),
         (_, id) => Err(Refusal {
             id,
-            error: ErrorData::invalid_request("Invalid Request: not a JSON-RPC request, notification or response", None),
+            error: ErrorData::invalid_request(
+                "Invalid Request: not a JSON-RPC request, notification or response",
+                None,
+            ),
         }),
     }
 }
@@ -132,7 +141,9 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
 /// The answer to a message larger than the configured limit.
 pub(crate) fn too_large(limit: usize) -> ErrorData {
     ErrorData::invalid_request(
-        format!("Invalid Request: the message is larger than the server's limit of {limit} bytes (server.max_message_bytes)"),
+        format!(
+            "Invalid Request: the message is larger than the server's limit of {limit} bytes (server.max_message_bytes)"
+        ),
         Some(json!({ "max_message_bytes": limit })),
     )
 }

@@ -1,18 +1,23 @@
 //! The router pipeline's overhead for a trivial tool (`marker_echo` of the real marker plugin,
-//! loaded through `quiver_lifecycle`), against calling the same Rust function directly.
+//! release build, loaded through `quiver_lifecycle`), against calling the same Rust function
+//! directly.
 //!
 //! Variants, cheapest first:
 //! - `direct_fn`: `marker_plugin::Echo::call` with typed input (the Rust function itself);
 //! - `direct_json`: the plugin's registry in-process with JSON in and out (no ABI, no host);
 //! - `abi_invoke`: the loaded library through its `ToolBackend` (request JSON in, response JSON
 //!   out, across the ABI), on the bench thread;
-//! - `block_on_spawn_blocking`: only the runtime round trip every pipeline call pays (hand the
-//!   call to a blocking thread and wait for it);
-//! - `pipeline`: `Router::call` end to end (resolve, scopes, validation, approval, breaker,
-//!   permits, deadline, blocking-thread invocation, response parsing, output validation, size
-//!   check, telemetry).
+//! - `round_trip_*`: only what every pipeline call pays to run the plugin on a blocking thread
+//!   under a deadline (spawn_blocking, a deadline timer and a cancellation token in a `select!`),
+//!   measured in a loop inside one runtime task;
+//! - `pipeline_*`: `Router::call` end to end in the same kind of loop (resolve, scopes,
+//!   validation, approval, breaker, permits, deadline, blocking-thread invocation, response
+//!   parsing, output validation, size check, telemetry); `pipeline_block_on_from_outside` calls
+//!   it from a non-runtime thread, as the CLI does.
 //!
-//! After the criterion groups a plain timing loop prints ns per call and the ratios.
+//! After the criterion groups a plain timing loop prints ns per call, the ratio to `direct_fn`,
+//! and the router's own work (pipeline minus the ABI call minus the blocking-thread round trip).
+//! `--profile-time` skips that summary (for `perf record`).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -199,6 +204,9 @@ fn main() {
         g.finish();
     }
     c.final_summary();
+    if std::env::args().any(|a| a == "--profile-time" || a == "--list") {
+        return;
+    }
 
     let budget = Duration::from_millis(if std::env::args().any(|a| a == "--quick") { 300 } else { 2000 });
     let direct = ns_per_call(|| drop(black_box(direct_fn())), budget);

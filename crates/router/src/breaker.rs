@@ -36,6 +36,11 @@ pub(crate) struct Breaker {
 }
 
 impl Breaker {
+    /// True while closed (one atomic load: the call path's fast check).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.opened_at.load(Acquire) == 0
+    }
+
     /// `now` is nanoseconds since the router's epoch.
     pub(crate) fn admit(&self, now: u64, cooldown: Duration) -> Admission {
         let opened = self.opened_at.load(Acquire);
@@ -59,7 +64,7 @@ impl Breaker {
         &self,
         admission: Admission,
         verdict: Verdict,
-        now: u64,
+        now: impl Fn() -> u64,
         threshold: u32,
     ) -> Option<BreakerState> {
         let probe = admission == Admission::Probe;
@@ -76,11 +81,11 @@ impl Breaker {
             Verdict::Failure => {
                 let n = self.failures.fetch_add(1, AcqRel).saturating_add(1);
                 if probe {
-                    self.opened_at.store(now + 1, Release);
+                    self.opened_at.store(now() + 1, Release);
                     self.probing.store(false, Release);
                     return Some(BreakerState::Open);
                 }
-                if n >= threshold.max(1) && self.opened_at.compare_exchange(0, now + 1, AcqRel, Acquire).is_ok() {
+                if n >= threshold.max(1) && self.opened_at.compare_exchange(0, now() + 1, AcqRel, Acquire).is_ok() {
                     return Some(BreakerState::Open);
                 }
                 None
@@ -116,14 +121,14 @@ mod tests {
         let b = Breaker::default();
         for i in 0..2 {
             assert_eq!(b.admit(i, COOL), Admission::Pass);
-            assert_eq!(b.record(Admission::Pass, Verdict::Failure, i, 3), None);
+            assert_eq!(b.record(Admission::Pass, Verdict::Failure, || i, 3), None);
         }
         // A success resets the count.
-        assert_eq!(b.record(Admission::Pass, Verdict::Success, 2, 3), None);
+        assert_eq!(b.record(Admission::Pass, Verdict::Success, || 2, 3), None);
         for i in 0..2 {
-            b.record(Admission::Pass, Verdict::Failure, i, 3);
+            b.record(Admission::Pass, Verdict::Failure, || i, 3);
         }
-        assert_eq!(b.record(Admission::Pass, Verdict::Failure, 10 * MS, 3), Some(BreakerState::Open));
+        assert_eq!(b.record(Admission::Pass, Verdict::Failure, || 10 * MS, 3), Some(BreakerState::Open));
         assert_eq!(b.state(10 * MS, COOL), BreakerState::Open);
         assert!(matches!(b.admit(50 * MS, COOL), Admission::Refuse(d) if d == Duration::from_millis(60)));
         // Cooldown over: one probe, others refused.
@@ -131,13 +136,13 @@ mod tests {
         assert_eq!(b.admit(111 * MS, COOL), Admission::Probe);
         assert!(matches!(b.admit(111 * MS, COOL), Admission::Refuse(_)));
         // Probe fails: open again for a full cooldown.
-        assert_eq!(b.record(Admission::Probe, Verdict::Failure, 120 * MS, 3), Some(BreakerState::Open));
+        assert_eq!(b.record(Admission::Probe, Verdict::Failure, || 120 * MS, 3), Some(BreakerState::Open));
         assert!(matches!(b.admit(200 * MS, COOL), Admission::Refuse(_)));
         assert_eq!(b.admit(221 * MS, COOL), Admission::Probe);
         // A neutral outcome frees the probe slot without deciding.
-        assert_eq!(b.record(Admission::Probe, Verdict::Neutral, 222 * MS, 3), None);
+        assert_eq!(b.record(Admission::Probe, Verdict::Neutral, || 222 * MS, 3), None);
         assert_eq!(b.admit(223 * MS, COOL), Admission::Probe);
-        assert_eq!(b.record(Admission::Probe, Verdict::Success, 224 * MS, 3), Some(BreakerState::Closed));
+        assert_eq!(b.record(Admission::Probe, Verdict::Success, || 224 * MS, 3), Some(BreakerState::Closed));
         assert_eq!(b.admit(225 * MS, COOL), Admission::Pass);
     }
 }

@@ -59,6 +59,12 @@ impl ClientBridge for NullBridge {
     }
 }
 
+/// One shared [`NullBridge`] (no allocation per call).
+fn null_bridge() -> Arc<dyn ClientBridge> {
+    static BRIDGE: std::sync::OnceLock<Arc<dyn ClientBridge>> = std::sync::OnceLock::new();
+    BRIDGE.get_or_init(|| Arc::new(NullBridge)).clone()
+}
+
 /// What the session does when a tool needs a person's confirmation and the call is not
 /// already confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -156,7 +162,7 @@ impl Call {
             request_id: None,
             confirmed: false,
             cancel: CancellationToken::new(),
-            bridge: Arc::new(NullBridge),
+            bridge: null_bridge(),
             config: Value::Null,
         }
     }

@@ -7,25 +7,61 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use quiver_abi::{AgentContext, ErrorCode, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse};
+use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
 use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, PluginEntry, RUN_TOOL, TOOL_SEARCH, ToolDef};
 use quiver_telemetry::{
     BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id,
 };
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::results::ResultStore;
 use crate::sink::RouterSink;
 use crate::{Approval, Call, CallMeta, CallOutcome, Caller, ClientBridge, RouterSettings, codes, suggest, validate};
 
+/// The JSON of a [`quiver_abi::ToolRequest`], written from borrowed parts (no copies of the
+/// arguments or the caller's strings on the call path). Field for field the same wire format;
+/// the integration tests parse what the router sends back into `ToolRequest` and check it
+/// against `schemas/tool-request.schema.json`.
+#[derive(Serialize)]
+struct RequestView<'a> {
+    request_id: &'a str,
+    tool_id: &'a str,
+    tool_version: &'a str,
+    timestamp: u64,
+    agent_context: AgentView<'a>,
+    inputs: &'a Value,
+    invocation_policies: PoliciesView<'a>,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    config: &'a Value,
+}
+
+#[derive(Serialize)]
+struct AgentView<'a> {
+    session_id: &'a str,
+    client: &'a str,
+    mode: &'a str,
+    scopes: &'a [String],
+}
+
+#[derive(Serialize)]
+struct PoliciesView<'a> {
+    timeout_ms: u64,
+    max_result_bytes: u64,
+    confirmed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'a str>,
+}
+
 /// Per-tool state that outlives catalog snapshots: keyed by (library sha256, plugin-local tool
 /// name), so a hot swap to new bytes starts fresh while unrelated swaps keep breakers and limits.
 pub(crate) struct ToolState {
     key: (String, String),
+    /// The plugin's version, formatted once.
+    version: String,
     semaphore: Arc<Semaphore>,
     breaker: Breaker,
     counters: Arc<ToolCounters>,
@@ -139,6 +175,14 @@ fn envelope(args: Value) -> Result<(String, Value), ToolError> {
         ));
     }
     Ok((name, arguments))
+}
+
+/// A cheap guess of the serialized size of the arguments (to size the request buffer once).
+fn args_len_hint(args: &Value) -> usize {
+    match args {
+        Value::Object(m) => m.len() * 32,
+        _ => 16,
+    }
 }
 
 fn verdict(result: &Result<(ToolResponse, usize), ToolError>) -> Verdict {
@@ -281,10 +325,18 @@ impl Router {
         let recorded = self.transcript.is_some().then(|| arguments.clone());
         let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane);
         let mut tool_counters = None;
-        let span = tracing::info_span!("tool_call", request_id = %meta.request_id, called = %meta.called_name, lane = lane.as_str());
         let result = self
-            .pipeline(&mut meta, &mut tool_counters, arguments, config, &caller, confirmed, &cancel, &bridge)
-            .instrument(span)
+            .pipeline(
+                &mut meta,
+                &mut tool_counters,
+                arguments,
+                config,
+                &caller,
+                confirmed,
+                &cancel,
+                &bridge,
+                started_at_ms,
+            )
             .await;
         let response = result.unwrap_or_else(ToolResponse::error);
         self.finish(meta, response, started, started_at_ms, tool_counters.as_deref(), &caller, confirmed, recorded)
@@ -388,6 +440,7 @@ impl Router {
                 old.by_tool.iter().find(|s| s.key == key).cloned().unwrap_or_else(|| {
                     Arc::new(ToolState {
                         key,
+                        version: plugin.manifest.version.to_string(),
                         semaphore: Arc::new(Semaphore::new(
                             (def.policies.max_concurrency as usize).clamp(1, Semaphore::MAX_PERMITS),
                         )),
@@ -444,6 +497,7 @@ impl Router {
         confirmed: bool,
         cancel: &CancellationToken,
         bridge: &Arc<dyn ClientBridge>,
+        started_at_ms: u64,
     ) -> Result<ToolResponse, ToolError> {
         let catalog = self.source.catalog();
         let access = &caller.access;
@@ -458,7 +512,12 @@ impl Router {
         let tool_name = resolved.tool.name.as_str();
         meta.tool = Some(tool_name.to_owned());
         meta.plugin = Some(plugin.manifest.id.clone());
-        meta.plugin_version = Some(plugin.manifest.version.to_string());
+        let index = catalog.tool_index(tool_name).ok_or_else(|| {
+            ToolError::new(ErrorCode::PROTOCOL, format!("catalog inconsistency: `{tool_name}` has no index"))
+        })?;
+        let state = self.tool_state(&catalog, index);
+        *tool_counters = Some(state.counters.clone());
+        meta.plugin_version = Some(state.version.clone());
         meta.sha256 = Some(plugin.provenance.sha256.clone());
         meta.signer_key_id = plugin.provenance.signer_key_id.clone();
         meta.lifecycle_state = Some(resolved.state);
@@ -536,12 +595,11 @@ impl Router {
             self.approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge).await?;
 
         // 5. Circuit breaker.
-        let index = catalog.tool_index(tool_name).ok_or_else(|| {
-            ToolError::new(ErrorCode::PROTOCOL, format!("catalog inconsistency: `{tool_name}` has no index"))
-        })?;
-        let state = self.tool_state(&catalog, index);
-        *tool_counters = Some(state.counters.clone());
-        let admission = state.breaker.admit(self.now_ns(), self.settings.breaker_cooldown);
+        let admission = if state.breaker.is_closed() {
+            Admission::Pass
+        } else {
+            state.breaker.admit(self.now_ns(), self.settings.breaker_cooldown)
+        };
         match admission {
             Admission::Refuse(wait) => {
                 meta.policy.push(Cow::Borrowed("breaker:open"));
@@ -568,30 +626,32 @@ impl Router {
             Duration::from_millis(policies.timeout_ms)
         };
         let deadline = Instant::now() + timeout;
-        let request = ToolRequest {
-            request_id: meta.request_id.clone(),
-            tool_id: def.spec.name.clone(),
-            tool_version: meta.plugin_version.clone().unwrap_or_default(),
-            timestamp: now_ms(),
-            agent_context: AgentContext {
-                session_id: caller.session_id.clone(),
-                client: caller.client.clone(),
-                mode: caller.mode.clone(),
-                scopes: access.scopes(),
+        let scopes = access.scopes();
+        let request = RequestView {
+            request_id: &meta.request_id,
+            tool_id: &def.spec.name,
+            tool_version: &state.version,
+            timestamp: started_at_ms,
+            agent_context: AgentView {
+                session_id: &caller.session_id,
+                client: &caller.client,
+                mode: &caller.mode,
+                scopes: &scopes,
             },
-            inputs: args,
-            invocation_policies: InvocationPolicies {
+            inputs: &args,
+            invocation_policies: PoliciesView {
                 timeout_ms: policies.timeout_ms,
                 max_result_bytes: policies.max_result_bytes,
                 confirmed,
-                action,
+                action: action.as_deref(),
             },
-            config,
-            memory_snippet: None,
+            config: &config,
         };
-        let body = serde_json::to_string(&request)
+        let mut body = Vec::with_capacity(256 + args_len_hint(&args));
+        serde_json::to_writer(&mut body, &request)
             .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("cannot encode the request: {e}")))?;
-        drop(request);
+        // serde_json writes valid UTF-8.
+        let body = String::from_utf8(body).map_err(|e| ToolError::new(ErrorCode::PROTOCOL, e.to_string()))?;
         let result = self
             .invoke_with_retries(
                 meta,
@@ -621,7 +681,7 @@ impl Router {
 
         // The breaker learns the outcome.
         if let Some(s) =
-            state.breaker.record(admission, verdict(&result), self.now_ns(), self.settings.breaker_failures)
+            state.breaker.record(admission, verdict(&result), || self.now_ns(), self.settings.breaker_failures)
         {
             state.counters.set_breaker(s);
             meta.policy.push(Cow::Borrowed(if s == BreakerState::Open {

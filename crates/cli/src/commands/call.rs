@@ -54,6 +54,7 @@ pub fn run(g: &GlobalArgs, a: &CallArgs) -> Result<()> {
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
     let router = Router::new(host, settings.router());
     let outcome = rt.block_on(router.call(call));
+    router.flush_transcripts();
     print_outcome(g, &outcome);
     if outcome.response.status == Status::Error { Err(Reported.into()) } else { Ok(()) }
 }

@@ -68,11 +68,13 @@ async fn origins_and_hosts_are_checked() {
         (&*format!("http://localhost:{port}"), 200),
         ("https://app.example.com", 200),
     ] {
-        let (status, _, body) = http(addr, "POST", &[JSON, ACCEPT, ("Origin", origin)], &initialize(1, "origin-test")).await;
+        let (status, _, body) =
+            http(addr, "POST", &[JSON, ACCEPT, ("Origin", origin)], &initialize(1, "origin-test")).await;
         assert_eq!(status, expected, "Origin {origin}: {}", String::from_utf8_lossy(&body));
     }
     // DNS rebinding: a foreign Host name is refused too.
-    let (status, _, _) = http(addr, "POST", &[JSON, ACCEPT, ("Host", "evil.example.com")], &initialize(1, "host-test")).await;
+    let (status, _, _) =
+        http(addr, "POST", &[JSON, ACCEPT, ("Host", "evil.example.com")], &initialize(1, "host-test")).await;
     assert_eq!(status, 403);
     // No Origin at all (a non-browser client) is fine.
     let (status, _, _) = http(addr, "POST", &[JSON, ACCEPT], &initialize(1, "no-origin")).await;
@@ -97,7 +99,8 @@ async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected(
         ("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":[]}}", 400, -32602),
         (too_big.as_str(), 413, -32600),
     ] {
-        let (got, headers, reply) = http(addr, "POST", &[JSON, ACCEPT, ("Mcp-Session-Id", &bad)], body.as_bytes()).await;
+        let (got, headers, reply) =
+            http(addr, "POST", &[JSON, ACCEPT, ("Mcp-Session-Id", &bad)], body.as_bytes()).await;
         assert_eq!(got, status, "{body:.60} -> {}", String::from_utf8_lossy(&reply));
         assert_eq!(header(&headers, "content-type"), Some("application/json"));
         let m: Value = serde_json::from_slice(&reply).expect("a JSON-RPC error body");
@@ -122,7 +125,8 @@ async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected(
     )
     .await;
     assert_eq!(status, 404);
-    let (status, _, _) = http(addr, "POST", &[JSON, ACCEPT], br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).await;
+    let (status, _, _) =
+        http(addr, "POST", &[JSON, ACCEPT], br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).await;
     assert!((400..500).contains(&status), "{status}");
     shutdown.cancel();
 }

@@ -68,7 +68,8 @@ async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
     let m = c.recv().await;
     assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
     assert_eq!(m["error"]["data"]["max_message_bytes"], 4096, "{m}");
-    let fits = format!(r#"{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{"_meta":{{"pad":"{}"}}}}}}"#, "x".repeat(3000));
+    let fits =
+        format!(r#"{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{"_meta":{{"pad":"{}"}}}}}}"#, "x".repeat(3000));
     c.send(&fits).await;
     assert_eq!(c.recv().await["id"], 9);
     // Invalid cursors: not ours, and ours but pointing nowhere.
@@ -189,7 +190,10 @@ async fn the_generic_lane_reaches_deferred_tools_without_a_refresh() {
     let mut c = RawClient::start(&f.server);
     c.initialize("hybrid-client", json!({})).await;
     let listed = names(&c.list_all().await);
-    assert!(listed.ends_with(&["tool_search".to_owned(), "list_tools".to_owned(), "run_tool".to_owned()]), "{listed:?}");
+    assert!(
+        listed.ends_with(&["tool_search".to_owned(), "list_tools".to_owned(), "run_tool".to_owned()]),
+        "{listed:?}"
+    );
     assert!(!listed.contains(&"test_deferred_echo".to_owned()));
     // list_tools lists what run_tool can reach and loads nothing.
     let r = c.call("list_tools", json!({ "query": "deferred echo" })).await;
@@ -236,7 +240,10 @@ async fn logs_progress_and_levels_reach_the_client() {
 
     // Progress only with a token, strictly increasing, before the response.
     let r = c
-        .request("tools/call", json!({ "name": "test_tool_with_progress", "arguments": {}, "_meta": { "progressToken": "p-1" } }))
+        .request(
+            "tools/call",
+            json!({ "name": "test_tool_with_progress", "arguments": {}, "_meta": { "progressToken": "p-1" } }),
+        )
         .await;
     assert_eq!(r["result"]["isError"], false, "{r}");
     let progress: Vec<f64> = c
@@ -261,7 +268,8 @@ async fn content_blocks_errors_and_structured_content() {
     let mut c = RawClient::start(&f.server);
     c.initialize("content-test", json!({})).await;
     let r = c.call("test_multiple_content_types", json!({})).await;
-    let kinds: Vec<&str> = r["result"]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> =
+        r["result"]["content"].as_array().unwrap().iter().map(|b| b["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["text", "image", "resource"], "{r}");
     assert_eq!(r["result"]["structuredContent"]["summary"], "text, image and resource");
     let r = c.call("test_audio_content", json!({})).await;
@@ -273,7 +281,10 @@ async fn content_blocks_errors_and_structured_content() {
     // A panicking tool is a tool error, and the session goes on.
     let r = c.call("marker_panic", json!({ "text": "boom" })).await;
     assert_eq!(r["result"]["isError"], true, "{r}");
-    assert_eq!(c.call("marker_echo", json!({ "text": "still here" })).await["result"]["structuredContent"]["text"], "still here");
+    assert_eq!(
+        c.call("marker_echo", json!({ "text": "still here" })).await["result"]["structuredContent"]["text"],
+        "still here"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,10 +294,14 @@ async fn elicitation_and_sampling_round_trip_through_the_client() {
     c.initialize("services-test", json!({ "elicitation": {}, "sampling": {} })).await;
     let mut asked = Vec::new();
     let r = c
-        .request_with("tools/call", json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } }), |m| {
-            asked.push(m.clone());
-            json!({ "action": "accept", "content": { "username": "ann", "email": "ann@example.com" } })
-        })
+        .request_with(
+            "tools/call",
+            json!({ "name": "test_elicitation", "arguments": { "message": "Who are you?" } }),
+            |m| {
+                asked.push(m.clone());
+                json!({ "action": "accept", "content": { "username": "ann", "email": "ann@example.com" } })
+            },
+        )
         .await;
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0]["method"], "elicitation/create");
@@ -319,7 +334,8 @@ async fn cancellation_reaches_the_call() {
     c.initialize("cancel-test", json!({})).await;
     c.send(r#"{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"marker_sleep","arguments":{"ms":20000}}}"#).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    c.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"test"}}"#).await;
+    c.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"test"}}"#)
+        .await;
     // The router records the call as cancelled long before its 20 s; no response is sent for it.
     let start = std::time::Instant::now();
     loop {

@@ -1,0 +1,101 @@
+//! Round-trip benchmark of a stdio MCP server: spawns `COMMAND ARGS...`, initializes, then
+//! times `tools/call TOOL {"text": <100 bytes>}`: sequential calls (calls/s, p50, p99) and 8
+//! calls in flight (calls/s). A raw line client, so the numbers are the server's.
+//!
+//! ```text
+//! cargo build --release -p quiver -p marker-plugin -p quiver-mcp --examples
+//! stdio_bench --tool echo -- target/release/examples/bare_echo
+//! stdio_bench --tool marker_echo -- target/release/quiver --config CONFIG serve
+//! ```
+//! Compare runs taken the same way (e.g. both under `taskset -c 0`), interleaved.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let split = args.iter().position(|a| a == "--").expect("usage: stdio_bench [--tool NAME] [--calls N] -- COMMAND ARGS...");
+    let (opts, command) = (&args[..split], &args[split + 1..]);
+    let opt = |name: &str| opts.iter().position(|a| a == name).and_then(|i| opts.get(i + 1)).cloned();
+    let tool = opt("--tool").unwrap_or_else(|| "echo".to_owned());
+    let calls: usize = opt("--calls").and_then(|n| n.parse().ok()).unwrap_or(20_000);
+
+    let spawned = Instant::now();
+    let mut child = Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the server");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let mut read = |output: &mut BufReader<std::process::ChildStdout>| -> Value {
+        line.clear();
+        output.read_line(&mut line).expect("read");
+        serde_json::from_str(&line).expect("json line")
+    };
+    let send = |input: &mut std::process::ChildStdin, v: &Value| {
+        let mut bytes = serde_json::to_vec(v).expect("encode");
+        bytes.push(b'\n');
+        input.write_all(&bytes).expect("write");
+    };
+    send(&mut input, &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"stdio-bench","version":"1"}}}));
+    let init = read(&mut output);
+    assert!(init.get("result").is_some(), "{init}");
+    let ready = spawned.elapsed();
+    send(&mut input, &json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+
+    let text = "x".repeat(100);
+    let call = |id: usize| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}});
+    for id in 1..=1000 {
+        send(&mut input, &call(id));
+        let r = read(&mut output);
+        assert!(r["result"]["isError"] != json!(true), "{r}");
+    }
+    let mut lat = Vec::with_capacity(calls);
+    let start = Instant::now();
+    for i in 0..calls {
+        let t = Instant::now();
+        send(&mut input, &call(10_000 + i));
+        let _ = read(&mut output);
+        lat.push(t.elapsed());
+    }
+    let seq = start.elapsed();
+    lat.sort();
+    let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+
+    let inflight = 8;
+    let start = Instant::now();
+    let mut next = 0;
+    for _ in 0..inflight {
+        send(&mut input, &call(100_000 + next));
+        next += 1;
+    }
+    let mut done = 0;
+    while done < calls {
+        let _ = read(&mut output);
+        done += 1;
+        if next < calls {
+            send(&mut input, &call(100_000 + next));
+            next += 1;
+        }
+    }
+    let par = start.elapsed();
+    drop(input);
+    let _ = child.wait();
+    let per_s = |d: Duration| calls as f64 / d.as_secs_f64();
+    println!(
+        "{}: spawn->initialized {:.1} ms | sequential {:.0} calls/s, p50 {} us, p99 {} us | {inflight} in flight {:.0} calls/s",
+        command[0],
+        ready.as_secs_f64() * 1e3,
+        per_s(seq),
+        p(0.5).as_micros(),
+        p(0.99).as_micros(),
+        per_s(par)
+    );
+}

@@ -1,0 +1,152 @@
+"""End to end: the official Python MCP SDK (2.x) as a stdio client of `quiver serve`.
+
+Run by `cargo xtask e2e`, which builds `quiver` and the signed `fs-tools` bundle, makes the venv
+(`target/py`, package `mcp`) and sets:
+
+- QUIVER_BIN: the `quiver` binary;
+- QUIVER_CONFIG: a quiver.yaml loading the repository's plugins/ with a hybrid profile;
+- E2E_ROOT: the folder fs-tools is confined to (holds notes.txt with the word "needle").
+
+One session walks through what an agent does: a small first tool list, tool_search loading a
+deferred tool and announcing it (tools/list_changed), calling it, a deprecated alias with its
+notice in `_meta`, invalid arguments as a tool error with JSON pointers, and run_tool reaching
+a deferred tool that was never loaded, without any list refresh.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+import mcp.types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+QUIVER_BIN = os.environ["QUIVER_BIN"]
+QUIVER_CONFIG = os.environ["QUIVER_CONFIG"]
+META = "io.github.quiver/"
+STEP_TIMEOUT = 30
+
+passed = []
+
+
+def check(condition, step, detail=""):
+    if not condition:
+        raise AssertionError(f"{step}: {detail}")
+    passed.append(step)
+    print(f"ok - {step}", flush=True)
+
+
+def text_of(result):
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+async def list_all(session):
+    tools, cursor = [], None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+async def scenario():
+    list_changed = asyncio.Event()
+    other_messages = []
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            list_changed.set()
+        else:
+            other_messages.append(message)
+
+    server = StdioServerParameters(command=QUIVER_BIN, args=["--config", QUIVER_CONFIG, "serve"])
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            check(init.server_info.name == "quiver", "initialize", init.server_info)
+            check(bool(init.capabilities.tools and init.capabilities.tools.list_changed),
+                  "the server announces tools.listChanged", init.capabilities)
+
+            # A small first list: the active fs tools plus the meta tools; deferred ones absent.
+            tools = await list_all(session)
+            names = [t.name for t in tools]
+            check(len(names) <= 8 and {"tool_search", "list_tools", "run_tool"} <= set(names),
+                  "the first tools/list is small and has the meta tools", names)
+            check("fs_stat" not in names and "fs_search" not in names,
+                  "deferred tools are not listed up front", names)
+            fs_read = next(t for t in tools if t.name == "fs_read")
+            meta = fs_read.meta or {}
+            check(meta.get(META + "plugin") == "fs-tools" and len(meta.get(META + "sha256", "")) == 64
+                  and meta.get(META + "signer") and meta.get(META + "version"),
+                  "tools carry plugin, version, sha256 and signer in _meta", meta)
+            check(any(n.get("name") == "read_file" for n in meta.get(META + "deprecations", [])),
+                  "fs_read lists its deprecated alias read_file", meta)
+            check(fs_read.annotations is not None and fs_read.annotations.read_only_hint is True,
+                  "annotations come from the manifest risk", fs_read.annotations)
+
+            # tool_search loads the match into the session and announces the change.
+            found = await session.call_tool("tool_search", {"query": "how big is a file and when was it last modified"})
+            check(not found.is_error, "tool_search answers", text_of(found))
+            loaded = (found.structured_content or {}).get("loaded", [])
+            check("fs_stat" in loaded, "tool_search loads fs_stat", found.structured_content)
+            await asyncio.wait_for(list_changed.wait(), STEP_TIMEOUT)
+            check(True, "notifications/tools/list_changed arrives")
+            names = [t.name for t in await list_all(session)]
+            check("fs_stat" in names, "the found tool is in tools/list", names)
+
+            # Call it (the SDK validates structuredContent against its outputSchema).
+            stat = await session.call_tool("fs_stat", {"path": "notes.txt"})
+            check(not stat.is_error and stat.structured_content["kind"] == "file"
+                  and stat.structured_content["size"] > 0, "the loaded tool answers", stat.structured_content)
+
+            # A deprecated alias works and says so in _meta (and in text the model reads).
+            old = await session.call_tool("read_file", {"path": "notes.txt"})
+            notice = (old.meta or {}).get(META + "notice", {})
+            check(not old.is_error and "needle" in text_of(old), "the deprecated alias read_file still reads", text_of(old))
+            check(notice.get("state") == "deprecated" and notice.get("replacement") == "fs_read"
+                  and "deprecated" in notice.get("message", ""), "its notice is in _meta", old.meta)
+            check("call `fs_read` instead" in text_of(old), "the notice is in the text too", text_of(old))
+
+            # Invalid arguments: a tool error (not a protocol error) with JSON pointers.
+            bad = await session.call_tool("fs_read", {"path": 5})
+            check(bad.is_error and "invalid_arguments" in text_of(bad) and "/path" in text_of(bad),
+                  "invalid arguments give isError with JSON pointers", text_of(bad))
+            error = (bad.meta or {}).get(META + "error", {})
+            check(any(e.get("pointer") == "/path" for e in error.get("details", {}).get("errors", [])),
+                  "the error's pointers are in _meta too", json.dumps(error))
+
+            # run_tool reaches a deferred tool that was never loaded, with no list refresh.
+            list_changed.clear()
+            hit = await session.call_tool("run_tool", {"name": "fs_search", "arguments": {"query": "needle"}})
+            check(not hit.is_error, "run_tool calls the deferred fs_search", text_of(hit))
+            payload = hit.structured_content or json.loads(hit.content[0].text)
+            files = sorted({m["path"] for m in payload["matches"]})
+            check(files == ["docs/guide.md", "notes.txt"], "fs_search found the needle", files)
+            check((hit.meta or {}).get(META + "call", {}).get("lane") == "generic", "it went through the generic lane", hit.meta)
+            await asyncio.sleep(0.2)
+            check(not list_changed.is_set(), "run_tool did not need (or cause) a list refresh")
+
+            # The session is still healthy.
+            await session.send_ping()
+            check(True, "ping after all of the above")
+    errors = [m for m in other_messages if isinstance(m, Exception)]
+    check(not errors, "no transport errors", errors)
+
+
+def main():
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 120))
+    except Exception as e:  # report which step failed, then fail the run
+        while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+            e = e.exceptions[0]
+        print(f"not ok - {type(e).__name__}: {e}", flush=True)
+        print(f"{len(passed)} checks passed before the failure", flush=True)
+        sys.exit(1)
+    print(f"all {len(passed)} checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+//! `cargo xtask e2e`: end-to-end tests with real MCP clients against `quiver serve` and the
+//! bundled plugins. Today: `tests/e2e/test_stdio_session.py`, the official Python SDK (`mcp`
+//! 2.x) as a stdio client.
+//!
+//! It builds `quiver` (dev profile) and the `fs-tools` bundle (`build-plugins fs-tools`: release,
+//! signed with the local development key), makes a Python venv in `target/py` with `mcp`
+//! installed, and writes under `target/e2e/` a plugins folder holding a copy of the fs-tools
+//! bundle, a `quiver.yaml` (that folder, the development key, a hybrid profile whose tool list
+//! starts small) and the folder fs-tools is confined to. Nothing lands in the repository.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use crate::workspace::Workspace;
+
+/// The Python SDK versions the tests are written for.
+const MCP_REQUIREMENT: &str = "mcp>=2.3,<3";
+
+/// `target/py` with the `mcp` package; created and installed on first use.
+pub fn python(ws: &Workspace) -> Result<PathBuf> {
+    let venv = ws.target_dir()?.join("py");
+    let python = venv.join("bin/python");
+    if !python.is_file() {
+        ws.run(Command::new("python3").arg("-m").arg("venv").arg(&venv))
+            .context("creating the Python venv needs python3 with the venv module")?;
+    }
+    let has_mcp = Command::new(&python)
+        .args(["-c", "import importlib.metadata as m, sys; sys.exit(0 if m.version('mcp').startswith('2.') else 1)"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_mcp {
+        ws.run(Command::new(&python).args(["-m", "pip", "install", "--quiet", MCP_REQUIREMENT]))
+            .context("installing the Python MCP SDK needs access to PyPI")?;
+    }
+    Ok(python)
+}
+
+/// The fs-tools root of the tests: a few files to read, stat and search.
+fn make_root(dir: &Path) -> Result<PathBuf> {
+    let root = dir.join("root");
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(root.join("docs"))?;
+    fs::write(root.join("notes.txt"), "first line\nthe needle is here\nlast line\n")?;
+    fs::write(root.join("docs/guide.md"), "# Guide\n\nNo needle in this one.\n")?;
+    Ok(root)
+}
+
+/// A plugins folder with only the fs-tools bundle (copied from `plugins/fs-tools`), so the
+/// test's tool list does not depend on which other bundles happen to be built.
+fn copy_bundle(ws: &Workspace, dir: &Path) -> Result<PathBuf> {
+    let plugins = dir.join("plugins");
+    let _ = fs::remove_dir_all(&plugins);
+    let to = plugins.join("fs-tools");
+    fs::create_dir_all(&to)?;
+    let from = ws.plugins_dir().join("fs-tools");
+    for entry in fs::read_dir(&from).with_context(|| format!("cannot read {}", from.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.ends_with(".tool.yaml")
+            || name.ends_with(".tool.yaml.minisig")
+            || name.ends_with(std::env::consts::DLL_SUFFIX)
+        {
+            fs::copy(&path, to.join(&name)).with_context(|| format!("cannot copy {}", path.display()))?;
+        }
+    }
+    Ok(plugins)
+}
+
+fn write_config(ws: &Workspace, dir: &Path, plugins: &Path, root: &Path) -> Result<PathBuf> {
+    let config = dir.join("quiver.yaml");
+    let yaml = format!(
+        "# Written by `cargo xtask e2e`.\n\
+         config_version: 1\n\
+         plugins_dir: {plugins}\n\
+         trusted_keys:\n  - name: local-dev\n    path: {key}\n\
+         rescan_interval_ms: 0\n\
+         default_profile: e2e\n\
+         profiles:\n  e2e:\n    mode: hybrid\n    scopes: [\"*\"]\n    approval: deny\n    byte_budget: 65536\n\
+         plugin_config:\n  fs-tools:\n    root: {root}\n",
+        plugins = plugins.display(),
+        key = ws.dev_key_dir().join("dev.pub").display(),
+        root = root.display(),
+    );
+    fs::write(&config, yaml)?;
+    Ok(config)
+}
+
+/// `cargo xtask e2e`.
+pub fn run(ws: &Workspace) -> Result<()> {
+    ws.run(ws.cargo().args(["build", "-p", "quiver"]))?;
+    crate::build_plugins::run(ws, &["fs-tools".to_owned()])?;
+    let python = python(ws)?;
+    let dir = ws.target_dir()?.join("e2e");
+    fs::create_dir_all(&dir)?;
+    let root = make_root(&dir)?;
+    let plugins = copy_bundle(ws, &dir)?;
+    let config = write_config(ws, &dir, &plugins, &root)?;
+    let quiver = ws.target_dir()?.join("debug").join(format!("quiver{}", std::env::consts::EXE_SUFFIX));
+    ws.run(
+        Command::new(&python)
+            .arg(ws.root.join("tests/e2e/test_stdio_session.py"))
+            .env("QUIVER_BIN", &quiver)
+            .env("QUIVER_CONFIG", &config)
+            .env("E2E_ROOT", &root),
+    )?;
+    println!("e2e: the Python SDK stdio session passed");
+    Ok(())
+}
