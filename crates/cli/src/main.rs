@@ -4,7 +4,7 @@
 //! [`quiver_router::Router`], and signs and verifies bundles with [`quiver_manifest`].
 //!
 //! Commands: `serve` (the MCP server), `list`, `call`, `verify` (checks bundles without loading
-//! their code), `keygen`, `sign`, `replay`, `stats`, and the hidden `contract-test` behind
+//! their code), `keygen`, `sign`, `replay`, `stats`, `search`, `eval search`, and the hidden `contract-test` behind
 //! `cargo xtask contract-test`. Each lives in its own module under `commands/`.
 //!
 //! Output contract: results go to stdout (human text, or one JSON document with `--json`); logs,
@@ -67,8 +67,10 @@ enum Command {
     Stats(commands::stats::StatsArgs),
     /// Serve the tools to MCP clients: stdio by default, streamable HTTP with --http.
     Serve(commands::serve::ServeArgs),
-    // Room for the commands colleagues add, one module each under commands/:
-    // `search` (commands/search.rs), `eval search` (commands/eval.rs).
+    /// Search the catalog as an agent's `tool_search` does.
+    Search(commands::search::SearchArgs),
+    /// Measure search quality: recall@k, MRR and latency on labelled queries.
+    Eval(commands::eval::EvalArgs),
     /// Run a plugin's contract-test fixtures through the real host and router (used by
     /// `cargo xtask contract-test`).
     #[command(hide = true)]
@@ -129,6 +131,8 @@ fn main() -> ExitCode {
         Command::Replay(a) => commands::replay::run(g, &a),
         Command::Stats(a) => commands::stats::run(g, &a),
         Command::Serve(a) => commands::serve::run(g, &a),
+        Command::Search(a) => commands::search::run(g, &a),
+        Command::Eval(a) => commands::eval::run(g, &a),
         Command::ContractTest(a) => commands::contract_test::run(g, &a),
     };
     match result {
