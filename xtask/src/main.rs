@@ -6,15 +6,19 @@
 //! - `contract-test [NAME...]`: run every plugin's fixtures through the real host and router.
 //! - `conformance [--scenario NAME]`: the official MCP conformance suite against `quiver serve`.
 //! - `e2e`: end-to-end tests with real MCP clients (the Python SDK over stdio).
+//! - `demo`: the main job: build and sign the bundled plugins, then a real MCP session on them.
+//! - `bench [--quick]`: the measured figures of `docs/BENCHMARKS.md`.
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
 //!
 //! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
 //! signing) and drives everything else through cargo and the `quiver` binary, so it builds fast.
 
+mod bench;
 mod build_plugins;
 mod ci;
 mod conformance;
 mod contract_test;
+mod demo;
 mod e2e;
 mod new_tool;
 mod workspace;
@@ -59,6 +63,14 @@ enum Command {
     E2e,
     /// The whole test suite: fmt, clippy, tests, build-plugins, contract-test.
     Ci,
+    /// The main job: build and sign the bundled plugins, then run a real MCP session on them.
+    Demo,
+    /// The measured figures of docs/BENCHMARKS.md (BFCL search quality, surface sizes, router overhead).
+    Bench {
+        /// Shorter criterion runs.
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -71,6 +83,8 @@ fn main() -> std::process::ExitCode {
         Command::Conformance { scenario } => conformance::run(&ws, scenario.as_deref()),
         Command::E2e => e2e::run(&ws),
         Command::Ci => ci::run(&ws),
+        Command::Demo => demo::run(&ws),
+        Command::Bench { quick } => bench::run(&ws, *quick),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

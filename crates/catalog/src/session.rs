@@ -17,6 +17,9 @@ pub const MAX_SEARCH_RESPONSE_BYTES: usize = 16 * 1024;
 pub const SEARCH_INDEX_BUDGET: usize = 600;
 /// How many recent intent texts adaptive selection looks at.
 const INTENT_WINDOW: usize = 4;
+/// Share (percent) of the typed-tool cap and byte budget that non-eager active tools may fill;
+/// the rest stays free for tools the session loads or its intent picks.
+pub const HEAD_SHARE_PERCENT: usize = 60;
 /// How many tools adaptive selection picks per turn at most.
 const INTENT_PICKS: usize = 6;
 
@@ -261,7 +264,6 @@ impl Session {
         let mut loaded: Vec<usize> = Vec::new();
         for (n, _) in &self.loaded {
             if let Some(i) = catalog.tool_index(n).filter(|&i| visible_to_me(i))
-                && !head.contains(&i)
                 && !loaded.contains(&i)
             {
                 loaded.push(i);
@@ -281,13 +283,26 @@ impl Session {
             }
         }
 
-        // Admit in priority order under the caps.
+        // Admit in priority order under the caps. Eager tools may use the whole budget; other
+        // active tools only the head share, so that tools a session loads still fit and the
+        // head never depends on what was loaded (its bytes stay stable for prompt caching).
+        let n_eager = head.len() - head.iter().filter(|&&i| !p.eager.contains(&catalog.tools()[i].name)).count();
+        let head_max_tools = (p.max_typed_tools * HEAD_SHARE_PERCENT / 100).max(1);
+        let head_max_bytes = p.byte_budget * HEAD_SHARE_PERCENT / 100;
         let mut admitted: Vec<(usize, Partition)> = Vec::new();
         let mut bytes = 0usize;
         for (list, part) in [(&head, Partition::Head), (&loaded, Partition::Loaded), (&intent, Partition::Intent)] {
-            for &i in list {
+            for (k, &i) in list.iter().enumerate() {
+                if admitted.iter().any(|(j, _)| *j == i) {
+                    continue;
+                }
                 let (_, n) = catalog.descriptor(i);
-                if admitted.len() < p.max_typed_tools && bytes + n <= p.byte_budget {
+                let (max_tools, max_bytes) = if part == Partition::Head && k >= n_eager {
+                    (head_max_tools, head_max_bytes)
+                } else {
+                    (p.max_typed_tools, p.byte_budget)
+                };
+                if admitted.len() < max_tools && bytes + n <= max_bytes {
                     bytes += n;
                     admitted.push((i, part));
                 } else {
@@ -295,6 +310,9 @@ impl Session {
                 }
             }
         }
+
+        s.dropped.retain(|d| !admitted.iter().any(|(i, _)| catalog.tools()[*i].name == *d));
+        s.dropped.dedup();
 
         // Serialize: head sorted by name, meta fixed, loaded in load order, intent by name.
         let mut head_out: Vec<usize> = admitted.iter().filter(|(_, p)| *p == Partition::Head).map(|(i, _)| *i).collect();

@@ -255,9 +255,20 @@ fn caps_and_byte_budget_are_enforced() {
     let c = Catalog::build(vec![plugin("many-tools", tools)], ConflictPolicy::Error).unwrap();
     let mut s = session(ExposureMode::Hybrid, &["*"]);
     let surface = s.surface(&c);
-    assert_eq!(surface.n_typed, 16, "at most 16 typed schemas");
+    // Active tools fill at most the head share of the cap; the rest is kept for loaded tools.
+    assert_eq!(surface.n_typed, 16 * crate::session::HEAD_SHARE_PERCENT / 100);
     assert_eq!(surface.n_meta, 3);
-    assert_eq!(surface.dropped.len(), 24);
+    assert_eq!(surface.dropped.len(), 40 - surface.n_typed);
+    let all: Vec<String> = (0..40).map(|i| format!("tool_{i:02}")).collect();
+    s.load(&c, &all);
+    let loaded = s.surface(&c);
+    assert_eq!(loaded.n_typed, 16, "at most 16 typed schemas, whatever is loaded");
+    assert_eq!(loaded.n_meta, 3);
+    assert_eq!(&loaded.to_bytes()[..surface.to_bytes().len() - 1], &surface.to_bytes()[..surface.to_bytes().len() - 1], "the head is unchanged by loads");
+    // Eager tools may use the whole cap.
+    let mut e = session(ExposureMode::Lazy, &["*"]);
+    e.policy.eager = all.clone();
+    assert_eq!(e.surface(&c).n_typed, 16);
     assert!(surface.typed_bytes <= SurfacePolicy::DEFAULT_BYTE_BUDGET);
     s.policy.byte_budget = 1000;
     let small = s.surface(&c);

@@ -67,6 +67,8 @@ enum Command {
     Stats(commands::stats::StatsArgs),
     /// Serve the tools to MCP clients: stdio by default, streamable HTTP with --http.
     Serve(commands::serve::ServeArgs),
+    /// Run a scripted MCP session against `quiver serve` on the configured plugins.
+    Demo(commands::demo::DemoArgs),
     /// Search the catalog as an agent's `tool_search` does.
     Search(commands::search::SearchArgs),
     /// Measure search quality: recall@k, MRR and latency on labelled queries.
@@ -132,6 +134,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => commands::stats::run(g, &a),
         Command::Serve(a) => commands::serve::run(g, &a),
         Command::Search(a) => commands::search::run(g, &a),
+        Command::Demo(a) => commands::demo::run(g, &a),
         Command::Eval(a) => commands::eval::run(g, &a),
         Command::ContractTest(a) => commands::contract_test::run(g, &a),
     };

@@ -3,6 +3,7 @@
 
 pub mod call;
 pub mod contract_test;
+pub mod demo;
 pub mod eval;
 pub mod keygen;
 pub mod list;
