@@ -44,7 +44,11 @@ fn call(catalog: &Catalog, tool: &str, inputs: serde_json::Value) -> ToolRespons
         inputs,
         ..ToolRequest::default()
     };
-    let out = resolved.plugin.backend.invoke(&resolved.def.spec.name, &serde_json::to_string(&req).unwrap(), Arc::new(NullSink));
+    let out = resolved.plugin.backend.invoke(
+        &resolved.def.spec.name,
+        &serde_json::to_string(&req).unwrap(),
+        Arc::new(NullSink),
+    );
     serde_json::from_str(&out).expect("response is a ToolResponse")
 }
 
@@ -264,6 +268,10 @@ fn a_failed_update_keeps_the_last_good_version() {
     let report = host.rescan();
     assert_eq!(report.rejected.len(), 1);
     assert_eq!(report.rejected[0].stage, Stage::Signature);
-    assert!(report.rejected[0].to_string().contains("marker-plugin.tool.yaml"), "names the file: {}", report.rejected[0]);
+    assert!(
+        report.rejected[0].to_string().contains("marker-plugin.tool.yaml"),
+        "names the file: {}",
+        report.rejected[0]
+    );
     assert_eq!(echo_version(&host.catalog()), "0.1.0", "the last good version keeps serving");
 }

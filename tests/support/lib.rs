@@ -52,7 +52,8 @@ pub fn plugin_library(package: &str, env: &[(&str, &str)]) -> PathBuf {
     let lib = target_dir.join("debug").join(library_file_name(package));
     assert!(lib.is_file(), "cargo built {package} but {} is missing", lib.display());
     // Copy out, so a later rebuild of the same target folder cannot change what tests use.
-    let stable = target_dir.join(format!("{}-{}-{}", std::process::id(), sanitize(&variant), library_file_name(package)));
+    let stable =
+        target_dir.join(format!("{}-{}-{}", std::process::id(), sanitize(&variant), library_file_name(package)));
     std::fs::copy(&lib, &stable).expect("copy library");
     built.push((key, stable.clone()));
     stable
@@ -98,7 +99,13 @@ pub struct Bundle {
 /// Writes a signed bundle of `package` into `dir`: the library (copied from `library`), the
 /// source `tool.yaml` (or `manifest_text`) with an `artifact` section appended, and its minisign
 /// signature by `key` (no signature when `key` is `None`).
-pub fn write_bundle(dir: &Path, package: &str, library: &Path, manifest_text: Option<&str>, key: Option<&TestKey>) -> Bundle {
+pub fn write_bundle(
+    dir: &Path,
+    package: &str,
+    library: &Path,
+    manifest_text: Option<&str>,
+    key: Option<&TestKey>,
+) -> Bundle {
     std::fs::create_dir_all(dir).expect("bundle dir");
     let lib_name = library_file_name(package);
     let lib_dest = dir.join(&lib_name);
@@ -109,7 +116,8 @@ pub fn write_bundle(dir: &Path, package: &str, library: &Path, manifest_text: Op
     std::fs::rename(&tmp, &lib_dest).expect("rename library");
     let source = match manifest_text {
         Some(t) => t.to_owned(),
-        None => std::fs::read_to_string(workspace_root().join(source_dir(package)).join("tool.yaml")).expect("source tool.yaml"),
+        None => std::fs::read_to_string(workspace_root().join(source_dir(package)).join("tool.yaml"))
+            .expect("source tool.yaml"),
     };
     let text = format!("{}\nartifact:\n  file: {lib_name}\n  sha256: {}\n", source.trim_end(), sha256_hex(&bytes));
     let manifest = dir.join(format!("{package}.tool.yaml"));

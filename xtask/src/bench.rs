@@ -15,14 +15,27 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
     if !tools.is_file() || !queries.is_file() {
         let script = ws.root.join("../shared/bench/bfcl_dev.py");
         if !script.is_file() {
-            bail!("{} is missing: the BFCL dev-set script lives in the steering repo's shared/ folder", script.display());
+            bail!(
+                "{} is missing: the BFCL dev-set script lives in the steering repo's shared/ folder",
+                script.display()
+            );
         }
         let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
         ws.run(std::process::Command::new(python).arg(&script).arg(&bfcl))
             .context("downloading the BFCL dev set failed (needs python3, pip and the package registry)")?;
     }
-    ws.run(ws.cargo().args(["run", "--quiet", "--release", "-p", "quiver-catalog", "--example", "eval_search", "--"]).arg(&tools).arg(&queries).args(["--k", "1,5,10"]))?;
-    ws.run(ws.cargo().args(["run", "--quiet", "--release", "-p", "quiver-catalog", "--example", "surface_bytes", "--"]).arg(&tools))?;
+    ws.run(
+        ws.cargo()
+            .args(["run", "--quiet", "--release", "-p", "quiver-catalog", "--example", "eval_search", "--"])
+            .arg(&tools)
+            .arg(&queries)
+            .args(["--k", "1,5,10"]),
+    )?;
+    ws.run(
+        ws.cargo()
+            .args(["run", "--quiet", "--release", "-p", "quiver-catalog", "--example", "surface_bytes", "--"])
+            .arg(&tools),
+    )?;
     let mut criterion = ws.cargo();
     criterion.args(["bench", "-p", "quiver-router", "--bench", "pipeline"]);
     if quick {

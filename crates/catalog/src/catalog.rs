@@ -206,7 +206,10 @@ pub struct Catalog {
 
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Catalog").field("plugins", &self.plugins).field("n_tools", &self.tools.len()).finish_non_exhaustive()
+        f.debug_struct("Catalog")
+            .field("plugins", &self.plugins)
+            .field("n_tools", &self.tools.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -303,7 +306,8 @@ impl Catalog {
             let l = &self.def(r).spec.lifecycle;
             if let Some(rep) = &l.replacement {
                 match self.names.get(rep.as_str()) {
-                    Some(NameTarget::Tool { tool }) if self.def(&self.tools[*tool]).spec.lifecycle.state.is_visible() => {}
+                    Some(NameTarget::Tool { tool })
+                        if self.def(&self.tools[*tool]).spec.lifecycle.state.is_visible() => {}
                     _ => out.push(format!(
                         "tool `{}` names replacement `{rep}`, which is not a visible tool in this catalog",
                         r.name
@@ -347,7 +351,14 @@ impl Catalog {
             NameTarget::Tool { tool } => {
                 let r = &self.tools[tool];
                 let def = self.def(r);
-                Resolved { tool: r, plugin: &self.plugins[r.plugin], def, state: def.spec.lifecycle.state, action: None, alias: None }
+                Resolved {
+                    tool: r,
+                    plugin: &self.plugins[r.plugin],
+                    def,
+                    state: def.spec.lifecycle.state,
+                    action: None,
+                    alias: None,
+                }
             }
             NameTarget::Alias { tool, alias } => {
                 let r = &self.tools[tool];

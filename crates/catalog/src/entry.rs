@@ -112,10 +112,7 @@ impl std::error::Error for EntryError {}
 
 /// Compiles a JSON Schema (draft 2020-12, no remote references).
 pub fn compile_schema(schema: &Value) -> Result<Validator, String> {
-    jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft202012)
-        .build(schema)
-        .map_err(|e| e.to_string())
+    jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(schema).map_err(|e| e.to_string())
 }
 
 impl PluginEntry {
@@ -150,7 +147,8 @@ impl PluginEntry {
                 .map_err(|e| err(format!("tool `{}`: input schema does not compile: {e}", spec.name)))?;
             let output_validator = match &output_schema {
                 Some(s) => Some(Arc::new(
-                    compile_schema(s).map_err(|e| err(format!("tool `{}`: output schema does not compile: {e}", spec.name)))?,
+                    compile_schema(s)
+                        .map_err(|e| err(format!("tool `{}`: output schema does not compile: {e}", spec.name)))?,
                 )),
                 None => None,
             };

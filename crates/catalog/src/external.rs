@@ -26,13 +26,11 @@ pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) 
     let mut schemas = Vec::with_capacity(tools.len());
     for (i, t) in tools.iter().enumerate() {
         let f = t.get("function").unwrap_or(t);
-        let name = f.get("name").and_then(Value::as_str).ok_or_else(|| format!("tools[{i}].name: missing or not a string"))?;
+        let name =
+            f.get("name").and_then(Value::as_str).ok_or_else(|| format!("tools[{i}].name: missing or not a string"))?;
         let description = f.get("description").and_then(Value::as_str).unwrap_or_default();
-        let input = f
-            .get("inputSchema")
-            .or_else(|| f.get("parameters"))
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object"}));
+        let input =
+            f.get("inputSchema").or_else(|| f.get("parameters")).cloned().unwrap_or_else(|| json!({"type": "object"}));
         specs.push(ToolSpec {
             name: name.to_owned(),
             title: f.get("title").and_then(Value::as_str).unwrap_or_default().to_owned(),
@@ -51,7 +49,11 @@ pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) 
             actions: Vec::new(),
             examples: Vec::new(),
         });
-        schemas.push(ToolSchemas { name: name.to_owned(), input_schema: input, output_schema: json!({"type": "object"}) });
+        schemas.push(ToolSchemas {
+            name: name.to_owned(),
+            input_schema: input,
+            output_schema: json!({"type": "object"}),
+        });
     }
     let manifest = Manifest {
         manifest_version: 1,
@@ -63,7 +65,12 @@ pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) 
         artifact: None,
         tools: specs,
     };
-    let info = PluginInfo { abi_version: quiver_abi::ABI_VERSION, sdk_version: String::new(), manifest: String::new(), tools: schemas };
+    let info = PluginInfo {
+        abi_version: quiver_abi::ABI_VERSION,
+        sdk_version: String::new(),
+        manifest: String::new(),
+        tools: schemas,
+    };
     let mut entry = PluginEntry::new(
         manifest,
         &info,

@@ -11,8 +11,8 @@ mod access;
 mod backend;
 mod catalog;
 mod entry;
-mod external;
 pub mod eval;
+mod external;
 pub mod search;
 mod session;
 mod surface;
@@ -20,13 +20,15 @@ mod surface;
 pub use access::{Access, CatalogSource};
 pub use backend::{CallSink, LogLevel, NullSink, ToolBackend};
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
-pub use external::catalog_from_tool_list;
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
+pub use external::catalog_from_tool_list;
 pub use session::{
-    MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SurfaceStats, partitions,
-    search_catalog,
+    MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SurfaceStats,
+    partitions, search_catalog,
 };
-pub use surface::{ExposureMode, LIST_TOOLS, META_TOOLS, Partition, RUN_TOOL, Surface, SurfaceEntry, SurfacePolicy, TOOL_SEARCH};
+pub use surface::{
+    ExposureMode, LIST_TOOLS, META_TOOLS, Partition, RUN_TOOL, Surface, SurfaceEntry, SurfacePolicy, TOOL_SEARCH,
+};
 
 #[cfg(test)]
 mod tests;

@@ -184,7 +184,10 @@ impl Session {
             let Some(i) = catalog.tool_index(n) else { continue };
             let r = &catalog.tools()[i];
             let def = catalog.def(r);
-            if def.spec.lifecycle.state.is_visible() && self.access.may_see(&r.name, def) && !self.loaded.iter().any(|(l, _)| l == n) {
+            if def.spec.lifecycle.state.is_visible()
+                && self.access.may_see(&r.name, def)
+                && !self.loaded.iter().any(|(l, _)| l == n)
+            {
                 self.loaded.push((n.clone(), self.turn));
                 added.push(n.clone());
             }
@@ -202,7 +205,10 @@ impl Session {
                 .tool_index(n)
                 .is_some_and(|i| catalog.def(&catalog.tools()[i]).spec.lifecycle.state.is_visible());
             if !keep {
-                warnings.push(format!("tool `{n}` was loaded in session {} but is no longer in the catalog; dropped", self.id));
+                warnings.push(format!(
+                    "tool `{n}` was loaded in session {} but is no longer in the catalog; dropped",
+                    self.id
+                ));
             }
             keep
         });
@@ -211,7 +217,12 @@ impl Session {
 
     /// Runs a search for this session: only tools it may see, never hidden, deprecated or
     /// removed names. With `load` (tool_search), the hits are loaded into the session.
-    pub fn search(&mut self, catalog: &Catalog, req: &SearchRequest, load: bool) -> Result<SearchResponse, SearchError> {
+    pub fn search(
+        &mut self,
+        catalog: &Catalog,
+        req: &SearchRequest,
+        load: bool,
+    ) -> Result<SearchResponse, SearchError> {
         let resp = search_catalog(catalog, &self.access, req, if load { 5 } else { 20 })?;
         self.searches.push(SearchRecord {
             turn: self.turn,
@@ -257,7 +268,10 @@ impl Session {
             }
         }
         for (i, r) in catalog.tools().iter().enumerate() {
-            if catalog.def(r).spec.lifecycle.state == quiver_manifest::LifecycleState::Active && visible_to_me(i) && !head.contains(&i) {
+            if catalog.def(r).spec.lifecycle.state == quiver_manifest::LifecycleState::Active
+                && visible_to_me(i)
+                && !head.contains(&i)
+            {
                 head.push(i);
             }
         }
@@ -315,7 +329,8 @@ impl Session {
         s.dropped.dedup();
 
         // Serialize: head sorted by name, meta fixed, loaded in load order, intent by name.
-        let mut head_out: Vec<usize> = admitted.iter().filter(|(_, p)| *p == Partition::Head).map(|(i, _)| *i).collect();
+        let mut head_out: Vec<usize> =
+            admitted.iter().filter(|(_, p)| *p == Partition::Head).map(|(i, _)| *i).collect();
         head_out.sort_unstable();
         for i in head_out {
             push(&mut s, catalog, i, &catalog.tools()[i].name, Partition::Head);
@@ -323,13 +338,19 @@ impl Session {
         for m in p.mode.meta_tools() {
             let d = meta_descriptor(m, catalog, &self.access, SEARCH_INDEX_BUDGET);
             let n = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
-            s.entries.push(SurfaceEntry { name: (*m).to_owned(), partition: Partition::Meta, descriptor: Arc::new(d), bytes: n });
+            s.entries.push(SurfaceEntry {
+                name: (*m).to_owned(),
+                partition: Partition::Meta,
+                descriptor: Arc::new(d),
+                bytes: n,
+            });
             s.n_meta += 1;
         }
         for &(i, part) in admitted.iter().filter(|(_, p)| *p == Partition::Loaded) {
             push(&mut s, catalog, i, &catalog.tools()[i].name, part);
         }
-        let mut intent_out: Vec<usize> = admitted.iter().filter(|(_, p)| *p == Partition::Intent).map(|(i, _)| *i).collect();
+        let mut intent_out: Vec<usize> =
+            admitted.iter().filter(|(_, p)| *p == Partition::Intent).map(|(i, _)| *i).collect();
         intent_out.sort_unstable();
         for i in intent_out {
             push(&mut s, catalog, i, &catalog.tools()[i].name, Partition::Intent);

@@ -90,8 +90,20 @@ fn sample() -> Catalog {
     let mut edit = tool("fs_edit", Active, "filesystem", &["fs.write"]);
     edit.side_effects = SideEffects::Destructive;
     edit.actions = vec![
-        ActionSpec { name: "write".into(), description: "write".into(), side_effects: SideEffects::Write, scopes: vec![], confirmation: None },
-        ActionSpec { name: "delete".into(), description: "delete".into(), side_effects: SideEffects::Destructive, scopes: vec![], confirmation: None },
+        ActionSpec {
+            name: "write".into(),
+            description: "write".into(),
+            side_effects: SideEffects::Write,
+            scopes: vec![],
+            confirmation: None,
+        },
+        ActionSpec {
+            name: "delete".into(),
+            description: "delete".into(),
+            side_effects: SideEffects::Destructive,
+            scopes: vec![],
+            confirmation: None,
+        },
     ];
     let mut del = alias("delete_file", HiddenCompatibility);
     del.action = Some("delete".into());
@@ -111,7 +123,11 @@ fn sample() -> Catalog {
     );
     let time = plugin(
         "time-tools",
-        vec![tool("time_now", Active, "time", &[]), tool("date_diff", Deferred, "time", &[]), tool("date_add", Deferred, "time", &[])],
+        vec![
+            tool("time_now", Active, "time", &[]),
+            tool("date_diff", Deferred, "time", &[]),
+            tool("date_add", Deferred, "time", &[]),
+        ],
     );
     Catalog::build(vec![time, fs], ConflictPolicy::Error).expect("catalog builds")
 }
@@ -127,11 +143,17 @@ fn names_resolve_in_every_state() {
     assert_eq!(r.tool.name, "fs_read");
     assert_eq!(r.state, LifecycleState::Deprecated);
     let n = r.notice("read_file").unwrap();
-    assert!(n.message().contains("deprecated since 0.1.0 and will be removed in 1.0.0; call `fs_read` instead"), "{}", n.message());
+    assert!(
+        n.message().contains("deprecated since 0.1.0 and will be removed in 1.0.0; call `fs_read` instead"),
+        "{}",
+        n.message()
+    );
     assert_eq!(c.resolve("cat").unwrap().state, LifecycleState::HiddenCompatibility);
     let removed = c.resolve("slurp").unwrap();
     assert!(!removed.state.is_dispatchable());
-    assert!(removed.notice("slurp").unwrap().message().contains("was removed in version 0.2.0; call `fs_read` instead"));
+    assert!(
+        removed.notice("slurp").unwrap().message().contains("was removed in version 0.2.0; call `fs_read` instead")
+    );
     let d = c.resolve("delete_file").unwrap();
     assert_eq!((d.tool.name.as_str(), d.action), ("fs_edit", Some("delete")));
     assert_eq!(d.def.side_effects_for(d.action), SideEffects::Destructive);
@@ -146,7 +168,13 @@ fn a_name_claimed_twice_is_an_error_or_namespaced() {
     let b = plugin("b-tools", vec![tool("same", LifecycleState::Active, "x", &[])]);
     let err = Catalog::build(vec![a.clone(), b.clone()], ConflictPolicy::Error).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("`same`") && msg.contains("a-tools") && msg.contains("b-tools") && msg.contains("name_conflicts: namespace"), "{msg}");
+    assert!(
+        msg.contains("`same`")
+            && msg.contains("a-tools")
+            && msg.contains("b-tools")
+            && msg.contains("name_conflicts: namespace"),
+        "{msg}"
+    );
     let c = Catalog::build(vec![a, b], ConflictPolicy::Namespace).unwrap();
     let names: Vec<&str> = c.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["a-tools.same", "b-tools.same"]);
@@ -173,12 +201,20 @@ fn hidden_deprecated_and_removed_names_never_reach_a_surface_or_search() {
         }
     }
     for q in ["read file", "cat", "slurp", "old list", "delete"] {
-        let r = search_catalog(&c, &Access::unrestricted(), &SearchRequest { query: q.into(), ..Default::default() }, 50).unwrap();
+        let r =
+            search_catalog(&c, &Access::unrestricted(), &SearchRequest { query: q.into(), ..Default::default() }, 50)
+                .unwrap();
         for t in &r.tools {
             assert!(!forbidden.contains(&t.name.as_str()), "search for {q} returned {}", t.name);
         }
     }
-    let r = search_catalog(&c, &Access::unrestricted(), &SearchRequest { query: "fs_.*".into(), mode: Some("regex".into()), ..Default::default() }, 50).unwrap();
+    let r = search_catalog(
+        &c,
+        &Access::unrestricted(),
+        &SearchRequest { query: "fs_.*".into(), mode: Some("regex".into()), ..Default::default() },
+        50,
+    )
+    .unwrap();
     assert!(r.tools.iter().all(|t| !forbidden.contains(&t.name.as_str())));
     assert!(r.tools.iter().any(|t| t.name == "fs_read"));
 }
@@ -186,7 +222,13 @@ fn hidden_deprecated_and_removed_names_never_reach_a_surface_or_search() {
 #[test]
 fn surfaces_per_mode() {
     let c = sample();
-    let p = |mode| partitions(&session(mode, &["*"]).surface(&c)).into_iter().map(|(k, v)| format!("{k}: {}", v.join(" "))).collect::<Vec<_>>().join("\n");
+    let p = |mode| {
+        partitions(&session(mode, &["*"]).surface(&c))
+            .into_iter()
+            .map(|(k, v)| format!("{k}: {}", v.join(" ")))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     expect_test::expect![[r#"
         head: fs_edit fs_list fs_read time_now
         meta: tool_search"#]]
@@ -244,14 +286,22 @@ fn surface_bytes_are_stable_across_rebuilds_and_shared_heads() {
     // Lazy and hybrid share the head: the serialized head is byte-identical.
     let lazy = session(ExposureMode::Lazy, &["*"]).surface(&c1);
     let hybrid = session(ExposureMode::Hybrid, &["*"]).surface(&c1);
-    let head = |s: &crate::Surface| s.entries.iter().filter(|e| e.partition == crate::Partition::Head).map(|e| serde_json::to_string(&*e.descriptor).unwrap()).collect::<Vec<_>>().join(",");
+    let head = |s: &crate::Surface| {
+        s.entries
+            .iter()
+            .filter(|e| e.partition == crate::Partition::Head)
+            .map(|e| serde_json::to_string(&*e.descriptor).unwrap())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     assert_eq!(head(&lazy), head(&hybrid));
     assert!(lazy.to_bytes().starts_with(format!("[{}", head(&lazy)).as_bytes()));
 }
 
 #[test]
 fn caps_and_byte_budget_are_enforced() {
-    let tools: Vec<ToolSpec> = (0..40).map(|i| tool(&format!("tool_{i:02}"), LifecycleState::Active, "many", &[])).collect();
+    let tools: Vec<ToolSpec> =
+        (0..40).map(|i| tool(&format!("tool_{i:02}"), LifecycleState::Active, "many", &[])).collect();
     let c = Catalog::build(vec![plugin("many-tools", tools)], ConflictPolicy::Error).unwrap();
     let mut s = session(ExposureMode::Hybrid, &["*"]);
     let surface = s.surface(&c);
@@ -264,7 +314,11 @@ fn caps_and_byte_budget_are_enforced() {
     let loaded = s.surface(&c);
     assert_eq!(loaded.n_typed, 16, "at most 16 typed schemas, whatever is loaded");
     assert_eq!(loaded.n_meta, 3);
-    assert_eq!(&loaded.to_bytes()[..surface.to_bytes().len() - 1], &surface.to_bytes()[..surface.to_bytes().len() - 1], "the head is unchanged by loads");
+    assert_eq!(
+        &loaded.to_bytes()[..surface.to_bytes().len() - 1],
+        &surface.to_bytes()[..surface.to_bytes().len() - 1],
+        "the head is unchanged by loads"
+    );
     // Eager tools may use the whole cap.
     let mut e = session(ExposureMode::Lazy, &["*"]);
     e.policy.eager = all.clone();

@@ -69,6 +69,8 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Run a scripted MCP session against `quiver serve` on the configured plugins.
     Demo(commands::demo::DemoArgs),
+    /// Show a profile's first-turn surface: its tools, sizes, and the exact bytes clients get.
+    Surface(commands::surface::SurfaceArgs),
     /// Search the catalog as an agent's `tool_search` does.
     Search(commands::search::SearchArgs),
     /// Measure search quality: recall@k, MRR and latency on labelled queries.
@@ -135,6 +137,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => commands::serve::run(g, &a),
         Command::Search(a) => commands::search::run(g, &a),
         Command::Demo(a) => commands::demo::run(g, &a),
+        Command::Surface(a) => commands::surface::run(g, &a),
         Command::Eval(a) => commands::eval::run(g, &a),
         Command::ContractTest(a) => commands::contract_test::run(g, &a),
     };

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let split = args.iter().position(|a| a == "--").expect("usage: stdio_bench [--tool NAME] [--calls N] -- COMMAND ARGS...");
+    let split =
+        args.iter().position(|a| a == "--").expect("usage: stdio_bench [--tool NAME] [--calls N] -- COMMAND ARGS...");
     let (opts, command) = (&args[..split], &args[split + 1..]);
     let opt = |name: &str| opts.iter().position(|a| a == name).and_then(|i| opts.get(i + 1)).cloned();
     let tool = opt("--tool").unwrap_or_else(|| "echo".to_owned());
@@ -44,7 +45,10 @@ fn main() {
         bytes.push(b'\n');
         input.write_all(&bytes).expect("write");
     };
-    send(&mut input, &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"stdio-bench","version":"1"}}}));
+    send(
+        &mut input,
+        &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"stdio-bench","version":"1"}}}),
+    );
     let init = read(&mut output);
     assert!(init.get("result").is_some(), "{init}");
     let ready = spawned.elapsed();

@@ -1,22 +1,20 @@
 //! The stdio transport: newline-delimited JSON-RPC over the process's pipes (`rmcp`'s
 //! `stdio_pipes`, non-blocking on Linux). Reading is bounded by `max_message_bytes`; what does
 //! not parse is answered here with a JSON-RPC error instead of reaching (or stopping) the
-//! protocol loop; writing goes through one task that batches frames between flushes.
+//! protocol loop. Each outgoing message is one `write` of one complete line.
 
 use std::io;
+use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
 use rmcp::service::{RxJsonRpcMessage, ServiceExt, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
 
 use crate::QuiverServer;
 use crate::wire::{Refusal, parse, too_large};
-
-/// Frames queued for the writer.
-const WRITE_QUEUE: usize = 1024;
 
 /// Serves one MCP session on this process's stdin and stdout until the client closes stdin.
 /// Only protocol messages are written to stdout.
@@ -57,28 +55,41 @@ enum LineRead {
     Io(io::Error),
 }
 
+/// The output half, shared by the send futures; `None` once closed.
+type Output<W> = Arc<Mutex<Option<W>>>;
+
 /// Newline-delimited JSON-RPC with bounded lines and answers to malformed input.
-struct LineTransport<R> {
+struct LineTransport<R, W> {
     reader: BufReader<R>,
     line: Vec<u8>,
     /// Dropping the rest of an oversized line (kept here: `receive` may be cancelled).
     discarding: bool,
     max_bytes: usize,
-    out: mpsc::Sender<Vec<u8>>,
+    out: Output<W>,
     /// An `initialize` request has been passed on.
     initialize_seen: bool,
 }
 
-impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
-    fn new<W: AsyncWrite + Send + Unpin + 'static>(read: R, write: W, max_bytes: usize) -> Self {
-        let (out, frames) = mpsc::channel(WRITE_QUEUE);
-        tokio::spawn(write_frames(write, frames));
+/// Writes one frame (a whole line) and flushes.
+async fn write_frame<W: AsyncWrite + Unpin>(out: &Output<W>, frame: &[u8]) -> io::Result<()> {
+    let mut guard = out.lock().await;
+    let w = guard.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "the output is closed"))?;
+    w.write_all(frame).await?;
+    w.flush().await
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    fn new(read: R, write: W, max_bytes: usize) -> Self {
         LineTransport {
             reader: BufReader::with_capacity(64 * 1024, read),
             line: Vec::new(),
             discarding: false,
             max_bytes,
-            out,
+            out: Arc::new(Mutex::new(Some(write))),
             initialize_seen: false,
         }
     }
@@ -119,14 +130,17 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
         }
     }
 
-    /// Queues an answer written by the transport itself (never awaited: `receive` must stay
-    /// cancellation-safe; when the queue is full the answer is dropped).
+    /// Sends an answer written by the transport itself, from its own task: `receive` is never
+    /// suspended on output (it must stay cancellation-safe).
     fn answer(&self, message: ServerJsonRpcMessage) {
         match encode(&message) {
             Ok(frame) => {
-                if self.out.try_send(frame).is_err() {
-                    tracing::warn!("output queue full; dropping an error answer");
-                }
+                let out = self.out.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = write_frame(&out, &frame).await {
+                        tracing::debug!(error = %e, "cannot send an error answer");
+                    }
+                });
             }
             Err(e) => tracing::error!(error = %e, "cannot encode an error answer"),
         }
@@ -171,29 +185,11 @@ fn encode(message: &ServerJsonRpcMessage) -> io::Result<Vec<u8>> {
     Ok(frame)
 }
 
-/// Writes frames in order; flushes whenever the queue is momentarily empty.
-async fn write_frames<W: AsyncWrite + Unpin>(write: W, mut frames: mpsc::Receiver<Vec<u8>>) {
-    let mut w = BufWriter::with_capacity(64 * 1024, write);
-    while let Some(first) = frames.recv().await {
-        if let Err(e) = w.write_all(&first).await {
-            tracing::info!(error = %e, "cannot write to the client; stopping output");
-            return;
-        }
-        while let Ok(next) = frames.try_recv() {
-            if let Err(e) = w.write_all(&next).await {
-                tracing::info!(error = %e, "cannot write to the client; stopping output");
-                return;
-            }
-        }
-        if let Err(e) = w.flush().await {
-            tracing::info!(error = %e, "cannot write to the client; stopping output");
-            return;
-        }
-    }
-    let _ = w.shutdown().await;
-}
-
-impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransport<R> {
+impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
     type Error = io::Error;
 
     fn send(
@@ -202,11 +198,7 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
     ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
         let frame = encode(&item);
         let out = self.out.clone();
-        async move {
-            out.send(frame?)
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client's output is closed"))
-        }
+        async move { write_frame(&out, &frame?).await }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -250,6 +242,9 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
     }
 
     async fn close(&mut self) -> Result<(), io::Error> {
+        if let Some(mut w) = self.out.lock().await.take() {
+            let _ = w.shutdown().await;
+        }
         Ok(())
     }
 }

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::results::ResultStore;
-use crate::sink::RouterSink;
+use crate::sink::{AbandonOnDrop, RouterSink};
 use crate::{Approval, Call, CallMeta, CallOutcome, Caller, ClientBridge, RouterSettings, codes, suggest, validate};
 
 /// The JSON of a [`quiver_abi::ToolRequest`], written from borrowed parts (no copies of the
@@ -175,6 +175,20 @@ fn envelope(args: Value) -> Result<(String, Value), ToolError> {
         ));
     }
     Ok((name, arguments))
+}
+
+/// Releases a half-open breaker's probe slot without a verdict when dropped armed.
+struct ProbeRelease<'a> {
+    breaker: &'a Breaker,
+    armed: bool,
+}
+
+impl Drop for ProbeRelease<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.breaker.record(Admission::Probe, Verdict::Neutral, || 0, 0);
+        }
+    }
 }
 
 /// A cheap guess of the serialized size of the arguments (to size the request buffer once).
@@ -617,6 +631,9 @@ impl Router {
             Admission::Probe => meta.policy.push(Cow::Borrowed("breaker:half-open-probe")),
             Admission::Pass => meta.policy.push(Cow::Borrowed("breaker:closed")),
         }
+        // A probe whose caller goes away before the outcome is known must not leave the breaker
+        // half-open forever.
+        let mut probe = ProbeRelease { breaker: &state.breaker, armed: admission == Admission::Probe };
 
         // 6-8. Invoke under the deadline, within the concurrency limits, retrying retryable errors.
         let policies = def.policies;
@@ -680,6 +697,7 @@ impl Router {
         };
 
         // The breaker learns the outcome.
+        probe.armed = false;
         if let Some(s) =
             state.breaker.record(admission, verdict(&result), || self.now_ns(), self.settings.breaker_failures)
         {
@@ -857,12 +875,13 @@ impl Router {
         if cancel.is_cancelled() {
             return Err(cancelled(tool_name));
         }
-        let _global = acquire(&self.global, deadline, cancel, tool_name, "the host's call slots").await?;
+        // The tool's own slot first: a saturated tool must not hold host-wide slots while it waits.
         let tool_permit =
             acquire(&state.semaphore, deadline, cancel, tool_name, "the tool's concurrency limit").await?;
+        let _global = acquire(&self.global, deadline, cancel, tool_name, "the host's call slots").await?;
         let sink = Arc::new(RouterSink::new(
             bridge.clone(),
-            cancel.child_token(),
+            cancel.clone(),
             deadline,
             request_id.to_owned(),
             state.counters.clone(),
@@ -883,18 +902,24 @@ impl Router {
             )
             .retryable()
         };
-        let raw = tokio::select! {
+        let mut guard = AbandonOnDrop { sink: &sink, armed: true };
+        let joined = tokio::select! {
             biased;
-            r = &mut handle => r.map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("the thread running `{tool_name}` failed: {e}")))?,
+            r = &mut handle => r,
             _ = cancel.cancelled() => {
-                sink.abandon(false);
+                // `guard` marks the call abandoned.
                 return Err(cancelled(tool_name));
             }
             _ = tokio::time::sleep_until(deadline.into()) => {
+                guard.armed = false;
                 sink.abandon(true);
                 return Err(timeout());
             }
         };
+        guard.armed = false;
+        let raw = joined.map_err(|e| {
+            ToolError::new(ErrorCode::PROTOCOL, format!("the thread running `{tool_name}` failed: {e}"))
+        })?;
         // An answer that raced the deadline or a cancellation (the tool saw `is_cancelled` and
         // stopped early) is not a result.
         if cancel.is_cancelled() {

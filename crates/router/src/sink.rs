@@ -3,7 +3,7 @@
 //! and the call's deadline.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Instant;
 
 use quiver_catalog::{CallSink, LogLevel};
@@ -18,13 +18,15 @@ const OVERRUN: u8 = 2;
 
 pub(crate) struct RouterSink {
     pub(crate) bridge: Arc<dyn ClientBridge>,
-    /// Child of the caller's token; cancelled too when the deadline passes.
+    /// The caller's token (a clone: no per-call token tree, no lock).
     pub(crate) token: CancellationToken,
     pub(crate) deadline: Instant,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) request_id: String,
     pub(crate) counters: Arc<ToolCounters>,
     state: AtomicU8,
+    /// The caller stopped waiting (timeout, cancellation, or its future was dropped).
+    abandoned: AtomicBool,
 }
 
 impl RouterSink {
@@ -43,6 +45,7 @@ impl RouterSink {
             request_id,
             counters,
             state: AtomicU8::new(RUNNING),
+            abandoned: AtomicBool::new(false),
         }
     }
 
@@ -57,7 +60,7 @@ impl RouterSink {
     /// The caller stopped waiting before the call returned: tell the tool, and count the overrun
     /// against it while its thread keeps running.
     pub(crate) fn abandon(&self, timed_out: bool) {
-        self.token.cancel();
+        self.abandoned.store(true, Ordering::Release);
         if timed_out && self.state.compare_exchange(RUNNING, OVERRUN, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             self.counters.overrun_started();
         }
@@ -76,10 +79,12 @@ impl RouterSink {
             serde_json::from_str(request).map_err(|e| format!("{what} request is not JSON: {e}"))?;
         let fut = f(value);
         let token = self.token.clone();
+        let deadline = self.deadline;
         let answer = self.runtime.block_on(async move {
             tokio::select! {
                 r = fut => r,
                 _ = token.cancelled() => Err(format!("{what} abandoned: the call was cancelled")),
+                _ = tokio::time::sleep_until(deadline.into()) => Err(format!("{what} abandoned: the call's deadline passed")),
             }
         })?;
         Ok(answer.to_string())
@@ -102,7 +107,7 @@ impl CallSink for RouterSink {
     }
 
     fn is_cancelled(&self) -> bool {
-        self.token.is_cancelled() || Instant::now() >= self.deadline
+        self.abandoned.load(Ordering::Acquire) || self.token.is_cancelled() || Instant::now() >= self.deadline
     }
 
     fn elicit(&self, request: &str) -> Result<String, String> {
@@ -117,5 +122,21 @@ impl CallSink for RouterSink {
             return Err("this client cannot run a model (no sampling support)".to_owned());
         }
         self.ask("sampling", request, |v| self.bridge.sample(v))
+    }
+}
+
+/// Marks the call abandoned when the caller's future goes away while the plugin still runs
+/// (e.g. the client disconnected and the server dropped the request): the tool then sees
+/// `is_cancelled() == true`.
+pub(crate) struct AbandonOnDrop<'a> {
+    pub(crate) sink: &'a RouterSink,
+    pub(crate) armed: bool,
+}
+
+impl Drop for AbandonOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.sink.abandon(false);
+        }
     }
 }

@@ -138,7 +138,8 @@ async fn session(g: &GlobalArgs, a: &DemoArgs) -> Result<()> {
     println!("   {} tools, {bytes} bytes: {}", names.len(), names.join(", "));
 
     step(3, "tool_search: \"how many business days between two dates\"");
-    let found = call(&client, "tool_search", json!({"query": "how many business days between two dates", "limit": 3})).await?;
+    let found =
+        call(&client, "tool_search", json!({"query": "how many business days between two dates", "limit": 3})).await?;
     show(&found);
     let deadline = Instant::now() + Duration::from_secs(3);
     while changes.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {

@@ -52,7 +52,10 @@ pub fn run(g: &GlobalArgs, a: &EvalArgs) -> Result<()> {
     let (index, queries) = match &a.tools {
         Some(path) => {
             let Some(qpath) = &a.queries else {
-                return Err(crate::UsageError("--tools needs --queries (labelled queries for that tool list)".to_owned()).into());
+                return Err(crate::UsageError(
+                    "--tools needs --queries (labelled queries for that tool list)".to_owned(),
+                )
+                .into());
             };
             (SearchIndex::build(load_tools(path)?), load_queries(qpath)?)
         }

@@ -12,4 +12,5 @@ pub mod search;
 pub mod serve;
 pub mod sign;
 pub mod stats;
+pub mod surface;
 pub mod verify;

@@ -312,3 +312,5 @@ fn bad_config_names_the_file_and_the_fix() {
     let run = p.quiver(&["list"]).failure(1);
     assert!(run.stderr().contains("quiver.yaml"), "{}", run.stderr());
 }
+
+mod surface;

@@ -14,6 +14,10 @@ use quiver_lifecycle::Host;
 use quiver_router::{Approval, BoxFuture, Call, CallOutcome, Caller, ClientBridge, LogLevel, Router, RouterSettings};
 use serde_json::{Value, json};
 
+/// Timing-sensitive tests hold this for reading, the load test for writing, so that the load
+/// test's 4000 calls never run beside a test that measures a deadline on two cores.
+pub static TIMING: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// A router over a freshly loaded marker plugin.
 pub struct Fixture {
     pub router: Arc<Router>,

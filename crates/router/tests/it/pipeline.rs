@@ -336,6 +336,7 @@ async fn unknown_names_get_suggestions_among_visible_tools_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_is_reported_within_ten_percent_while_other_tools_keep_answering() {
+    let _timing = crate::TIMING.read().await;
     let f = fixture(RouterSettings::default());
     let bridge = TestBridge::new(false, Value::Null);
     let router = f.router.clone();
@@ -357,6 +358,7 @@ async fn a_timeout_is_reported_within_ten_percent_while_other_tools_keep_answeri
     let e = o.response.error.as_ref().unwrap();
     assert_eq!(e.code, ErrorCode::TIMEOUT);
     let deadline = Duration::from_millis(300);
+    eprintln!("timeout of a 300 ms deadline reported after {took:?}");
     assert!(took >= deadline && took <= deadline + deadline / 10, "timeout reported after {took:?}");
     assert!(o.meta.duration >= deadline && o.meta.duration <= deadline + deadline / 10, "{:?}", o.meta.duration);
 
@@ -375,6 +377,7 @@ async fn a_timeout_is_reported_within_ten_percent_while_other_tools_keep_answeri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_stops_waiting_at_once_and_the_plugin_sees_it() {
+    let _timing = crate::TIMING.read().await;
     let f = fixture(RouterSettings::default());
     let bridge = TestBridge::new(false, Value::Null);
     let cancel = CancellationToken::new();
@@ -396,6 +399,25 @@ async fn a_cancelled_call_stops_waiting_at_once_and_the_plugin_sees_it() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(bridge.logs().iter().any(|l| l.starts_with("marker_wait saw cancellation")), "{:?}", bridge.logs());
+    // A caller that goes away (its future dropped, e.g. the client disconnected) is a
+    // cancellation too, as far as the plugin can tell.
+    let bridge = TestBridge::new(false, Value::Null);
+    let router = f.router.clone();
+    let b = bridge.clone();
+    let task = tokio::spawn(async move {
+        router.call(Call::new("marker_wait", json!({"ms": 280}), crate::everyone()).with_bridge(b)).await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    task.abort();
+    let waited = Instant::now();
+    while bridge.logs().is_empty() && waited.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let logs = bridge.logs();
+    assert!(logs.iter().any(|l| l.starts_with("marker_wait saw cancellation")), "{logs:?}");
+    let ms: u64 = logs[0].rsplit(' ').nth(1).unwrap().parse().unwrap();
+    assert!(ms < 200, "the plugin noticed only after {ms} ms");
+
     // A call cancelled before it starts never reaches the plugin.
     let cancel = CancellationToken::new();
     cancel.cancel();
@@ -405,6 +427,7 @@ async fn a_cancelled_call_stops_waiting_at_once_and_the_plugin_sees_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retryable_errors_are_retried_with_backoff_and_others_are_not() {
+    let _timing = crate::TIMING.read().await;
     let f = fixture(RouterSettings { retry_base: Duration::from_millis(20), ..RouterSettings::default() });
     let started = Instant::now();
     let o = f.typed("marker_flaky", json!({"key": "a", "failures": 2}), everyone()).await;
@@ -438,6 +461,7 @@ async fn retryable_errors_are_retried_with_backoff_and_others_are_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_breaker_opens_after_consecutive_failures_and_closes_after_a_good_probe() {
+    let _timing = crate::TIMING.read().await;
     let cooldown = Duration::from_millis(200);
     let f = fixture(RouterSettings { breaker_failures: 3, breaker_cooldown: cooldown, ..RouterSettings::default() });
     let fail = |b: bool| json!({"fail": b});
@@ -492,6 +516,7 @@ async fn the_breaker_opens_after_consecutive_failures_and_closes_after_a_good_pr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_per_tool_concurrency_limit_queues_calls() {
+    let _timing = crate::TIMING.read().await;
     let f = fixture(RouterSettings::default());
     // marker_wait allows 2 calls at once: 4 calls of 100 ms take two rounds.
     let started = Instant::now();
@@ -511,6 +536,7 @@ async fn the_per_tool_concurrency_limit_queues_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_concurrent_calls_across_tools_finish_without_deadlock() {
+    let _load = crate::TIMING.write().await;
     let f = fixture(RouterSettings::default());
     let started = Instant::now();
     let tools: [(&str, Value); 5] = [

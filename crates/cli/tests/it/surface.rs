@@ -1,0 +1,132 @@
+//! Golden test of the first-turn surface of the bundled plugins: the bytes a client receives are
+//! pinned in `crates/cli/test_data/`, identical across process restarts, and shared by modes
+//! with the same head. Refresh the golden files with `UPDATE_GOLDEN=1` after an intended change.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::{QUIVER, repo_root};
+
+const PLUGINS: [&str; 3] = ["fs-tools", "text-tools", "time-tools"];
+
+/// Debug builds of the bundled plugins (separate target folder: the outer cargo holds `target/`).
+fn bundled_libraries() -> &'static [PathBuf] {
+    static LIBS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    LIBS.get_or_init(|| {
+        let root = repo_root();
+        let target = root.join("target/test-plugins");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(&root).args(["build", "--quiet", "--target-dir"]).arg(&target);
+        for p in PLUGINS {
+            cmd.args(["-p", p]);
+        }
+        assert!(cmd.status().expect("cargo runs").success(), "building the bundled plugins failed");
+        PLUGINS
+            .iter()
+            .map(|p| {
+                target.join(format!(
+                    "debug/{}{}{}",
+                    std::env::consts::DLL_PREFIX,
+                    p.replace('-', "_"),
+                    std::env::consts::DLL_SUFFIX
+                ))
+            })
+            .collect()
+    })
+}
+
+/// A project with signed bundles of the three bundled plugins and two profiles sharing a head.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let q = |args: &[&str]| {
+        let out = Command::new(QUIVER).current_dir(dir.path()).args(args).env_remove("RUST_LOG").output().unwrap();
+        assert!(out.status.success(), "quiver {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    q(&["keygen", "--out-dir", "keys", "--name", "test"]);
+    std::fs::write(
+        dir.path().join("quiver.yaml"),
+        "plugins_dir: plugins\ntrusted_keys:\n  - path: keys/test.pub\nprofiles:\n  agent: {mode: hybrid, eager: [fs_read, fs_list]}\n  plan: {mode: lazy, eager: [fs_read, fs_list]}\n",
+    )
+    .unwrap();
+    for (name, lib) in PLUGINS.iter().zip(bundled_libraries()) {
+        let bundle = dir.path().join("plugins").join(name);
+        std::fs::create_dir_all(&bundle).unwrap();
+        let lib_copy = bundle.join(lib.file_name().unwrap());
+        std::fs::copy(lib, &lib_copy).unwrap();
+        std::fs::copy(
+            repo_root().join("plugins").join(name).join("tool.yaml"),
+            bundle.join(format!("{name}.tool.yaml")),
+        )
+        .unwrap();
+        let manifest = format!("plugins/{name}/{name}.tool.yaml");
+        q(&["sign", &manifest, "--key", "keys/test.key", "--library", lib_copy.to_str().unwrap()]);
+    }
+    dir
+}
+
+fn surface(dir: &Path, profile: &str) -> Vec<u8> {
+    let out = Command::new(QUIVER)
+        .current_dir(dir)
+        .args(["surface", "--bytes", "--profile", profile])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+fn check_golden(name: &str, bytes: &[u8]) {
+    let path = repo_root().join("crates/cli/test_data").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        return;
+    }
+    let golden =
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; create it with UPDATE_GOLDEN=1", path.display()));
+    assert!(
+        golden == bytes,
+        "the surface differs from {}; if the change is intended, refresh it with UPDATE_GOLDEN=1\n  now: {}",
+        path.display(),
+        String::from_utf8_lossy(bytes)
+    );
+}
+
+#[test]
+fn the_first_turn_surface_is_byte_stable_and_pinned() {
+    let dir = project();
+    let hybrid = surface(dir.path(), "agent");
+    let lazy = surface(dir.path(), "plan");
+    // A restart (a new process loading the same bundles) gives the same bytes.
+    assert_eq!(surface(dir.path(), "agent"), hybrid);
+    assert_eq!(surface(dir.path(), "plan"), lazy);
+    check_golden("surface-hybrid.json", &hybrid);
+    check_golden("surface-lazy.json", &lazy);
+
+    // Modes that share a head serialize it identically, first.
+    let parse = |b: &[u8]| serde_json::from_slice::<Vec<serde_json::Value>>(b).unwrap();
+    let (h, l) = (parse(&hybrid), parse(&lazy));
+    let head = |v: &[serde_json::Value]| {
+        v.iter()
+            .take_while(|t| !["tool_search", "list_tools", "run_tool"].contains(&t["name"].as_str().unwrap()))
+            .count()
+    };
+    let n = head(&l);
+    assert!(n >= 2, "the eager tools are in the head");
+    assert_eq!(head(&h), n);
+    assert_eq!(h[..n], l[..n]);
+    let head_bytes = serde_json::to_vec(&l[..n]).unwrap();
+    assert_eq!(hybrid[..head_bytes.len() - 1], head_bytes[..head_bytes.len() - 1]);
+
+    // No hidden, deprecated or removed name, and no deprecation notice, in the catalog bytes.
+    for bytes in [&hybrid, &lazy] {
+        let text = String::from_utf8_lossy(bytes);
+        for name in ["\"read_file\"", "\"cat\"", "\"write_file\"", "\"delete_file\""] {
+            assert!(!text.contains(name), "{name} on the surface");
+        }
+        assert!(!text.contains("deprecated"), "a deprecation notice leaked into the catalog bytes");
+    }
+}
