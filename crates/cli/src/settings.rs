@@ -130,6 +130,7 @@ impl Settings {
             result_handle_ttl: Duration::from_millis(r.result_handle_ttl_ms),
             max_concurrency: r.max_concurrency as usize,
             transcript_dir: self.config.transcripts.dir.as_ref().map(|d| self.base_dir.join(d)),
+            plugin_config: self.config.plugin_config.clone(),
         }
     }
 

@@ -23,6 +23,8 @@ fn main() {
     let opt = |name: &str| opts.iter().position(|a| a == name).and_then(|i| opts.get(i + 1)).cloned();
     let tool = opt("--tool").unwrap_or_else(|| "echo".to_owned());
     let calls: usize = opt("--calls").and_then(|n| n.parse().ok()).unwrap_or(20_000);
+    // `--method ping` times the protocol round trip alone (no tool).
+    let ping = opt("--method").as_deref() == Some("ping");
 
     let spawned = Instant::now();
     let mut child = Command::new(&command[0])
@@ -55,7 +57,13 @@ fn main() {
     send(&mut input, &json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
 
     let text = "x".repeat(100);
-    let call = |id: usize| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}});
+    let call = |id: usize| {
+        if ping {
+            json!({"jsonrpc":"2.0","id":id,"method":"ping"})
+        } else {
+            json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}})
+        }
+    };
     for id in 1..=1000 {
         send(&mut input, &call(id));
         let r = read(&mut output);

@@ -662,7 +662,11 @@ impl Router {
                 confirmed,
                 action: action.as_deref(),
             },
-            config: &config,
+            config: if config.is_null() {
+                self.settings.plugin_config.get(resolved.plugin.id()).unwrap_or(&Value::Null)
+            } else {
+                &config
+            },
         };
         let mut body = Vec::with_capacity(256 + args_len_hint(&args));
         serde_json::to_writer(&mut body, &request)

@@ -21,6 +21,9 @@ pub struct RouterSettings {
     pub max_concurrency: usize,
     /// When set, every call is appended to `<dir>/<session id>.jsonl`.
     pub transcript_dir: Option<PathBuf>,
+    /// Settings per plugin id (host config `plugin_config`), sent to the plugin's tools as
+    /// `ToolRequest.config` unless a call brings its own.
+    pub plugin_config: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for RouterSettings {
@@ -32,6 +35,7 @@ impl Default for RouterSettings {
             result_handle_ttl: Duration::from_secs(600),
             max_concurrency: 256,
             transcript_dir: None,
+            plugin_config: Default::default(),
         }
     }
 }

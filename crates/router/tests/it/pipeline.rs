@@ -647,3 +647,20 @@ async fn a_plugin_asks_the_user_through_the_client_bridge() {
     assert_eq!(e.code, ErrorCode::TOOL_ERROR);
     assert!(e.message.contains("cannot ask the user"), "{}", e.message);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_settings_from_the_host_config_reach_the_tool() {
+    let settings = RouterSettings {
+        plugin_config: [("marker-plugin".to_owned(), json!({"greeting": "hello"}))].into_iter().collect(),
+        ..RouterSettings::default()
+    };
+    let f = fixture(settings);
+    let o = f.typed("marker_echo", json!({"text": "hi"}), everyone()).await;
+    assert_eq!(o.response.outputs["config"], json!({"greeting": "hello"}), "{:?}", o.response);
+    // A call that brings its own settings (contract-test fixtures) overrides the host's.
+    let own = f
+        .router
+        .call(Call { config: json!({"greeting": "own"}), ..Call::new("marker_echo", json!({"text": "x"}), everyone()) })
+        .await;
+    assert_eq!(own.response.outputs["config"], json!({"greeting": "own"}));
+}

@@ -39,6 +39,9 @@ pub struct EchoOutput {
     pub text: String,
     /// Version of this plugin build, so hot-swap tests can tell builds apart.
     pub version: String,
+    /// The plugin settings the host sent with the call (omitted when none).
+    #[serde(default, skip_serializing_if = "quiver_abi::serde_json::Value::is_null")]
+    pub config: quiver_abi::serde_json::Value,
 }
 
 /// Echoes its input.
@@ -47,8 +50,8 @@ impl Tool for Echo {
     const NAME: &'static str = "marker_echo";
     type Input = EchoInput;
     type Output = EchoOutput;
-    fn call(&self, input: EchoInput, _cx: &mut Context<'_>) -> Result<EchoOutput, ToolError> {
-        Ok(EchoOutput { text: input.text, version: build_version().to_owned() })
+    fn call(&self, input: EchoInput, cx: &mut Context<'_>) -> Result<EchoOutput, ToolError> {
+        Ok(EchoOutput { text: input.text, version: build_version().to_owned(), config: cx.config().clone() })
     }
 }
 
