@@ -664,3 +664,45 @@ async fn plugin_settings_from_the_host_config_reach_the_tool() {
         .await;
     assert_eq!(own.response.outputs["config"], json!({"greeting": "own"}));
 }
+
+mod scope_leaks {
+    use std::sync::OnceLock;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use crate::{Fixture, caller, fixture};
+
+    fn shared() -> &'static (Fixture, tokio::runtime::Runtime) {
+        static F: OnceLock<(Fixture, tokio::runtime::Runtime)> = OnceLock::new();
+        F.get_or_init(|| {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            (fixture(quiver_router::RouterSettings::default()), rt)
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// Whatever a caller without `marker.secret` sends (names near the hidden tool, through
+        /// either lane), nothing in the outcome — message, details, suggestions, metadata —
+        /// names `marker_secret`, except an echo of the caller's own input.
+        #[test]
+        fn errors_never_reveal_a_tool_outside_the_callers_scopes(
+            stem in prop::sample::select(vec!["marker_secret", "marker_secre", "marker_secrett", "secret", "marker_sec", "marker_", "marker_secret_x"]),
+            generic in any::<bool>(),
+            admin in any::<bool>(),
+            args in prop::sample::select(vec![json!({}), json!({"text": 1}), json!({"path": "x"})]),
+        ) {
+            let (f, rt) = shared();
+            let scopes: Vec<&str> = if admin { vec!["marker.admin"] } else { vec![] };
+            let who = caller(&scopes, &[]);
+            let o = rt.block_on(async {
+                if generic { f.generic(stem, args.clone(), who).await } else { f.typed(stem, args.clone(), who).await }
+            });
+            let text = format!("{} {}", serde_json::to_string(&o.response).unwrap(), serde_json::to_string(&o.meta).unwrap());
+            let scrubbed = text.replace(&format!("`{stem}`"), "").replace(&format!("\"{stem}\""), "");
+            prop_assert!(!scrubbed.contains("marker_secret"), "{stem}: {text}");
+            prop_assert_eq!(o.response.error.as_ref().map(|e| e.code.as_str()), Some("unknown_tool"));
+        }
+    }
+}
