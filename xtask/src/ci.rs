@@ -23,11 +23,33 @@ fn steps() -> Vec<(&'static str, Step)> {
         ("test", Step::Cargo(&["test", "--workspace"])),
         ("build-plugins", Step::Task(|ws| crate::build_plugins::run(ws, &[]))),
         ("contract-test", Step::Task(|ws| crate::contract_test::run(ws, &[]))),
+        ("new-tool", Step::Task(scaffold_check)),
         // ---- more steps go here -------------------------------------------------------------
         // ("conformance", ...): MCP conformance against `quiver serve`.
         // ("e2e", ...): the Python end-to-end suite (real MCP clients against real plugins).
         // -------------------------------------------------------------------------------------
     ]
+}
+
+/// The untouched scaffold of `cargo xtask new-tool` builds, bundles and passes its contract test.
+/// The scaffold is removed again, whatever the outcome.
+fn scaffold_check(ws: &Workspace) -> Result<()> {
+    const NAME: &str = "ci-scaffold-check";
+    let dir = ws.plugins_dir().join(NAME);
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let _cleanup = Cleanup(dir);
+    let names = [NAME.to_owned()];
+    crate::new_tool::run(ws, NAME)?;
+    crate::build_plugins::run(ws, &names)?;
+    crate::contract_test::run(ws, &names)
 }
 
 /// `cargo xtask ci`.
