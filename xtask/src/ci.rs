@@ -24,10 +24,8 @@ fn steps() -> Vec<(&'static str, Step)> {
         ("build-plugins", Step::Task(|ws| crate::build_plugins::run(ws, &[]))),
         ("contract-test", Step::Task(|ws| crate::contract_test::run(ws, &[]))),
         ("new-tool", Step::Task(scaffold_check)),
-        // ---- more steps go here -------------------------------------------------------------
-        // ("conformance", ...): MCP conformance against `quiver serve`.
-        // ("e2e", ...): the Python end-to-end suite (real MCP clients against real plugins).
-        // -------------------------------------------------------------------------------------
+        ("conformance", Step::Task(|ws| crate::conformance::run(ws, None))),
+        ("e2e", Step::Task(crate::e2e::run)),
     ]
 }
 

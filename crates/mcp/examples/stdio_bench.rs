@@ -25,6 +25,8 @@ fn main() {
     let calls: usize = opt("--calls").and_then(|n| n.parse().ok()).unwrap_or(20_000);
     // `--method ping` times the protocol round trip alone (no tool).
     let ping = opt("--method").as_deref() == Some("ping");
+    // `--bad-args` sends a number as `text`: the call is refused before the tool runs.
+    let bad = opts.iter().any(|a| a == "--bad-args");
 
     let spawned = Instant::now();
     let mut child = Command::new(&command[0])
@@ -56,7 +58,7 @@ fn main() {
     let ready = spawned.elapsed();
     send(&mut input, &json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
 
-    let text = "x".repeat(100);
+    let text = if bad { json!(100) } else { json!("x".repeat(100)) };
     let call = |id: usize| {
         if ping {
             json!({"jsonrpc":"2.0","id":id,"method":"ping"})
@@ -67,7 +69,7 @@ fn main() {
     for id in 1..=1000 {
         send(&mut input, &call(id));
         let r = read(&mut output);
-        assert!(r["result"]["isError"] != json!(true), "{r}");
+        assert!(bad || r["result"]["isError"] != json!(true), "{r}");
     }
     let mut lat = Vec::with_capacity(calls);
     let start = Instant::now();
