@@ -306,7 +306,9 @@ impl Connection {
         let name = params.name.into_owned();
         let arguments = Value::Object(params.arguments.unwrap_or_default());
         live.lock().session.next_turn();
-        let lane = if name == RUN_TOOL && Connection::offers(live, RUN_TOOL) { Lane::Generic } else { Lane::Typed };
+        // The router serves `run_tool` (the generic lane) whatever the mode lists: it is no side
+        // door, every check of a direct call applies.
+        let lane = if name == RUN_TOOL { Lane::Generic } else { Lane::Typed };
         let confirmed =
             context.meta.0.0.get(quiver_router::codes::CONFIRM_META_KEY).and_then(Value::as_bool).unwrap_or(false);
         let (notes_tx, mut notes) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);

@@ -12,11 +12,17 @@ use serde_json::{Map, Value, json};
 
 use crate::META_PREFIX;
 
-/// The MCP tools of one catalog snapshot, each built on first use and then shared by every
-/// session: listing never re-serializes the catalog.
+/// The MCP tools of one catalog snapshot, each built on first use (with a hash of its
+/// serialization) and then shared by every session: listing never re-serializes the catalog.
 pub(crate) struct CatalogTools {
     catalog: Arc<Catalog>,
-    tools: Vec<OnceLock<Tool>>,
+    tools: Vec<OnceLock<(Tool, u64)>>,
+}
+
+fn hash_of(tool: &Tool) -> u64 {
+    let mut h = DefaultHasher::new();
+    serde_json::to_vec(tool).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
 impl CatalogTools {
@@ -25,9 +31,13 @@ impl CatalogTools {
         CatalogTools { catalog, tools }
     }
 
-    /// The MCP tool of catalog tool `i`.
-    pub(crate) fn tool(&self, i: usize) -> &Tool {
-        self.tools[i].get_or_init(|| catalog_tool(&self.catalog, i))
+    /// The MCP tool of catalog tool `i`, and the hash of its serialization.
+    pub(crate) fn tool(&self, i: usize) -> &(Tool, u64) {
+        self.tools[i].get_or_init(|| {
+            let t = catalog_tool(&self.catalog, i);
+            let h = hash_of(&t);
+            (t, h)
+        })
     }
 }
 
@@ -156,15 +166,19 @@ pub(crate) struct Listing {
 impl Listing {
     pub(crate) fn build(tools: &CatalogTools, catalog: &Arc<Catalog>, surface: &Surface) -> Listing {
         let mut out = Vec::with_capacity(surface.entries.len());
+        // The fingerprint hashes the tools' own hashes, in order: O(tools), no serialization.
+        let mut h = DefaultHasher::new();
         for e in &surface.entries {
             if e.partition == Partition::Meta {
-                out.push(meta_tool(&e.descriptor));
+                let t = meta_tool(&e.descriptor);
+                hash_of(&t).hash(&mut h);
+                out.push(t);
             } else if let Some(i) = catalog.tool_index(&e.name) {
-                out.push(tools.tool(i).clone());
+                let (t, th) = tools.tool(i);
+                th.hash(&mut h);
+                out.push(t.clone());
             }
         }
-        let mut h = DefaultHasher::new();
-        serde_json::to_vec(&out).unwrap_or_default().hash(&mut h);
         Listing { catalog: catalog.clone(), tools: out, fingerprint: h.finish() }
     }
 

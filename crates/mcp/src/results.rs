@@ -1,9 +1,10 @@
 //! A router outcome as an MCP `tools/call` result.
 
 use quiver_abi::{ErrorCode, Status, ToolError};
-use quiver_router::CallOutcome;
+use quiver_router::{CallMeta, CallOutcome};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
 use crate::listing::{meta_of, notice_json};
 
@@ -28,10 +29,22 @@ fn error_text(e: &ToolError) -> String {
     text
 }
 
+/// A tool error as `_meta` carries it (its fields moved, not re-serialized).
+fn error_json(e: ToolError) -> Value {
+    let mut m = Map::new();
+    m.insert("code".into(), Value::String(e.code));
+    m.insert("message".into(), Value::String(e.message));
+    m.insert("retryable".into(), Value::Bool(e.retryable));
+    if !e.details.is_null() {
+        m.insert("details".into(), e.details);
+    }
+    Value::Object(m)
+}
+
 fn blocks(raw: Vec<Value>) -> Vec<ContentBlock> {
     raw.into_iter()
         .map(|b| {
-            serde_json::from_value::<ContentBlock>(b.clone()).unwrap_or_else(|e| {
+            ContentBlock::deserialize(&b).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "a tool returned a content block that is not valid MCP; sending it as text");
                 ContentBlock::text(b.to_string())
             })
@@ -39,14 +52,46 @@ fn blocks(raw: Vec<Value>) -> Vec<ContentBlock> {
         .collect()
 }
 
+/// What `_meta` says about a call: who served it and how (the full record, with policy
+/// decisions and provenance, is in telemetry and transcripts; provenance is in `tools/list`).
+fn call_json(meta: &CallMeta) -> Value {
+    let mut m = Map::new();
+    m.insert("request_id".into(), Value::String(meta.request_id.clone()));
+    if let Some(t) = &meta.tool {
+        m.insert("tool".into(), Value::String(t.clone()));
+    }
+    if let Some(a) = &meta.action {
+        m.insert("action".into(), Value::String(a.clone()));
+    }
+    if let Some(p) = &meta.plugin {
+        m.insert("plugin".into(), Value::String(p.clone()));
+    }
+    if let Some(v) = &meta.plugin_version {
+        m.insert("version".into(), Value::String(v.clone()));
+    }
+    if let Some(s) = meta.lifecycle_state {
+        m.insert("state".into(), Value::String(s.as_str().to_owned()));
+    }
+    m.insert("lane".into(), Value::String(meta.lane.as_str().to_owned()));
+    m.insert("duration_ms".into(), json!(meta.duration.as_secs_f64() * 1000.0));
+    if meta.retries > 0 {
+        m.insert("retries".into(), json!(meta.retries));
+    }
+    if let Some(h) = &meta.result_handle {
+        m.insert("result_handle".into(), Value::String(h.clone()));
+    }
+    Value::Object(m)
+}
+
 /// The MCP result of a call: content blocks (the tool's own, else its structured output as
 /// JSON text), observations and the deprecation notice as text the model reads,
 /// `structuredContent` (the tool's `outputs` when they are an object), `isError`, and `_meta`
-/// with the router's call metadata under [`crate::META_PREFIX`].
+/// under [`crate::META_PREFIX`]: `call` (request id, tool, plugin and version, lane, duration,
+/// result handle), `notice` for deprecated and compatibility names, `error` for failures.
 pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
     let CallOutcome { response, meta } = outcome;
-    let notice = meta.notice.as_ref().map(notice_json);
-    let mut pairs = vec![("call", serde_json::to_value(&meta).unwrap_or(Value::Null))];
+    let mut pairs = Vec::with_capacity(3);
+    pairs.push(("call", call_json(&meta)));
     let mut result = match response.status {
         Status::Ok | Status::Partial => {
             let mut content = blocks(response.content);
@@ -61,10 +106,10 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
         }
         Status::Error => {
             let error = response.error.unwrap_or_else(|| ToolError::tool("the tool failed without saying why"));
-            let text = error_text(&error);
-            pairs.push(("error", serde_json::to_value(&error).unwrap_or(Value::Null)));
-            let mut content = blocks(response.content);
-            content.insert(0, ContentBlock::text(text));
+            let mut content = Vec::with_capacity(1 + response.content.len());
+            content.push(ContentBlock::text(error_text(&error)));
+            content.extend(blocks(response.content));
+            pairs.push(("error", error_json(error)));
             CallToolResult::error(content)
         }
     };
@@ -73,9 +118,7 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
     }
     if let Some(n) = &meta.notice {
         result.content.push(ContentBlock::text(format!("Note: {}", n.message())));
-    }
-    if let Some(n) = notice {
-        pairs.push(("notice", n));
+        pairs.push(("notice", notice_json(n)));
     }
     result.meta = Some(meta_of(pairs));
     result
@@ -94,6 +137,6 @@ pub(crate) fn json_result(value: Value) -> CallToolResult {
 pub(crate) fn tool_error(error: ToolError) -> CallToolResult {
     let text = error_text(&error);
     let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
-    r.meta = Some(meta_of([("error", serde_json::to_value(&error).unwrap_or(Value::Null))]));
+    r.meta = Some(meta_of([("error", error_json(error))]));
     r
 }

@@ -19,9 +19,9 @@ use crate::settings::Settings;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Serve streamable HTTP at ADDR (e.g. 127.0.0.1:8765; port 0 picks a free one) instead of
-    /// stdio. The endpoint is /mcp; the bound address is printed on stderr.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve streamable HTTP at ADDR instead of stdio [ADDR default: 127.0.0.1:8765; port 0
+    /// picks a free one]. The endpoint is /mcp; the bound address is printed on stderr.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
     pub http: Option<SocketAddr>,
     /// Another Host name HTTP clients may use (only loopback names are accepted by default,
     /// against DNS rebinding). Repeatable.

@@ -116,7 +116,7 @@ async fn tools_list_is_the_surface_in_order_with_metadata_and_pages() {
     let mut sorted = got.clone();
     sorted.sort();
     assert_eq!(got, sorted);
-    assert_eq!(got.len(), 18, "{got:?}");
+    assert_eq!(got.len(), 19, "{got:?}");
     assert!(got.contains(&"test_deferred_echo".to_owned()), "full mode lists deferred tools too");
     assert!(got.contains(&"json_schema_2020_12_tool".to_owned()) && got.contains(&"marker_echo".to_owned()));
     // A second listing is byte-identical.
@@ -384,4 +384,41 @@ async fn deprecated_names_carry_their_notice() {
     assert_eq!(r["result"]["content"][0]["text"], "This is a simple text response for testing.");
     let last = r["result"]["content"].as_array().unwrap().last().unwrap()["text"].as_str().unwrap().to_owned();
     assert!(last.starts_with("Note: tool `test_text_old` is deprecated"), "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_ask_the_user_through_elicitation() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("approval-test", json!({ "elicitation": {} })).await;
+    for (answer, confirmed) in
+        [(json!({ "action": "accept", "content": { "confirm": true } }), true), (json!({ "action": "decline" }), false)]
+    {
+        let mut asked = 0;
+        let r = c
+            .request_with("tools/call", json!({ "name": "test_confirmed_write", "arguments": {} }), |m| {
+                asked += 1;
+                assert_eq!(m["method"], "elicitation/create", "{m}");
+                assert!(m["params"]["message"].as_str().unwrap().contains("test_confirmed_write"), "{m}");
+                answer.clone()
+            })
+            .await;
+        assert_eq!(asked, 1);
+        if confirmed {
+            assert_eq!(r["result"]["content"][0]["text"], "confirmed: true", "{r}");
+        } else {
+            assert_eq!(r["result"]["isError"], true, "{r}");
+        }
+    }
+    // A client that cannot be asked gets a tool error saying how to confirm; the confirmation
+    // key in the request's `_meta` runs it.
+    let mut plain = RawClient::start(&f.server);
+    plain.initialize("no-elicitation", json!({})).await;
+    let r = plain.call("test_confirmed_write", json!({})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let key = quiver_router::codes::CONFIRM_META_KEY;
+    let r = plain
+        .request("tools/call", json!({ "name": "test_confirmed_write", "arguments": {}, "_meta": { key: true } }))
+        .await;
+    assert_eq!(r["result"]["content"][0]["text"], "confirmed: true", "{r}");
 }

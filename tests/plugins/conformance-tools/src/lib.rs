@@ -2,8 +2,9 @@
 //! (`@modelcontextprotocol/conformance`) calls, with the names, arguments and results its server
 //! scenarios expect. It exercises every host service end to end through the real ABI, router and
 //! MCP server: content blocks (image, audio, embedded resources), logs, progress, errors,
-//! sampling and elicitation. Two extras serve Quiver's own MCP tests (a deprecated alias of
-//! `test_simple_text` and the deferred `test_deferred_echo`). Not a bundled user tool.
+//! sampling and elicitation. Three extras serve Quiver's own MCP tests, not the suite: a
+//! deprecated alias of `test_simple_text`, the deferred `test_deferred_echo` and
+//! `test_confirmed_write`, which needs a person's confirmation. Not a bundled user tool.
 
 use std::time::Duration;
 
@@ -368,6 +369,18 @@ impl Tool for DeferredEcho {
     }
 }
 
+/// `test_confirmed_write`: not called by the suite; needs confirmation (Quiver's approval tests).
+pub struct ConfirmedWrite;
+impl Tool for ConfirmedWrite {
+    const NAME: &'static str = "test_confirmed_write";
+    type Input = NoArgs;
+    type Output = Summary;
+    fn call(&self, _: NoArgs, cx: &mut Context<'_>) -> Result<Summary, ToolError> {
+        let confirmed = cx.confirmed();
+        text(cx, format!("confirmed: {confirmed}"))
+    }
+}
+
 quiver_abi::export_plugin! {
     manifest: include_str!("../tool.yaml"),
     tools: [
@@ -386,6 +399,7 @@ quiver_abi::export_plugin! {
         Reconnection,
         JsonSchema202012,
         DeferredEcho,
+        ConfirmedWrite,
     ],
 }
 
