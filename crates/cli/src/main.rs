@@ -111,7 +111,8 @@ impl std::error::Error for Reported {}
 fn init_logging(verbose: u8) {
     if std::env::var_os("RUST_LOG").is_none() {
         let filter = match verbose {
-            0 => "warn,quiver_lifecycle=error",
+            // rmcp logs every JSON-RPC error response it sends as a warning: noise in a client's log.
+            0 => "warn,quiver_lifecycle=error,rmcp=error",
             1 => "info",
             _ => "debug",
         };

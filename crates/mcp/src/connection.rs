@@ -281,20 +281,6 @@ impl Connection {
         }
     }
 
-    /// The `plugin_config` entry of the plugin a call reaches (null when none is configured).
-    fn plugin_config(&self, name: &str, arguments: &Value, lane: Lane) -> Value {
-        let configs = &self.shared.options.plugin_config;
-        if configs.is_empty() {
-            return Value::Null;
-        }
-        let target = match lane {
-            Lane::Generic => arguments.get("name").and_then(Value::as_str).unwrap_or_default(),
-            _ => name,
-        };
-        let catalog = self.shared.source.catalog();
-        catalog.resolve(target).and_then(|r| configs.get(r.plugin.id()).cloned()).unwrap_or(Value::Null)
-    }
-
     /// Any other call: through the router, with this request's bridge; notifications the tool
     /// causes are sent from this task, before the response.
     async fn dispatch(
@@ -323,7 +309,6 @@ impl Connection {
             logger,
             notes_tx,
         ));
-        let config = self.plugin_config(&name, &arguments, lane);
         let call = Call {
             name,
             arguments,
@@ -333,7 +318,8 @@ impl Connection {
             confirmed,
             cancel: context.ct.clone(),
             bridge,
-            config,
+            // The router adds the plugin's `plugin_config` entry itself.
+            config: Value::Null,
         };
         let peer = &live.client.peer;
         let routed = self.shared.router.call(call);

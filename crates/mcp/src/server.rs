@@ -1,12 +1,10 @@
 //! What every session of one server shares.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use quiver_catalog::{Access, Catalog, CatalogSource, ExposureMode, SurfacePolicy};
 use quiver_manifest::{ApprovalMode, HostConfig, Profile};
 use quiver_router::{Approval, Router};
-use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::connection::Connection;
@@ -86,17 +84,14 @@ pub struct ServerOptions {
     pub version: String,
     /// Instructions announced in `initialize`.
     pub instructions: Option<String>,
-    /// Settings per plugin id, handed to that plugin's tools with every call
-    /// (`plugin_config` in `quiver.yaml`).
-    pub plugin_config: Arc<BTreeMap<String, Value>>,
 }
 
 impl ServerOptions {
-    /// The options a configuration asks for (`server.max_message_bytes`, `plugin_config`).
+    /// The options a configuration asks for (`server.max_message_bytes`; `plugin_config` is the
+    /// router's, see `quiver_router::RouterSettings`).
     pub fn from_config(config: &HostConfig) -> ServerOptions {
         ServerOptions {
             max_message_bytes: usize::try_from(config.server.max_message_bytes).unwrap_or(usize::MAX),
-            plugin_config: Arc::new(config.plugin_config.clone()),
             ..ServerOptions::default()
         }
     }
@@ -115,7 +110,6 @@ impl Default for ServerOptions {
                  you need is not in your list, list_tools and run_tool (when offered) reach every tool."
                     .to_owned(),
             ),
-            plugin_config: Arc::default(),
         }
     }
 }

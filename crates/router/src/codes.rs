@@ -12,4 +12,4 @@ pub const INVALID_OUTPUT: &str = "invalid_output";
 
 /// The request `_meta` key through which an MCP client marks a call as confirmed by a person
 /// (the MCP layer sets [`crate::Call::confirmed`] from it).
-pub const CONFIRM_META_KEY: &str = "quiver/confirmed";
+pub const CONFIRM_META_KEY: &str = "io.github.quiver/confirmed";
