@@ -37,8 +37,8 @@ pub use config::{
 };
 pub use error::{Issue, ManifestError};
 pub use model::{
-    ActionSpec, AliasSpec, Artifact, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, Policies, PolicySpec,
-    SideEffects, ToolSpec,
+    ActionSpec, AliasSpec, Artifact, Execution, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, Policies,
+    PolicySpec, SideEffects, ToolSpec,
 };
 pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA};
 pub use signature::{KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified, sign, verify};

@@ -144,6 +144,21 @@ pub struct PolicySpec {
     /// Calls of this tool running at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
+    /// Where calls run (default [`Execution::Thread`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Execution>,
+}
+
+/// Where a tool's calls run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Execution {
+    /// On a blocking thread: the caller gets its timeout at the deadline even if the tool hangs.
+    #[default]
+    Thread,
+    /// On the calling task, saving the thread handoff; for tools that always answer within
+    /// microseconds and never block. Their deadline is checked after they return.
+    Inline,
 }
 
 /// Policies with every default applied.
@@ -159,6 +174,8 @@ pub struct Policies {
     pub max_result_bytes: u64,
     /// Calls of this tool running at once.
     pub max_concurrency: u32,
+    /// Where calls run.
+    pub execution: Execution,
 }
 
 impl Policies {
@@ -179,6 +196,7 @@ impl PolicySpec {
             retries: self.retries.unwrap_or(0),
             max_result_bytes: self.max_result_bytes.unwrap_or(Policies::DEFAULT_MAX_RESULT_BYTES),
             max_concurrency: self.max_concurrency.unwrap_or(Policies::DEFAULT_MAX_CONCURRENCY),
+            execution: self.execution.unwrap_or_default(),
         }
     }
 }

@@ -15,8 +15,12 @@
 //!   parsing, output validation, size check, telemetry); `pipeline_block_on_from_outside` calls
 //!   it from a non-runtime thread, as the CLI does.
 //!
+//! `marker_echo` declares `policies.execution: inline`, so the pipeline runs it on the calling
+//! task: the `round_trip_*` variants show what a tool with the default `thread` execution pays
+//! on top.
+//!
 //! After the criterion groups a plain timing loop prints ns per call, the ratio to `direct_fn`,
-//! and the router's own work (pipeline minus the ABI call minus the blocking-thread round trip).
+//! and the router's own work (pipeline minus the ABI call).
 //! `--profile-time` skips that summary (for `perf record`).
 
 use std::hint::black_box;
@@ -119,48 +123,9 @@ fn round_trip_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
-/// CPU time this thread has run, from `/proc/thread-self/schedstat` (nanoseconds); `None` where
-/// unavailable.
-fn thread_cpu_ns() -> Option<u64> {
-    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
-}
 
-/// Caller-thread CPU per call on the current-thread runtime (the task runs on this thread, the
-/// plugin on a blocking thread): what the router and tokio cost the caller, without waiting.
-fn caller_cpu_per_call(s: &Setup, pipeline: bool, iters: u64) -> Option<f64> {
-    let before = thread_cpu_ns()?;
-    if pipeline {
-        pipeline_loop_here(s, iters);
-    } else {
-        round_trip_loop_here(&s.rt1, iters);
-    }
-    Some((thread_cpu_ns()? - before) as f64 / iters as f64)
-}
 
-fn pipeline_loop_here(s: &Setup, iters: u64) {
-    s.rt1.block_on(async {
-        for _ in 0..iters {
-            black_box(s.router.call(Call::new("marker_echo", json!({"text": "hello"}), s.caller.clone())).await);
-        }
-    });
-}
 
-fn round_trip_loop_here(rt: &tokio::runtime::Runtime, iters: u64) {
-    rt.block_on(async {
-        for _ in 0..iters {
-            let cancel = tokio_util::sync::CancellationToken::new();
-            let child = cancel.child_token();
-            let mut h = tokio::task::spawn_blocking(|| black_box(1));
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-            tokio::select! {
-                biased;
-                r = &mut h => { r.expect("join"); }
-                _ = child.cancelled() => {}
-                _ = tokio::time::sleep_until(deadline) => {}
-            }
-        }
-    });
-}
 
 fn per_call(total: Duration, iters: u64) -> f64 {
     total.as_nanos() as f64 / iters as f64
@@ -217,14 +182,6 @@ fn main() {
     println!("  direct_json (registry, JSON in/out, no ABI)  {json:>9.0}");
     println!("  abi_invoke (loaded library via ToolBackend)  {abi:>9.0}");
     let n = if budget < Duration::from_secs(1) { 3000 } else { 20_000 };
-    let best = |pipeline: bool| (0..5).filter_map(|_| caller_cpu_per_call(&s, pipeline, n / 5)).reduce(f64::min);
-    if let (Some(rt_cpu), Some(pipe_cpu)) = (best(false), best(true)) {
-        println!("  caller-thread CPU per call, current_thread runtime (no waiting counted; best of 5):");
-        println!("    blocking-thread round trip (timer + token)          {rt_cpu:>9.0}");
-        println!("    pipeline                                            {pipe_cpu:>9.0}");
-        println!("    router work on the caller thread (difference)       {:>9.0} ns", pipe_cpu - rt_cpu);
-        println!("    router work + ABI call (+ abi_invoke)               {:>9.0} ns", pipe_cpu - rt_cpu + abi);
-    }
     for (name, rt) in [("current_thread", &s.rt1), ("multi_thread", &s.rt)] {
         round_trip_loop(rt, 200);
         pipeline_loop(&s, rt, 200);
@@ -234,10 +191,10 @@ fn main() {
             handoff = handoff.min(per_call(round_trip_loop(rt, n / 5), n / 5));
             full = full.min(per_call(pipeline_loop(&s, rt, n / 5), n / 5));
         }
-        println!("  [{name}] blocking-thread round trip (timer + token)         {handoff:>9.0}");
+        println!("  [{name}] blocking-thread round trip (thread execution adds)  {handoff:>9.0}");
         println!("  [{name}] pipeline (Router::call, in a runtime task)         {full:>9.0}");
         println!("  [{name}] pipeline / direct_fn                               {:>9.1}x", full / direct);
         println!("  [{name}] overhead vs direct_fn                              {:>9.0} ns", full - direct);
-        println!("  [{name}] router work (pipeline - abi_invoke - round trip)   {:>9.0} ns", full - abi - handoff);
+        println!("  [{name}] router work (pipeline - abi_invoke)                {:>9.0} ns", full - abi);
     }
 }

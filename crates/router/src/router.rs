@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
 use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, PluginEntry, RUN_TOOL, TOOL_SEARCH, ToolDef};
+use quiver_manifest::Execution;
 use quiver_telemetry::{
     BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id,
 };
@@ -890,6 +891,28 @@ impl Router {
             request_id.to_owned(),
             state.counters.clone(),
         ));
+        let timeout = || {
+            ToolError::new(
+                ErrorCode::TIMEOUT,
+                format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
+            )
+            .retryable()
+        };
+        if plugin.tools[tool].policies.execution == Execution::Inline {
+            // The manifest vouches that this tool answers within microseconds and never blocks:
+            // run it on this task and skip the thread handoff; its deadline is checked after.
+            let raw = plugin.backend.invoke(&plugin.tools[tool].spec.name, &body, sink.clone());
+            sink.finished();
+            drop(tool_permit);
+            if cancel.is_cancelled() {
+                return Err(cancelled(tool_name));
+            }
+            if Instant::now() >= deadline {
+                state.counters.timed_out();
+                return Err(timeout());
+            }
+            return parse_response(tool_name, raw);
+        }
         let plugin = plugin.clone();
         let plugin_sink = sink.clone();
         let mut handle = tokio::task::spawn_blocking(move || {
@@ -899,13 +922,6 @@ impl Router {
             drop(tool_permit);
             out
         });
-        let timeout = || {
-            ToolError::new(
-                ErrorCode::TIMEOUT,
-                format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
-            )
-            .retryable()
-        };
         let mut guard = AbandonOnDrop { sink: &sink, armed: true };
         let joined = tokio::select! {
             biased;
@@ -933,15 +949,7 @@ impl Router {
             state.counters.timed_out();
             return Err(timeout());
         }
-        let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
-            let mut shown = raw.clone();
-            shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
-            ToolError::new(
-                ErrorCode::PROTOCOL,
-                format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"),
-            )
-        })?;
-        Ok((response, raw.len()))
+        parse_response(tool_name, raw)
     }
 
     /// Truncates a result over `max` bytes: `outputs` becomes a preview of its JSON text, the
@@ -982,6 +990,19 @@ impl Router {
         meta.result_handle = Some(handle);
         meta.policy.push(Cow::Borrowed("result:truncated"));
     }
+}
+
+/// Reads a plugin's answer; returns it with its size in bytes.
+fn parse_response(tool_name: &str, raw: String) -> Result<(ToolResponse, usize), ToolError> {
+    let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
+        let mut shown = raw.clone();
+        shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
+        ToolError::new(
+            ErrorCode::PROTOCOL,
+            format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"),
+        )
+    })?;
+    Ok((response, raw.len()))
 }
 
 #[cfg(test)]
