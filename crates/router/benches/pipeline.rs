@@ -123,10 +123,6 @@ fn round_trip_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
-
-
-
-
 fn per_call(total: Duration, iters: u64) -> f64 {
     total.as_nanos() as f64 / iters as f64
 }
