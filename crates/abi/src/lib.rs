@@ -16,6 +16,7 @@
 //! depends on host crates.
 
 pub mod contract;
+pub mod fixtures;
 mod module;
 pub mod sdk;
 

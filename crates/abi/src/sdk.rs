@@ -1,6 +1,6 @@
 //! The plugin author's side: write a [`Tool`], list it in [`crate::export_plugin!`], done.
 //!
-//! ```ignore
+//! ```text
 //! use quiver_abi::{Context, Tool, ToolError, schemars::JsonSchema, serde::{Deserialize, Serialize}};
 //!
 //! #[derive(Deserialize, JsonSchema)]
@@ -345,7 +345,7 @@ impl<'a> Context<'a> {
 
 /// Exports a plugin: its embedded manifest and its tools.
 ///
-/// ```ignore
+/// ```text
 /// quiver_abi::export_plugin! {
 ///     manifest: include_str!("../tool.yaml"),
 ///     tools: [ReadFile, ListDir::default()],

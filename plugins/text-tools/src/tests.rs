@@ -332,97 +332,11 @@ fn manifest_names_every_registered_tool() {
     }
 }
 
-mod fixtures {
-    //! Runs `fixtures/*.json` through the registry, as the host's contract test does.
-    use std::path::Path;
-
-    use quiver_abi::{
-        Status, ToolRequest,
-        sdk::Host,
-        serde_json::{self, Value},
-    };
-
-    use crate::__quiver_plugin::registry;
-
-    fn substitute(v: &mut Value, dir: &str) {
-        match v {
-            Value::String(s) => *s = s.replace("${FIXTURE_DIR}", dir),
-            Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, dir)),
-            Value::Object(o) => o.values_mut().for_each(|x| substitute(x, dir)),
-            _ => {}
-        }
-    }
-
-    /// `expected` is a subset of `actual`: objects recursively, everything else whole.
-    fn subset(expected: &Value, actual: &Value) -> bool {
-        match (expected, actual) {
-            (Value::Object(e), Value::Object(a)) => e.iter().all(|(k, v)| a.get(k).is_some_and(|x| subset(v, x))),
-            _ => expected == actual,
-        }
-    }
-
-    fn check(case: &Value, dir: &str) -> Result<(), String> {
-        // As the host's contract test does: `${FIXTURE_DIR}` is replaced everywhere in a case.
-        let mut case = case.clone();
-        substitute(&mut case, dir);
-        let tool = case["tool"].as_str().ok_or("case has no `tool`")?;
-        let request = ToolRequest {
-            request_id: "fixture".into(),
-            tool_id: tool.into(),
-            inputs: case.get("arguments").cloned().unwrap_or_else(|| serde_json::json!({})),
-            config: case.get("config").cloned().unwrap_or(Value::Null),
-            ..ToolRequest::default()
-        };
-        let response = registry().call(tool, request, Host::Detached);
-        let expect = &case["expect"];
-        let want_ok = expect["status"] == "ok";
-        let got_ok = response.status == Status::Ok;
-        if want_ok != got_ok {
-            return Err(format!(
-                "status {:?}, error {:?}, outputs {}",
-                response.status, response.error, response.outputs
-            ));
-        }
-        if let Some(outputs) = expect.get("outputs")
-            && !subset(outputs, &response.outputs)
-        {
-            return Err(format!("outputs {} do not contain {outputs}", response.outputs));
-        }
-        if let Some(code) = expect.get("error_code").and_then(Value::as_str) {
-            let got = response.error.as_ref().map(|e| e.code.as_str());
-            if got != Some(code) {
-                return Err(format!("error code {got:?}, wanted {code} ({:?})", response.error));
-            }
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn every_fixture_holds() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
-        let dir_str = dir.to_str().unwrap().to_owned();
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        files.sort();
-        let (mut ran, mut failures) = (0, Vec::new());
-        for file in &files {
-            let text = std::fs::read_to_string(file).unwrap();
-            let parsed: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-            let cases = match parsed {
-                Value::Array(a) => a,
-                one => vec![one],
-            };
-            for case in cases {
-                ran += 1;
-                if let Err(e) = check(&case, &dir_str) {
-                    failures.push(format!("{} / {}: {e}", file.display(), case["name"]));
-                }
-            }
-        }
-        assert!(ran >= 10, "only {ran} fixture cases found");
-        assert!(failures.is_empty(), "{} of {ran} fixture cases failed:\n{}", failures.len(), failures.join("\n"));
-    }
+#[test]
+fn every_fixture_holds() {
+    // The cases `cargo xtask contract-test` runs through the real host, here in-process.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let report = quiver_abi::fixtures::run_fixtures(crate::__quiver_plugin::registry(), &dir);
+    assert!(report.ran >= 10, "only {} fixture cases found in {}", report.ran, dir.display());
+    assert!(report.failures.is_empty(), "{report}");
 }

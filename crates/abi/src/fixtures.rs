@@ -1,0 +1,185 @@
+//! Contract fixtures, run in-process: each plugin's `fixtures/*.json` through its own registry,
+//! the same cases `cargo xtask contract-test` runs through the real host and router. Lets a
+//! plugin's unit tests catch a broken fixture before it is bundled.
+//!
+//! A file holds one case or an array of cases: `{"name", "tool", "arguments", "config"?,
+//! "expect": {"status", "outputs"? (subset match: objects recursively, everything else whole),
+//! "error_code"?}}`; the string `${FIXTURE_DIR}` anywhere in a case becomes the fixtures folder.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::sdk::{Host, Registry};
+use crate::{Status, ToolRequest};
+
+/// What a fixture run found.
+#[derive(Debug, Default)]
+pub struct FixtureReport {
+    /// Cases run.
+    pub ran: usize,
+    /// One line per failed case: file, case name, what differed.
+    pub failures: Vec<String>,
+}
+
+impl std::fmt::Display for FixtureReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {} fixture cases failed", self.failures.len(), self.ran)?;
+        for line in &self.failures {
+            write!(f, "\n  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+fn substitute(v: &mut Value, dir: &str) {
+    match v {
+        Value::String(s) => *s = s.replace("${FIXTURE_DIR}", dir),
+        Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, dir)),
+        Value::Object(o) => o.values_mut().for_each(|x| substitute(x, dir)),
+        _ => {}
+    }
+}
+
+/// `expected` is a subset of `actual`: objects recursively, everything else whole.
+pub fn is_subset(expected: &Value, actual: &Value) -> bool {
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => e.iter().all(|(k, v)| a.get(k).is_some_and(|x| is_subset(v, x))),
+        _ => expected == actual,
+    }
+}
+
+fn check(registry: &Registry, case: &Value, dir: &str) -> Result<(), String> {
+    let mut case = case.clone();
+    substitute(&mut case, dir);
+    let tool = case["tool"].as_str().ok_or("the case has no `tool`")?;
+    let request = ToolRequest {
+        request_id: "fixture".into(),
+        tool_id: tool.into(),
+        inputs: case.get("arguments").cloned().unwrap_or_else(|| serde_json::json!({})),
+        config: case.get("config").cloned().unwrap_or(Value::Null),
+        ..ToolRequest::default()
+    };
+    let response = registry.call(tool, request, Host::Detached);
+    let expect = &case["expect"];
+    let want = match expect["status"].as_str() {
+        Some("ok") => Status::Ok,
+        Some("error") => Status::Error,
+        Some("partial") => Status::Partial,
+        other => return Err(format!("expect.status must be ok, error or partial, not {other:?}")),
+    };
+    // `partial` is the host's truncation; in-process the tool answers whole.
+    if want != response.status && want != Status::Partial {
+        return Err(format!("status {:?}, error {:?}, outputs {}", response.status, response.error, response.outputs));
+    }
+    if let Some(outputs) = expect.get("outputs")
+        && !is_subset(outputs, &response.outputs)
+    {
+        return Err(format!("outputs {} do not contain {outputs}", response.outputs));
+    }
+    if let Some(code) = expect.get("error_code").and_then(Value::as_str) {
+        let got = response.error.as_ref().map(|e| e.code.as_str());
+        if got != Some(code) {
+            return Err(format!("error code {got:?}, wanted {code} ({:?})", response.error));
+        }
+    }
+    Ok(())
+}
+
+/// Runs every case of every `*.json` file in `dir` (sorted) through `registry`.
+pub fn run_fixtures(registry: &Registry, dir: &Path) -> FixtureReport {
+    let mut report = FixtureReport::default();
+    let dir_text = dir.to_string_lossy().into_owned();
+    let mut files: Vec<_> = match std::fs::read_dir(dir) {
+        Ok(rd) => {
+            rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect()
+        }
+        Err(e) => {
+            report.failures.push(format!("{}: cannot read the fixtures folder: {e}", dir.display()));
+            return report;
+        }
+    };
+    files.sort();
+    for file in &files {
+        let parsed: Value = match std::fs::read_to_string(file)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                report.failures.push(format!("{}: {e}", file.display()));
+                continue;
+            }
+        };
+        let cases = match parsed {
+            Value::Array(a) => a,
+            one => vec![one],
+        };
+        for case in cases {
+            report.ran += 1;
+            if let Err(e) = check(registry, &case, &dir_text) {
+                report.failures.push(format!("{} / {}: {e}", file.display(), case["name"]));
+            }
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::ToolError;
+    use crate::sdk::{Context, Tool, erase};
+
+    #[derive(Deserialize, JsonSchema)]
+    struct In {
+        n: i64,
+    }
+    #[derive(Serialize, JsonSchema)]
+    struct Out {
+        double: i64,
+    }
+    struct Double;
+    impl Tool for Double {
+        const NAME: &'static str = "double";
+        type Input = In;
+        type Output = Out;
+        fn call(&self, input: In, _cx: &mut Context<'_>) -> Result<Out, ToolError> {
+            if input.n < 0 {
+                Err(ToolError::invalid("n must not be negative"))
+            } else {
+                Ok(Out { double: input.n * 2 })
+            }
+        }
+    }
+
+    #[test]
+    fn passing_and_failing_cases_are_told_apart() {
+        let dir = std::env::temp_dir().join(format!("quiver-fixtures-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("cases.json"),
+            r#"[
+              {"name": "doubles", "tool": "double", "arguments": {"n": 2}, "expect": {"status": "ok", "outputs": {"double": 4}}},
+              {"name": "refuses", "tool": "double", "arguments": {"n": -1}, "expect": {"status": "error", "error_code": "invalid_arguments"}},
+              {"name": "wrong", "tool": "double", "arguments": {"n": 3}, "expect": {"status": "ok", "outputs": {"double": 7}}},
+              {"name": "${FIXTURE_DIR}", "tool": "nope", "expect": {"status": "ok"}}
+            ]"#,
+        )
+        .unwrap();
+        std::fs::write(dir.join("broken.json"), "{not json").unwrap();
+        let registry = Registry::new("", vec![erase(Double)]);
+        let report = run_fixtures(&registry, &dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(report.ran, 4);
+        assert_eq!(report.failures.len(), 3, "{report}");
+        assert!(report.failures.iter().any(|f| f.contains("broken.json")));
+        assert!(report.failures.iter().any(|f| f.contains("\"wrong\"") && f.contains("do not contain")));
+        assert!(report.failures.iter().any(|f| f.contains("unknown_tool") || f.contains("status Error")));
+        assert!(is_subset(&serde_json::json!({"a": {"b": 1}}), &serde_json::json!({"a": {"b": 1, "c": 2}, "d": 3})));
+        assert!(!is_subset(&serde_json::json!({"a": [1]}), &serde_json::json!({"a": [1, 2]})));
+    }
+}
