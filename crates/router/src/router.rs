@@ -294,10 +294,12 @@ impl Router {
     /// (retrying retryable errors) → output validation → result-size limit → notice →
     /// telemetry and transcript. A call named `run_tool` is handed to [`Router::run_tool`].
     pub async fn call(&self, call: Call) -> CallOutcome {
+        // Boxed: the pipeline's state is large, and an unboxed future would be copied whole
+        // each time a caller's task is spawned or moved.
         if call.name == RUN_TOOL {
-            return self.run_tool(call).await;
+            return Box::pin(self.run_tool(call)).await;
         }
-        self.dispatch(call).await
+        Box::pin(self.dispatch(call)).await
     }
 
     /// The generic lane: `arguments` is `{"name": ..., "arguments": {...}}`. Refuses to
