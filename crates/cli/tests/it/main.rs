@@ -1,7 +1,7 @@
 //! End-to-end tests of the `quiver` binary against real signed bundles of the marker test plugin.
 //!
-//! The plugin is built once per test run with its own target directory (the outer cargo may
-//! hold the lock of `target/`), then every test makes its own bundle in a temporary folder with
+//! The plugin is built once per test run by `quiver_tests::plugin_library` (its own target
+//! directory: the outer cargo may hold the lock of `target/`), then every test makes its own bundle in a temporary folder with
 //! `quiver keygen` and `quiver sign --library`, exactly as a user would.
 
 use std::fs;
@@ -17,25 +17,10 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap().to_path_buf()
 }
 
-/// The marker plugin's library, built once.
+/// The marker plugin's library, built once (see `quiver_tests::plugin_library`).
 fn marker_library() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let root = repo_root();
-        let target = root.join("target/test-plugins");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(&root)
-            .args(["build", "--quiet", "-p", "marker-plugin", "--target-dir"])
-            .arg(&target)
-            .status()
-            .expect("cannot run cargo");
-        assert!(status.success(), "building marker-plugin failed");
-        let lib =
-            target.join(format!("debug/{}marker_plugin{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX));
-        assert!(lib.is_file(), "{} was not built", lib.display());
-        lib
-    })
+    LIB.get_or_init(|| quiver_tests::plugin_library("marker-plugin", &[]))
 }
 
 /// A finished `quiver` run.

@@ -10,31 +10,10 @@ use super::{QUIVER, repo_root};
 
 const PLUGINS: [&str; 3] = ["fs-tools", "text-tools", "time-tools"];
 
-/// Debug builds of the bundled plugins (separate target folder: the outer cargo holds `target/`).
+/// Debug builds of the bundled plugins (see `quiver_tests::plugin_library`).
 fn bundled_libraries() -> &'static [PathBuf] {
     static LIBS: OnceLock<Vec<PathBuf>> = OnceLock::new();
-    LIBS.get_or_init(|| {
-        let root = repo_root();
-        let target = root.join("target/test-plugins");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.current_dir(&root).args(["build", "--quiet", "--target-dir"]).arg(&target);
-        for p in PLUGINS {
-            cmd.args(["-p", p]);
-        }
-        assert!(cmd.status().expect("cargo runs").success(), "building the bundled plugins failed");
-        PLUGINS
-            .iter()
-            .map(|p| {
-                target.join(format!(
-                    "debug/{}{}{}",
-                    std::env::consts::DLL_PREFIX,
-                    p.replace('-', "_"),
-                    std::env::consts::DLL_SUFFIX
-                ))
-            })
-            .collect()
-    })
+    LIBS.get_or_init(|| PLUGINS.iter().map(|p| quiver_tests::plugin_library(p, &[])).collect())
 }
 
 /// A project with signed bundles of the three bundled plugins and two profiles sharing a head.
