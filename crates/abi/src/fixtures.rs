@@ -32,26 +32,49 @@ impl std::fmt::Display for FixtureReport {
     }
 }
 
-fn substitute(v: &mut Value, dir: &str) {
+/// Replaces `${FIXTURE_DIR}` in every string of `v` with `fixture_dir`.
+pub fn substitute_fixture_dir(v: &mut Value, fixture_dir: &str) {
     match v {
-        Value::String(s) => *s = s.replace("${FIXTURE_DIR}", dir),
-        Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, dir)),
-        Value::Object(o) => o.values_mut().for_each(|x| substitute(x, dir)),
+        Value::String(s) if s.contains("${FIXTURE_DIR}") => *s = s.replace("${FIXTURE_DIR}", fixture_dir),
+        Value::Array(a) => a.iter_mut().for_each(|x| substitute_fixture_dir(x, fixture_dir)),
+        Value::Object(m) => m.values_mut().for_each(|x| substitute_fixture_dir(x, fixture_dir)),
         _ => {}
     }
 }
 
-/// `expected` is a subset of `actual`: objects recursively, everything else whole.
-pub fn is_subset(expected: &Value, actual: &Value) -> bool {
+/// Checks that `expected` is a subset of `actual`: every key of an object present with a
+/// matching value (objects recursively), everything else equal as a whole. The error names the
+/// first difference by its path below `path` (`outputs.b.c: expected [1], got [1,2]`).
+pub fn check_subset(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
     match (expected, actual) {
-        (Value::Object(e), Value::Object(a)) => e.iter().all(|(k, v)| a.get(k).is_some_and(|x| is_subset(v, x))),
-        _ => expected == actual,
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, ev) in e {
+                let p = format!("{path}.{k}");
+                match a.get(k) {
+                    Some(av) => check_subset(ev, av, &p)?,
+                    None => return Err(format!("{p} is missing")),
+                }
+            }
+            Ok(())
+        }
+        _ if expected == actual => Ok(()),
+        _ => Err(format!("{path}: expected {}, got {}", short(expected), short(actual))),
     }
+}
+
+/// `expected` is a subset of `actual`; see [`check_subset`].
+pub fn is_subset(expected: &Value, actual: &Value) -> bool {
+    check_subset(expected, actual, "").is_ok()
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 120 { format!("{}…", s.chars().take(120).collect::<String>()) } else { s }
 }
 
 fn check(registry: &Registry, case: &Value, dir: &str) -> Result<(), String> {
     let mut case = case.clone();
-    substitute(&mut case, dir);
+    substitute_fixture_dir(&mut case, dir);
     let tool = case["tool"].as_str().ok_or("the case has no `tool`")?;
     let request = ToolRequest {
         request_id: "fixture".into(),
@@ -72,10 +95,9 @@ fn check(registry: &Registry, case: &Value, dir: &str) -> Result<(), String> {
     if want != response.status && want != Status::Partial {
         return Err(format!("status {:?}, error {:?}, outputs {}", response.status, response.error, response.outputs));
     }
-    if let Some(outputs) = expect.get("outputs")
-        && !is_subset(outputs, &response.outputs)
-    {
-        return Err(format!("outputs {} do not contain {outputs}", response.outputs));
+    if let Some(outputs) = expect.get("outputs") {
+        check_subset(outputs, &response.outputs, "outputs")
+            .map_err(|e| format!("outputs {} do not contain the expected values: {e}", response.outputs))?;
     }
     if let Some(code) = expect.get("error_code").and_then(Value::as_str) {
         let got = response.error.as_ref().map(|e| e.code.as_str());

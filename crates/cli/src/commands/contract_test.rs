@@ -21,6 +21,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use quiver_abi::Status;
+use quiver_abi::fixtures::{check_subset, substitute_fixture_dir};
 use quiver_catalog::{Access, Catalog, SearchRequest, search_catalog};
 use quiver_lifecycle::{Host, HostSettings, VerifyPolicy};
 use quiver_manifest::{Artifact, KeyPair, Manifest, TrustedKeys};
@@ -74,39 +75,6 @@ struct Outcome {
     name: String,
     passed: bool,
     detail: String,
-}
-
-/// Checks that every key of `expected` is in `actual` with an equal value (objects recursively).
-fn subset(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
-    match (expected, actual) {
-        (Value::Object(e), Value::Object(a)) => {
-            for (k, ev) in e {
-                let p = format!("{path}.{k}");
-                match a.get(k) {
-                    Some(av) => subset(ev, av, &p)?,
-                    None => return Err(format!("{p} is missing")),
-                }
-            }
-            Ok(())
-        }
-        _ if expected == actual => Ok(()),
-        _ => Err(format!("{path}: expected {}, got {}", short(expected), short(actual))),
-    }
-}
-
-fn short(v: &Value) -> String {
-    let s = v.to_string();
-    if s.chars().count() > 120 { format!("{}…", s.chars().take(120).collect::<String>()) } else { s }
-}
-
-/// Replaces `${FIXTURE_DIR}` in every string of `v`.
-fn substitute(v: &mut Value, fixture_dir: &str) {
-    match v {
-        Value::String(s) if s.contains("${FIXTURE_DIR}") => *s = s.replace("${FIXTURE_DIR}", fixture_dir),
-        Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, fixture_dir)),
-        Value::Object(m) => m.values_mut().for_each(|x| substitute(x, fixture_dir)),
-        _ => {}
-    }
 }
 
 /// Reads `dir/*.json` (sorted): each file one case or an array of cases.
@@ -213,7 +181,7 @@ fn run_case(rt: &tokio::runtime::Runtime, router: &Router, case: &Case) -> Resul
         }
     }
     if let Some(outputs) = &case.expect.outputs
-        && let Err(e) = subset(outputs, &r.outputs, "outputs")
+        && let Err(e) = check_subset(outputs, &r.outputs, "outputs")
     {
         problems.push(e);
     }
@@ -267,7 +235,7 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
     let mut results = Vec::new();
     for (file, mut case) in cases {
         for v in [Some(&mut case.arguments), case.config.as_mut(), case.expect.outputs.as_mut()].into_iter().flatten() {
-            substitute(v, &fixture_dir_text);
+            substitute_fixture_dir(v, &fixture_dir_text);
         }
         let outcome = run_case(&rt, &router, &case);
         results.push(Outcome {
@@ -325,20 +293,22 @@ mod tests {
     #[test]
     fn subset_matches_objects_recursively_and_arrays_whole() {
         let actual = json!({"a": 1, "b": {"c": [1, 2], "d": "x"}, "e": null});
-        assert!(subset(&json!({}), &actual, "outputs").is_ok());
-        assert!(subset(&json!({"b": {"d": "x"}}), &actual, "outputs").is_ok());
-        assert!(subset(&json!({"e": null}), &actual, "outputs").is_ok());
-        assert_eq!(subset(&json!({"b": {"z": 1}}), &actual, "outputs").unwrap_err(), "outputs.b.z is missing");
+        assert!(check_subset(&json!({}), &actual, "outputs").is_ok());
+        assert!(check_subset(&json!({"b": {"d": "x"}}), &actual, "outputs").is_ok());
+        assert!(check_subset(&json!({"e": null}), &actual, "outputs").is_ok());
+        assert_eq!(check_subset(&json!({"b": {"z": 1}}), &actual, "outputs").unwrap_err(), "outputs.b.z is missing");
         assert!(
-            subset(&json!({"b": {"c": [1]}}), &actual, "outputs").unwrap_err().starts_with("outputs.b.c: expected [1]")
+            check_subset(&json!({"b": {"c": [1]}}), &actual, "outputs")
+                .unwrap_err()
+                .starts_with("outputs.b.c: expected [1]")
         );
-        assert!(subset(&json!({"a": "1"}), &actual, "outputs").is_err());
+        assert!(check_subset(&json!({"a": "1"}), &actual, "outputs").is_err());
     }
 
     #[test]
     fn fixture_dir_is_substituted_everywhere() {
         let mut v = json!({"root": "${FIXTURE_DIR}/root", "list": ["${FIXTURE_DIR}"], "n": 1});
-        substitute(&mut v, "/tmp/f");
+        substitute_fixture_dir(&mut v, "/tmp/f");
         assert_eq!(v, json!({"root": "/tmp/f/root", "list": ["/tmp/f"], "n": 1}));
     }
 
