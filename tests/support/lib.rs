@@ -119,7 +119,8 @@ pub fn write_bundle(
         None => std::fs::read_to_string(workspace_root().join(source_dir(package)).join("tool.yaml"))
             .expect("source tool.yaml"),
     };
-    let text = format!("{}\nartifact:\n  file: {lib_name}\n  sha256: {}\n", source.trim_end(), sha256_hex(&bytes));
+    let artifact = quiver_manifest::Artifact { file: lib_name.clone(), sha256: sha256_hex(&bytes) };
+    let text = quiver_manifest::with_artifact_text(&source, &artifact);
     let manifest = dir.join(format!("{package}.tool.yaml"));
     let signature = dir.join(format!("{package}.tool.yaml.minisig"));
     match key {

@@ -70,11 +70,8 @@ impl DevKey {
 
 /// The bundle manifest text: the source manifest with an `artifact` section appended.
 pub fn bundle_manifest_text(source: &str, library_file: &str, sha256: &str) -> String {
-    let mut text = source.trim_end().to_owned();
-    text.push_str(&format!(
-        "\n# Added by `cargo xtask build-plugins`: the library this manifest vouches for.\nartifact:\n  file: {library_file}\n  sha256: {sha256}\n"
-    ));
-    text
+    let artifact = quiver_manifest::Artifact { file: library_file.to_owned(), sha256: sha256.to_owned() };
+    quiver_manifest::with_artifact_text(source, &artifact)
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename.

@@ -7,55 +7,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use quiver_manifest::{Artifact, Manifest};
+use quiver_manifest::Artifact;
 
-/// The comment line written above a generated `artifact` section.
-const ARTIFACT_MARKER: &str = "# Added by `quiver sign --library`: the library this manifest vouches for.";
-
-/// Returns `manifest` with its top-level `artifact:` block (if any) removed and a fresh one
-/// appended. Everything else, comments included, is kept byte for byte. The result is parsed
-/// back to make sure the edit did what it says.
+/// Returns `manifest` with a fresh `artifact` section (see `quiver_manifest::pin_artifact`):
+/// the author's comments are kept, and the result is parsed back to make sure the edit holds.
 pub fn set_artifact(manifest: &str, artifact: &Artifact, origin: &str) -> Result<String> {
-    let lines: Vec<&str> = manifest.lines().collect();
-    let is_top_level_key = |l: &str| !l.is_empty() && !l.starts_with([' ', '\t', '#', '-']);
-    let mut kept: Vec<&str> = Vec::with_capacity(lines.len());
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        if line.starts_with("artifact:") {
-            // Drop our own marker comment right above it.
-            if kept.last().is_some_and(|l| l.trim_start().starts_with("# Added by ")) {
-                kept.pop();
-            }
-            i += 1;
-            while i < lines.len() && !is_top_level_key(lines[i]) && !lines[i].starts_with('#') {
-                i += 1;
-            }
-            continue;
-        }
-        kept.push(line);
-        i += 1;
-    }
-    while kept.last().is_some_and(|l| l.trim().is_empty()) {
-        kept.pop();
-    }
-    let mut out = kept.join("\n");
-    out.push_str(&format!(
-        "\n{ARTIFACT_MARKER}\nartifact:\n  file: {}\n  sha256: {}\n",
-        yaml_scalar(&artifact.file),
-        artifact.sha256
-    ));
-    let parsed = Manifest::from_yaml(&out, origin)?;
-    if parsed.artifact.as_ref() != Some(artifact) {
-        bail!("{origin}: could not replace the `artifact` section textually; remove it by hand and sign again");
-    }
-    Ok(out)
-}
-
-/// A file name as a YAML scalar: plain when safe, else double-quoted.
-fn yaml_scalar(s: &str) -> String {
-    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'));
-    if plain { s.to_owned() } else { format!("{s:?}") }
+    Ok(quiver_manifest::pin_artifact(manifest, artifact, origin)?)
 }
 
 /// The artifact section for a library file beside the manifest: its file name and sha256.
@@ -114,6 +71,7 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quiver_manifest::ARTIFACT_MARKER;
 
     const BASE: &str = "# my plugin\nmanifest_version: 1\nid: demo\nversion: 0.1.0\ndisplay_name: Demo\ndescription: A demo plugin for tests.\nabi: 1\ntools:\n  # the one tool\n  - name: demo_echo\n    title: Echo\n    description: Returns its input text unchanged, for tests.\n    side_effects: read\n";
 

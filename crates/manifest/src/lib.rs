@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+mod artifact;
 mod checksum;
 mod config;
 mod error;
@@ -30,6 +31,7 @@ mod signature;
 mod validate;
 mod yaml;
 
+pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
 pub use checksum::sha256_hex;
 pub use config::{
     ApprovalMode, CONFIG_VERSION, ExposureMode, HostConfig, KeySource, NameConflicts, Profile, RouterConfig,
