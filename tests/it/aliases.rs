@@ -31,6 +31,7 @@ fn setup() -> Setup {
             verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 64 << 20 },
             cache_dir: None,
             conflicts: Default::default(),
+            isolation: Default::default(),
         })
         .unwrap(),
     );

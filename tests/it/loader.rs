@@ -29,6 +29,7 @@ fn host(plugins: &Path, keys: &[&TestKey]) -> Arc<Host> {
             verify: VerifyPolicy { trusted: trusted(keys), allow_unsigned: false, max_library_bytes: 64 << 20 },
             cache_dir: None,
             conflicts: Default::default(),
+            isolation: Default::default(),
         })
         .expect("host"),
     )

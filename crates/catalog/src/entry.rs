@@ -32,6 +32,8 @@ pub struct PluginEntry {
     pub tools: Vec<ToolDef>,
     /// Runs the plugin's calls.
     pub backend: Arc<dyn ToolBackend>,
+    /// What the library said about itself (its embedded manifest and derived schemas).
+    pub info: Arc<PluginInfo>,
 }
 
 impl std::fmt::Debug for PluginEntry {
@@ -161,7 +163,7 @@ impl PluginEntry {
                 output_validator,
             });
         }
-        Ok(PluginEntry { manifest, provenance, tools, backend })
+        Ok(PluginEntry { manifest, provenance, tools, backend, info: Arc::new(info.clone()) })
     }
 
     /// Plugin id.

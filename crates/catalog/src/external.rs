@@ -63,6 +63,7 @@ pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) 
         description: "external tool list".to_owned(),
         abi: quiver_abi::ABI_VERSION,
         artifact: None,
+        sandbox: Default::default(),
         tools: specs,
     };
     let info = PluginInfo {

@@ -76,6 +76,7 @@ fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
         description: "test".into(),
         abi: 1,
         artifact: None,
+        sandbox: Default::default(),
         tools,
     };
     let prov = Provenance { sha256: "0".repeat(64), signer_key_id: None, manifest_path: format!("{id}.tool.yaml") };

@@ -79,6 +79,10 @@ enum Command {
     /// `cargo xtask contract-test`).
     #[command(hide = true)]
     ContractTest(commands::contract_test::ContractTestArgs),
+    /// Serve one plugin in a sandboxed worker process for a host (internal: the host starts it
+    /// and speaks the worker protocol over its stdin and stdout).
+    #[command(hide = true)]
+    Worker,
 }
 
 /// An error in how the command was invoked (exit code 2), as opposed to a failure (exit 1).
@@ -125,6 +129,11 @@ fn init_logging(verbose: u8) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Worker) {
+        // Before logging or anything else that could start a thread: the worker sandboxes itself
+        // (Landlock applies to the threads created after it).
+        return quiver_lifecycle::worker::run_child();
+    }
     init_logging(cli.global.verbose);
     let g = &cli.global;
     let result = match cli.command {
@@ -141,6 +150,7 @@ fn main() -> ExitCode {
         Command::Surface(a) => commands::surface::run(g, &a),
         Command::Eval(a) => commands::eval::run(g, &a),
         Command::ContractTest(a) => commands::contract_test::run(g, &a),
+        Command::Worker => unreachable!("handled above"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

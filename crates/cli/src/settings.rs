@@ -2,13 +2,15 @@
 //! file is found, read, validated and resolved (relative paths against its folder, trusted key
 //! files read). Every command that loads plugins goes through [`Settings::load`]; `serve` does too.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use quiver_catalog::ConflictPolicy;
-use quiver_lifecycle::{Host, HostSettings, VerifyPolicy};
+use quiver_lifecycle::worker::WorkerSettings;
+use quiver_lifecycle::{Host, HostSettings, IsolationPolicy, VerifyPolicy};
 use quiver_manifest::{HostConfig, NameConflicts, Profile, PublicKey, TrustedKeys};
 use quiver_router::RouterSettings;
 
@@ -82,6 +84,7 @@ impl Settings {
         } else if trusted.is_empty() {
             tracing::warn!("no trusted_keys configured ({origin}): every bundle will be refused");
         }
+        let isolation = isolation_policy(&config, &trusted, &origin)?;
         let host = HostSettings {
             plugins_dir: plugins_override.unwrap_or_else(|| base_dir.join(&config.plugins_dir)),
             verify: VerifyPolicy {
@@ -94,6 +97,7 @@ impl Settings {
                 NameConflicts::Error => ConflictPolicy::Error,
                 NameConflicts::Namespace => ConflictPolicy::Namespace,
             },
+            isolation,
         };
         Ok(Settings { config, config_path, base_dir, host })
     }
@@ -159,6 +163,46 @@ impl Settings {
         }
         Ok(Arc::new(host))
     }
+}
+
+/// The isolation choices of the configuration, with key names turned into key ids and workers
+/// started as `<this program> worker`.
+fn isolation_policy(config: &HostConfig, trusted: &TrustedKeys, origin: &str) -> Result<IsolationPolicy> {
+    let iso = &config.isolation;
+    let key_id = |name: &str| trusted.iter().find(|k| k.name == name).map(|k| k.key.key_id());
+    let mut keys = BTreeMap::new();
+    for (name, i) in &iso.keys {
+        let id = key_id(name).with_context(|| format!("{origin}: isolation.keys.{name}: no trusted key has that name"))?;
+        keys.insert(id, *i);
+    }
+    let first_party = config
+        .trusted_keys
+        .iter()
+        .filter(|k| k.first_party)
+        .filter_map(|k| k.name.as_deref().and_then(key_id))
+        .collect();
+    let w = &iso.worker;
+    let program = std::env::current_exe().context("cannot find this program to start worker processes")?;
+    let mut worker = WorkerSettings::new(program);
+    worker.max_memory_bytes = w.max_memory_mb.saturating_mul(1 << 20);
+    worker.max_cpu_seconds = w.max_cpu_seconds;
+    worker.kill_grace = Duration::from_millis(w.kill_grace_ms);
+    worker.max_crashes = w.max_crashes.max(1);
+    worker.crash_window = Duration::from_millis(w.crash_window_ms);
+    for name in ["LANG", "LC_ALL", "TZ"].iter().map(|s| s.to_string()).chain(w.env.iter().cloned()) {
+        if let Ok(v) = std::env::var(&name) {
+            worker.env.push((name, v));
+        }
+    }
+    Ok(IsolationPolicy {
+        default: iso.default,
+        plugins: iso.plugins.clone(),
+        keys,
+        first_party,
+        worker: Some(worker),
+        plugin_config: config.plugin_config.clone(),
+        working_dir: std::env::current_dir().context("cannot determine the current folder")?,
+    })
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {

@@ -1,15 +1,12 @@
 //! Verifying a bundle (no plugin code runs) and loading a verified one.
 
 use std::fs;
-use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use quiver_abi::{ABI_VERSION, PluginInfo, PluginModRef};
-use quiver_catalog::{PluginEntry, Provenance};
-use quiver_manifest::{Manifest, TrustedKeys, sha256_hex};
+use quiver_catalog::{Dispatch, PluginEntry, Provenance};
+use quiver_manifest::{Execution, Manifest, TrustedKeys, sha256_hex};
 
 use crate::host_services::InProcessBackend;
 
@@ -38,6 +35,8 @@ pub enum Stage {
     Embedded,
     /// The catalog refused the plugin (name conflict, duplicate id).
     Catalog,
+    /// Starting the plugin's worker process (isolation `process`).
+    Worker,
 }
 
 impl Stage {
@@ -53,11 +52,12 @@ impl Stage {
             Stage::Abi => "abi",
             Stage::Embedded => "embedded-manifest",
             Stage::Catalog => "catalog",
+            Stage::Worker => "worker",
         }
     }
     /// True for the checks that run before any plugin code is loaded.
     pub fn before_load(self) -> bool {
-        !matches!(self, Stage::Abi | Stage::Embedded | Stage::Catalog)
+        !matches!(self, Stage::Abi | Stage::Embedded | Stage::Catalog | Stage::Worker)
     }
 }
 
@@ -223,94 +223,37 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
     })
 }
 
-static COPY_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Writes the verified bytes to a new, unique, private path in `cache_dir` (never reused, never
-/// overwritten: the dynamic loader must not be handed a path it has seen before).
-fn write_private_copy(bundle: &VerifiedBundle, cache_dir: &Path) -> std::io::Result<PathBuf> {
-    fs::create_dir_all(cache_dir)?;
-    fs::set_permissions(cache_dir, fs::Permissions::from_mode(0o700))?;
-    let cache_dir = fs::canonicalize(cache_dir)?;
-    loop {
-        let n = COPY_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!(
-            "{}-{}-{}-{}-{n}{}",
-            bundle.manifest.id,
-            bundle.manifest.version,
-            &bundle.sha256[..16],
-            std::process::id(),
-            std::env::consts::DLL_SUFFIX
-        );
-        let path = cache_dir.join(name);
-        let mut f = match fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        };
-        f.write_all(&bundle.library)?;
-        f.sync_all()?;
-        drop(f);
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o500))?;
-        return Ok(path);
-    }
-}
-
-/// Loads a verified bundle: copies its exact bytes to a private path, opens that copy, checks
-/// the ABI, and checks that the library's embedded manifest agrees with the signed one.
+/// Loads a verified bundle into this process: stages its exact bytes (a sealed memory file, or a
+/// private copy in `cache_dir`), opens them, checks the ABI, and checks that the library's
+/// embedded manifest agrees with the signed one.
 pub fn load_verified(bundle: VerifiedBundle, cache_dir: &Path) -> Result<Arc<PluginEntry>, BundleError> {
     let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
-    let copy = write_private_copy(&bundle, cache_dir).map_err(|e| {
-        fail(Stage::Library, format!("cannot write the private copy into {}: {e}", cache_dir.display()))
+    let name = format!("{}-{}-{}", bundle.manifest.id, bundle.manifest.version, &bundle.sha256[..16]);
+    let staged = crate::library::stage_library(&bundle.library, &name, Some(cache_dir)).map_err(|e| {
+        fail(Stage::Library, format!("cannot stage the library for loading (private folder {}): {e}", cache_dir.display()))
     })?;
-    let header = abi_stable::library::lib_header_from_path(&copy)
-        .map_err(|e| fail(Stage::Abi, format!("cannot open the library as a Quiver plugin: {e}")))?;
-    let module = header.init_root_module::<PluginModRef>().map_err(|e| {
-        fail(
-            Stage::Abi,
-            format!(
-                "the library's ABI does not match this host (rebuild the plugin against quiver-abi {}): {e}",
-                quiver_abi::SDK_VERSION
-            ),
-        )
-    })?;
-    let abi = (module.abi_version())();
-    if abi != ABI_VERSION || bundle.manifest.abi != ABI_VERSION {
-        return Err(fail(
-            Stage::Abi,
-            format!(
-                "plugin reports ABI v{abi} and its manifest says v{}, this host speaks v{ABI_VERSION}",
-                bundle.manifest.abi
-            ),
-        ));
-    }
-    let info_text = (module.plugin_info())().into_string();
-    let info: PluginInfo = serde_json::from_str(&info_text).map_err(|e| {
-        fail(Stage::Embedded, format!("the library's plugin info is unreadable: {e}: {}", truncate(&info_text, 200)))
-    })?;
-    let embedded = Manifest::from_yaml(&info.manifest, &format!("embedded manifest of {}", bundle.manifest.id))
-        .map_err(|e| fail(Stage::Embedded, e.to_string()))?;
-    bundle.manifest.agrees_with_embedded(&embedded).map_err(|e| {
-        fail(
-            Stage::Embedded,
-            format!("the signed manifest does not match the manifest built into the library ({e}); rebuild the bundle from the same tool.yaml"),
-        )
-    })?;
+    let opened = crate::library::open_plugin(staged.path()).map_err(|(s, m)| fail(s, m))?;
+    let info = crate::library::parse_info(&opened.info_text)
+        .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+        .map_err(|(s, m)| fail(s, m))?;
     let provenance = Provenance {
         sha256: bundle.sha256.clone(),
         signer_key_id: bundle.signer_key_id.clone(),
         manifest_path: bundle.manifest_path.display().to_string(),
     };
-    let backend = Arc::new(InProcessBackend::new(module));
+    let dispatch = bundle
+        .manifest
+        .tools
+        .iter()
+        .map(|t| match t.policies.effective(t.side_effects).execution {
+            Execution::Inline => Dispatch::Inline,
+            Execution::Thread => Dispatch::Thread,
+        })
+        .collect();
+    let backend = Arc::new(InProcessBackend::new(opened.module, dispatch));
     PluginEntry::new(bundle.manifest, &info, provenance, backend).map(Arc::new).map_err(|e| BundleError {
         bundle: bundle.manifest_path.clone(),
         stage: Stage::Embedded,
         message: e.message,
     })
-}
-
-fn truncate(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }

@@ -1,9 +1,7 @@
-//! The plugin host: scans the plugins folder, keeps the last good state of every bundle, and
-//! publishes catalog snapshots.
+//! The plugin host: the registry that merges tool sources (the plugins folder first) into one
+//! catalog snapshot per change, and publishes it.
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -12,7 +10,9 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use quiver_catalog::{Catalog, ConflictPolicy, PluginEntry};
 
-use crate::bundle::{BundleError, Stage, VerifyPolicy, load_verified, signature_path, verify_bundle};
+use crate::bundle::{BundleError, VerifyPolicy};
+use crate::isolation::IsolationPolicy;
+use crate::source::{BundleSource, NameClaims, ToolSource};
 
 /// Everything the host needs to scan and load.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ pub struct HostSettings {
     pub cache_dir: Option<PathBuf>,
     /// Two plugins claiming one name.
     pub conflicts: ConflictPolicy,
+    /// Which bundles run in-process and which in worker processes.
+    pub isolation: IsolationPolicy,
 }
 
 /// What a rescan changed.
@@ -50,56 +52,18 @@ impl ScanReport {
     }
 }
 
-/// Identity of a file as `stat` sees it: cheap change detection without re-hashing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    mtime_ns: i128,
-    ino: u64,
-    dev: u64,
-}
-
-fn stamp(path: &Path) -> Option<Stamp> {
-    let m = fs::symlink_metadata(path).ok()?;
-    Some(Stamp {
-        len: m.len(),
-        mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-        ino: m.ino(),
-        dev: m.dev(),
-    })
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Fingerprint {
-    manifest: Option<Stamp>,
-    signature: Option<Stamp>,
-    library: Option<Stamp>,
-}
-
-#[derive(Debug)]
-struct BundleState {
-    fingerprint: Fingerprint,
-    /// Library file name from the last parse, to stat it on the next scan.
-    library_file: Option<String>,
-    /// The plugin id this bundle currently provides (last good state), if any.
-    loaded_id: Option<String>,
-}
-
-#[derive(Default)]
-struct ScanState {
-    bundles: BTreeMap<PathBuf, BundleState>,
-    plugins: BTreeMap<String, Arc<PluginEntry>>,
-}
-
 type Listener = Box<dyn Fn(&ScanReport, &Arc<Catalog>) + Send + Sync>;
 
-/// The plugin host. Cheap to share (`Arc<Host>`); [`Host::catalog`] is lock-free.
+/// The plugin host: a registry that merges the entries of every [`ToolSource`] (the plugins
+/// folder first) and builds one catalog per change. Cheap to share (`Arc<Host>`);
+/// [`Host::catalog`] is lock-free.
 pub struct Host {
     settings: HostSettings,
-    cache_dir: PathBuf,
     _private_cache: Option<tempfile::TempDir>,
     catalog: ArcSwap<Catalog>,
-    state: Mutex<ScanState>,
+    sources: Vec<Box<dyn ToolSource>>,
+    /// Serializes refreshes (sources are refreshed one round at a time).
+    refreshing: Mutex<()>,
     listeners: Mutex<Vec<Listener>>,
 }
 
@@ -109,24 +73,58 @@ impl std::fmt::Debug for Host {
     }
 }
 
+/// Prefix of the private folders of library copies (used only where sealed memory files are
+/// unavailable): `quiver-libs-PID-…` in the system's temporary folder.
+const PRIVATE_PREFIX: &str = "quiver-libs-";
+
+/// Removes private copy folders left in `tmp` by hosts that are no longer running.
+fn clean_stale_private_dirs(tmp: &Path) {
+    let Ok(rd) = fs::read_dir(tmp) else { return };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(PRIVATE_PREFIX) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let alive = pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+        if !alive && e.file_type().is_ok_and(|t| t.is_dir()) {
+            match fs::remove_dir_all(e.path()) {
+                Ok(()) => tracing::info!(folder = %e.path().display(), "removed library copies left by a host that is gone"),
+                Err(err) => tracing::warn!(folder = %e.path().display(), error = %err, "cannot remove stale library copies"),
+            }
+        }
+    }
+}
+
 impl Host {
-    /// A host with an empty catalog; call [`Host::rescan`] to load the plugins folder.
+    /// A host with an empty catalog over the plugins folder; call [`Host::rescan`] to load it.
+    /// Cleans private library folders left by dead hosts.
     pub fn new(settings: HostSettings) -> std::io::Result<Host> {
         let (cache_dir, private) = match &settings.cache_dir {
             Some(d) => (d.clone(), None),
             None => {
-                let t = tempfile::Builder::new().prefix("quiver-libs-").tempdir()?;
+                let tmp = std::env::temp_dir();
+                clean_stale_private_dirs(&tmp);
+                let t = tempfile::Builder::new()
+                    .prefix(&format!("{PRIVATE_PREFIX}{}-", std::process::id()))
+                    .tempdir_in(&tmp)?;
                 (t.path().to_owned(), Some(t))
             }
         };
+        let source = BundleSource::new(settings.clone(), cache_dir);
         Ok(Host {
             settings,
-            cache_dir,
             _private_cache: private,
             catalog: ArcSwap::from_pointee(Catalog::empty()),
-            state: Mutex::new(ScanState::default()),
+            sources: vec![Box::new(source)],
+            refreshing: Mutex::new(()),
             listeners: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Adds a tool source after the plugins folder; its entries join the catalog at the next
+    /// [`Host::rescan`]. Names already served keep their plugin.
+    pub fn add_source(&mut self, source: Box<dyn ToolSource>) {
+        self.sources.push(source);
     }
 
     /// The settings in force.
@@ -147,195 +145,52 @@ impl Host {
     /// Bundle manifests in the plugins folder, sorted: `*.tool.yaml` in it and in each direct
     /// subfolder (hidden entries skipped).
     pub fn find_manifests(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        let mut out = Vec::new();
-        let is_manifest = |p: &Path| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(".tool.yaml") && n.len() > ".tool.yaml".len())
-        };
-        for e in fs::read_dir(dir)? {
-            let e = e?;
-            let name = e.file_name();
-            if name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let ft = e.file_type()?;
-            let p = e.path();
-            if ft.is_file() && is_manifest(&p) {
-                out.push(p);
-            } else if ft.is_dir() {
-                let Ok(rd) = fs::read_dir(&p) else { continue };
-                for e2 in rd.flatten() {
-                    let p2 = e2.path();
-                    if e2.file_type().is_ok_and(|t| t.is_file())
-                        && is_manifest(&p2)
-                        && !e2.file_name().to_string_lossy().starts_with('.')
-                    {
-                        out.push(p2);
-                    }
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
+        BundleSource::find_manifests(dir)
     }
 
-    fn fingerprint(manifest: &Path, library_file: Option<&str>) -> Fingerprint {
-        Fingerprint {
-            manifest: stamp(manifest),
-            signature: stamp(&signature_path(manifest)),
-            library: library_file.and_then(|f| stamp(&manifest.parent().unwrap_or(Path::new(".")).join(f))),
-        }
-    }
-
-    /// Scans the plugins folder once: loads added bundles, hot-swaps replaced ones, drops removed
-    /// ones. A bundle that fails any check keeps its last good version (if it had one) and is
-    /// reported once until its files change again. Unchanged bundles cost a few `stat` calls.
+    /// Refreshes every source once and, when anything changed, builds the catalog once from all
+    /// their entries. A bundle that fails any check keeps its last good version (if it had one)
+    /// and is reported once until its files change again.
     pub fn rescan(&self) -> ScanReport {
+        let _round = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.catalog.load_full();
+        let mut claims = NameClaims::new(&current, self.settings.conflicts);
         let mut report = ScanReport::default();
-        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let state = &mut *guard;
-        let found = match Self::find_manifests(&self.settings.plugins_dir) {
-            Ok(f) => f,
+        for source in &self.sources {
+            let r = source.refresh(&mut claims);
+            report.added.extend(r.added);
+            report.replaced.extend(r.replaced);
+            report.removed.extend(r.removed);
+            report.rejected.extend(r.rejected);
+            report.unchanged += r.unchanged;
+        }
+        drop(claims);
+        if !report.changed() {
+            return report;
+        }
+        let entries: Vec<Arc<PluginEntry>> = self.sources.iter().flat_map(|s| s.entries()).collect();
+        match Catalog::build(entries, self.settings.conflicts) {
+            Ok(c) => {
+                for w in c.warnings() {
+                    tracing::warn!(warning = %w, "catalog");
+                }
+                let c = Arc::new(c);
+                self.catalog.store(c.clone());
+                drop(_round);
+                for l in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    l(&report, &c);
+                }
+            }
             Err(e) => {
-                tracing::error!(dir = %self.settings.plugins_dir.display(), error = %e, "cannot read the plugins folder; keeping the current catalog");
-                return report;
-            }
-        };
-
-        // Removals first, so a bundle renamed within one scan is not seen as a duplicate.
-        let gone: Vec<PathBuf> = state.bundles.keys().filter(|p| !found.contains(p)).cloned().collect();
-        for p in gone {
-            if let Some(b) = state.bundles.remove(&p)
-                && let Some(id) = b.loaded_id
-            {
-                state.plugins.remove(&id);
-                tracing::info!(plugin = %id, bundle = %p.display(), "bundle removed; its tools are gone");
-                report.removed.push(id);
-            }
-        }
-
-        for path in found {
-            let prev_lib = state.bundles.get(&path).and_then(|b| b.library_file.clone());
-            let fp = Self::fingerprint(&path, prev_lib.as_deref());
-            if let Some(b) = state.bundles.get(&path)
-                && b.fingerprint == fp
-            {
-                report.unchanged += 1;
-                continue;
-            }
-            let previous_id = state.bundles.get(&path).and_then(|b| b.loaded_id.clone());
-            let outcome = self.try_load(&path, state, previous_id.as_deref());
-            let entry = state.bundles.entry(path.clone()).or_insert(BundleState {
-                fingerprint: fp.clone(),
-                library_file: None,
-                loaded_id: None,
-            });
-            match outcome {
-                Ok(plugin) => {
-                    let id = plugin.id().to_owned();
-                    let lib_file = plugin.manifest.artifact.as_ref().map(|a| a.file.clone());
-                    entry.library_file = lib_file.clone();
-                    entry.fingerprint = Self::fingerprint(&path, lib_file.as_deref());
-                    entry.loaded_id = Some(id.clone());
-                    let new_version = plugin.manifest.version.to_string();
-                    if let Some(prev) = previous_id.filter(|p| *p != id) {
-                        state.plugins.remove(&prev);
-                        report.removed.push(prev);
-                    }
-                    match state.plugins.insert(id.clone(), plugin) {
-                        Some(old) => {
-                            tracing::info!(plugin = %id, from = %old.manifest.version, to = %new_version, "plugin hot-swapped");
-                            report.replaced.push((id, old.manifest.version.to_string(), new_version));
-                        }
-                        None => {
-                            tracing::info!(plugin = %id, version = %new_version, "plugin loaded");
-                            report.added.push((id, new_version));
-                        }
-                    }
-                }
-                Err((err, lib_file)) => {
-                    entry.library_file = lib_file.or(entry.library_file.take());
-                    entry.fingerprint = Self::fingerprint(&path, entry.library_file.as_deref());
-                    tracing::warn!(bundle = %path.display(), stage = err.stage.as_str(), error = %err.message, "bundle rejected; keeping the last good state");
-                    report.rejected.push(err);
-                }
-            }
-        }
-
-        if report.changed() {
-            match Catalog::build(state.plugins.values().cloned().collect(), self.settings.conflicts) {
-                Ok(c) => {
-                    for w in c.warnings() {
-                        tracing::warn!(warning = %w, "catalog");
-                    }
-                    let c = Arc::new(c);
-                    self.catalog.store(c.clone());
-                    drop(guard);
-                    for l in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                        l(&report, &c);
-                    }
-                }
-                Err(e) => {
-                    // Cannot happen: each plugin was test-built into the catalog in `try_load`.
-                    tracing::error!(error = %e, "catalog rebuild failed; keeping the previous catalog");
-                }
+                // Sources refuse name clashes before loading, so this means two sources
+                // disagree in one round; the previous catalog stays.
+                tracing::error!(error = %e, "catalog rebuild failed; keeping the previous catalog");
             }
         }
         report
     }
 
-    /// Verifies and loads one bundle, then checks the catalog would accept it.
-    fn try_load(
-        &self,
-        path: &Path,
-        state: &ScanState,
-        previous_id: Option<&str>,
-    ) -> Result<Arc<PluginEntry>, (BundleError, Option<String>)> {
-        let verified = verify_bundle(path, &self.settings.verify).map_err(|e| (e, None))?;
-        let lib_file = verified.manifest.artifact.as_ref().map(|a| a.file.clone());
-        let fail =
-            |stage: Stage, message: String| (BundleError { bundle: path.to_owned(), stage, message }, lib_file.clone());
-        let id = verified.manifest.id.clone();
-        // The same id from another bundle file is a duplicate, not a replacement.
-        if previous_id != Some(id.as_str())
-            && let Some(other) =
-                state.bundles.iter().find(|(p, b)| p.as_path() != path && b.loaded_id.as_deref() == Some(id.as_str()))
-        {
-            return Err(fail(
-                Stage::Catalog,
-                format!("plugin id `{id}` is already loaded from {}; remove one of the two bundles", other.0.display()),
-            ));
-        }
-        if let Some(loaded) = state.plugins.get(&id) {
-            if verified.manifest.version < loaded.manifest.version {
-                return Err(fail(
-                    Stage::Downgrade,
-                    format!(
-                        "version {} is lower than the loaded {}; downgrades are refused (bump the version, or remove the bundle and restart to roll back)",
-                        verified.manifest.version, loaded.manifest.version
-                    ),
-                ));
-            }
-            if loaded.provenance.sha256 == verified.sha256 {
-                // Same bytes (e.g. a touched file): keep the loaded instance.
-                return Ok(loaded.clone());
-            }
-        }
-        let plugin = load_verified(verified, &self.cache_dir).map_err(|e| (e, lib_file.clone()))?;
-        // Would the catalog accept it?
-        let mut trial: Vec<Arc<PluginEntry>> = state
-            .plugins
-            .iter()
-            .filter(|(k, _)| k.as_str() != id && Some(k.as_str()) != previous_id)
-            .map(|(_, v)| v.clone())
-            .collect();
-        trial.push(plugin.clone());
-        Catalog::build(trial, self.settings.conflicts).map_err(|e| fail(Stage::Catalog, e.to_string()))?;
-        Ok(plugin)
-    }
-
-    /// Rescans every `interval` on a background thread until the returned handle is dropped
+/// Rescans every `interval` on a background thread until the returned handle is dropped
     /// (or the host is dropped).
     pub fn spawn_rescanner(self: &Arc<Self>, interval: Duration) -> Rescanner {
         let stop = Arc::new(AtomicBool::new(false));

@@ -11,7 +11,7 @@ use abi_stable::{
     std_types::{RResult, RStr, RString},
 };
 use quiver_abi::{CallHandle, HostServices, HostServicesRef, LogLevel, PluginModRef};
-use quiver_catalog::{CallSink, ToolBackend};
+use quiver_catalog::{CallSink, Dispatch, ToolBackend};
 
 /// Recovers the sink behind a call handle.
 ///
@@ -86,12 +86,15 @@ fn host_services() -> HostServicesRef {
 /// Calls into a library loaded in this process.
 pub struct InProcessBackend {
     module: PluginModRef,
+    /// Per tool (manifest order): how the router runs it.
+    dispatch: Vec<Dispatch>,
 }
 
 impl InProcessBackend {
-    /// Wraps a verified, loaded root module.
-    pub fn new(module: PluginModRef) -> InProcessBackend {
-        InProcessBackend { module }
+    /// Wraps a verified, loaded root module; `dispatch` per tool in manifest order (missing
+    /// entries run on a blocking thread).
+    pub fn new(module: PluginModRef, dispatch: Vec<Dispatch>) -> InProcessBackend {
+        InProcessBackend { module, dispatch }
     }
 }
 
@@ -101,5 +104,9 @@ impl ToolBackend for InProcessBackend {
         // The plugin catches its own panics (SDK); `sink` lives until this call returns.
         let out = (self.module.invoke())(RStr::from_str(tool), RStr::from_str(request), host_services(), handle);
         out.into_string()
+    }
+
+    fn dispatch(&self, index: usize) -> Dispatch {
+        self.dispatch.get(index).copied().unwrap_or(Dispatch::Thread)
     }
 }

@@ -18,9 +18,15 @@
 mod bundle;
 mod host;
 mod host_services;
+mod isolation;
+mod library;
+mod source;
+pub mod worker;
 
 pub use bundle::{
     BundleError, MAX_MANIFEST_BYTES, Stage, VerifiedBundle, VerifyPolicy, load_verified, signature_path, verify_bundle,
 };
 pub use host::{Host, HostSettings, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;
+pub use isolation::IsolationPolicy;
+pub use source::{BundleSource, NameClaims, ToolSource, sandbox_rules};

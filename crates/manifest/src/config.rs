@@ -67,6 +67,79 @@ pub struct HostConfig {
     /// Settings per plugin id, passed to that plugin's tools with every call
     /// (`ToolRequest.config`). Default none.
     pub plugin_config: BTreeMap<String, serde_json::Value>,
+    /// Where plugins run: in the host process or in sandboxed worker processes.
+    pub isolation: IsolationConfig,
+}
+
+/// Where a plugin's code runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Loaded into the host process: the fastest calls, and the host's full privileges.
+    InProcess,
+    /// In a worker process of its own, sandboxed to what its manifest declares; a crash or a
+    /// hung call takes down only that worker.
+    Process,
+}
+
+impl Isolation {
+    /// The snake-case name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::InProcess => "in_process",
+            Isolation::Process => "process",
+        }
+    }
+}
+
+/// The `isolation` section: which plugins run where, and the limits of worker processes.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IsolationConfig {
+    /// For bundles no entry below names. Default (unset): follows trust: bundles signed by a
+    /// `first_party` key run in-process, all others (other keys, unsigned) in a worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<Isolation>,
+    /// Per plugin id; wins over `keys` and `default`.
+    pub plugins: BTreeMap<String, Isolation>,
+    /// Per trusted key name (`trusted_keys[].name`); wins over `default`.
+    pub keys: BTreeMap<String, Isolation>,
+    /// Limits of each worker process.
+    pub worker: WorkerConfig,
+}
+
+/// Limits and behaviour of worker processes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkerConfig {
+    /// Address-space limit of a worker, in MiB (`RLIMIT_AS`); 0: none. Default 4096.
+    pub max_memory_mb: u64,
+    /// CPU time a worker may use over its life, in seconds (`RLIMIT_CPU`); 0: none. Default 0.
+    pub max_cpu_seconds: u64,
+    /// After a call's deadline, how long the worker has to stop the call before it is killed
+    /// and restarted, in milliseconds. Default 200.
+    pub kill_grace_ms: u64,
+    /// Crashes within `crash_window_ms` after which a worker is not restarted again (until its
+    /// bundle changes or the host restarts). Default 5.
+    pub max_crashes: u32,
+    /// The window for `max_crashes`, in milliseconds. Default 60000.
+    pub crash_window_ms: u64,
+    /// Environment variables passed to workers (their environment is otherwise empty but for
+    /// `PATH` and `LANG`). Default none.
+    pub env: Vec<String>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> WorkerConfig {
+        WorkerConfig {
+            max_memory_mb: 4096,
+            max_cpu_seconds: 0,
+            kill_grace_ms: 200,
+            max_crashes: 5,
+            crash_window_ms: 60_000,
+            env: Vec::new(),
+        }
+    }
 }
 
 /// One trusted public key: exactly one of `path` (a minisign `.pub` file, relative to the
@@ -83,6 +156,10 @@ pub struct KeySource {
     /// The base64 public key line, inline (`RWQ...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The operator's own key (or one it trusts as much): bundles it signs may run inside the
+    /// host process, the fast path. Default false: they run in sandboxed worker processes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_party: bool,
 }
 
 impl KeySource {
@@ -252,6 +329,7 @@ impl Default for HostConfig {
             router: RouterConfig::default(),
             server: ServerConfig::default(),
             plugin_config: BTreeMap::new(),
+            isolation: IsolationConfig::default(),
         }
     }
 }
@@ -400,6 +478,15 @@ fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
                     "give each trusted key its own name",
                 );
             }
+        }
+    }
+    for name in cfg.isolation.keys.keys() {
+        if !cfg.trusted_keys.iter().any(|k| k.name.as_deref() == Some(name.as_str())) {
+            push(
+                format!("isolation.keys.{name}"),
+                format!("no trusted key is named `{}`", excerpt(name)),
+                "use the `name` of an entry of trusted_keys",
+            );
         }
     }
     if cfg.max_library_bytes == 0 {

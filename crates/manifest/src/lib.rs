@@ -34,13 +34,13 @@ mod yaml;
 pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
 pub use checksum::sha256_hex;
 pub use config::{
-    ApprovalMode, CONFIG_VERSION, ExposureMode, HostConfig, KeySource, NameConflicts, Profile, RouterConfig,
-    ServerConfig, TranscriptConfig,
+    ApprovalMode, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig, KeySource, NameConflicts, Profile, RouterConfig,
+    ServerConfig, TranscriptConfig, WorkerConfig,
 };
 pub use error::{Issue, ManifestError};
 pub use model::{
-    ActionSpec, AliasSpec, Artifact, Execution, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, Policies,
-    PolicySpec, SideEffects, ToolSpec,
+    ActionSpec, AliasSpec, Artifact, Execution, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, PathAccess,
+    PathDefault, PathGrant, Policies, PolicySpec, SandboxSpec, SideEffects, ToolSpec,
 };
 pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA};
 pub use signature::{KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified, sign, verify};

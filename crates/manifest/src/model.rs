@@ -28,8 +28,71 @@ pub struct Manifest {
     /// present (and signed) in a bundle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<Artifact>,
+    /// What the plugin's code may reach when it runs in a sandboxed worker process: nothing
+    /// but what is declared here (plus the system libraries it links against).
+    #[serde(default, skip_serializing_if = "SandboxSpec::is_default")]
+    pub sandbox: SandboxSpec,
     /// The tools, in the order the author lists them.
     pub tools: Vec<ToolSpec>,
+}
+
+/// The resources a plugin declares it needs; a worker's sandbox grants exactly these.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSpec {
+    /// Folders and files the plugin reads or writes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filesystem: Vec<PathGrant>,
+    /// Outgoing and listening TCP connections (default: refused).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
+}
+
+impl SandboxSpec {
+    /// Nothing declared.
+    pub fn is_default(&self) -> bool {
+        self == &SandboxSpec::default()
+    }
+}
+
+/// One path a plugin may use. The path is fixed (`path`), or read from the operator's
+/// `plugin_config` for the plugin (`config`: the name of a string setting), falling back to
+/// `default` when the operator sets none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathGrant {
+    /// An absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The `plugin_config` setting that names the path (relative paths are resolved against
+    /// the host's working folder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// When `config` is unset: `working_dir` (the host's working folder) or `none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<PathDefault>,
+    /// What the plugin may do there.
+    pub access: PathAccess,
+}
+
+/// The fallback of a [`PathGrant`] whose `config` setting is unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathDefault {
+    /// The host's working folder.
+    WorkingDir,
+    /// No access.
+    None,
+}
+
+/// Access granted beneath a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathAccess {
+    /// Read files and list folders.
+    Read,
+    /// Also create, change, rename and delete.
+    ReadWrite,
 }
 
 /// The library file of a bundle and its checksum.

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
-use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, PluginEntry, RUN_TOOL, TOOL_SEARCH, ToolDef};
-use quiver_manifest::Execution;
+use quiver_catalog::{
+    AbortReason, Access, Catalog, CatalogSource, Dispatch, META_TOOLS, Notice, PluginEntry, RUN_TOOL, RemoteCall, TOOL_SEARCH,
+    ToolDef,
+};
 use quiver_telemetry::{
     BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id,
 };
@@ -893,27 +895,28 @@ impl Router {
             request_id.to_owned(),
             state.counters.clone(),
         ));
-        let timeout = || {
-            ToolError::new(
-                ErrorCode::TIMEOUT,
-                format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
-            )
-            .retryable()
-        };
-        if plugin.tools[tool].policies.execution == Execution::Inline {
-            // The manifest vouches that this tool answers within microseconds and never blocks:
-            // run it on this task and skip the thread handoff; its deadline is checked after.
-            let raw = plugin.backend.invoke(&plugin.tools[tool].spec.name, &body, sink.clone());
-            sink.finished();
-            drop(tool_permit);
-            if cancel.is_cancelled() {
-                return Err(cancelled(tool_name));
+        let timeout = || timeout_error(tool_name);
+        match plugin.backend.dispatch(tool) {
+            Dispatch::Inline => {
+                // The tool answers within microseconds and never blocks: run it on this task
+                // and skip the thread handoff; its deadline is checked after.
+                let raw = plugin.backend.invoke(&plugin.tools[tool].spec.name, &body, sink.clone());
+                sink.finished();
+                drop(tool_permit);
+                if cancel.is_cancelled() {
+                    return Err(cancelled(tool_name));
+                }
+                if Instant::now() >= deadline {
+                    state.counters.timed_out();
+                    return Err(timeout());
+                }
+                return parse_response(tool_name, raw);
             }
-            if Instant::now() >= deadline {
-                state.counters.timed_out();
-                return Err(timeout());
+            Dispatch::Remote => {
+                let call = plugin.backend.start(&plugin.tools[tool].spec.name, body, sink.clone(), deadline);
+                return self.await_remote(call, tool_name, state, sink, tool_permit, deadline, cancel).await;
             }
-            return parse_response(tool_name, raw);
+            Dispatch::Thread => {}
         }
         let plugin = plugin.clone();
         let plugin_sink = sink.clone();
@@ -954,6 +957,70 @@ impl Router {
         parse_response(tool_name, raw)
     }
 
+    /// Waits for a call running elsewhere (a worker process). When the caller stops waiting
+    /// (cancellation, deadline), the call is aborted and a reaper keeps the tool's slot until the
+    /// call is really over: the backend kills a worker whose call overran its deadline, so the
+    /// slot always comes back.
+    #[allow(clippy::too_many_arguments)]
+    async fn await_remote(
+        &self,
+        call: RemoteCall,
+        tool_name: &str,
+        state: &Arc<ToolState>,
+        sink: Arc<RouterSink>,
+        tool_permit: OwnedSemaphorePermit,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<(ToolResponse, usize), ToolError> {
+        let RemoteCall { mut answer, abort } = call;
+        let outcome = tokio::select! {
+            biased;
+            r = &mut answer => Ok(r),
+            _ = cancel.cancelled() => Err(AbortReason::Cancelled),
+            _ = tokio::time::sleep_until(deadline.into()) => Err(AbortReason::Deadline),
+        };
+        let reason = match outcome {
+            Ok(r) => {
+                sink.finished();
+                drop(tool_permit);
+                if cancel.is_cancelled() {
+                    return Err(cancelled(tool_name));
+                }
+                return match r {
+                    Ok(raw) => {
+                        if Instant::now() >= deadline {
+                            state.counters.timed_out();
+                            return Err(timeout_error(tool_name));
+                        }
+                        parse_response(tool_name, raw)
+                    }
+                    Err(e) => Err(e),
+                };
+            }
+            Err(reason) => reason,
+        };
+        sink.abandon(reason == AbortReason::Deadline);
+        abort(reason);
+        tokio::spawn(async move {
+            let _slot = tool_permit;
+            tokio::select! {
+                _ = &mut answer => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    abort(AbortReason::Deadline);
+                    let _ = answer.await;
+                }
+            }
+            sink.finished();
+        });
+        match reason {
+            AbortReason::Cancelled => Err(cancelled(tool_name)),
+            AbortReason::Deadline => {
+                state.counters.timed_out();
+                Err(timeout_error(tool_name))
+            }
+        }
+    }
+
     /// Truncates a result over `max` bytes: `outputs` becomes a preview of its JSON text, the
     /// status `partial`, and the full text is kept under a handle for `result_handle_ttl`.
     fn limit_size(&self, meta: &mut CallMeta, response: &mut ToolResponse, max: u64, raw_len: usize) {
@@ -992,6 +1059,14 @@ impl Router {
         meta.result_handle = Some(handle);
         meta.policy.push(Cow::Borrowed("result:truncated"));
     }
+}
+
+fn timeout_error(tool_name: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::TIMEOUT,
+        format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
+    )
+    .retryable()
 }
 
 /// Reads a plugin's answer; returns it with its size in bytes.

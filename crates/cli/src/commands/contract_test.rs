@@ -153,6 +153,7 @@ fn load_bundle(plugin_dir: &Path, library: &Path, dir: &Path) -> Result<Arc<Host
         },
         cache_dir: Some(dir.join("cache")),
         conflicts: Default::default(),
+        isolation: Default::default(),
     };
     let host = Host::new(settings).context("cannot start the plugin host")?;
     let report = host.rescan();

@@ -48,6 +48,7 @@ impl Fixture {
                 verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 64 << 20 },
                 cache_dir: None,
                 conflicts: Default::default(),
+                isolation: Default::default(),
             })
             .expect("host"),
         );

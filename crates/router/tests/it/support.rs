@@ -119,6 +119,7 @@ impl Plugins {
             },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
+            isolation: Default::default(),
         })
         .expect("host");
         let report = host.rescan();

@@ -1,0 +1,447 @@
+//! Tool sources: where plugin entries come from. [`BundleSource`] is the plugins folder: it
+//! scans, verifies and loads bundles (in-process or in a worker process) and keeps the last good
+//! state of each. Upstream MCP servers and adapters are the next sources behind the same trait.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use quiver_catalog::{Catalog, ConflictPolicy, PluginEntry, Provenance};
+use quiver_manifest::{Isolation, PathAccess, PathDefault, SandboxSpec};
+
+use crate::bundle::{BundleError, Stage, VerifiedBundle, load_verified, signature_path, verify_bundle};
+use crate::host::{HostSettings, ScanReport};
+use crate::worker::protocol::{PathRule, SandboxRules};
+use crate::worker::{WorkerBackend, WorkerSpec};
+
+/// Which plugin serves each tool name, as a refresh sees it: the current catalog, minus the
+/// plugins removed and plus the plugins accepted so far in this refresh. A source refuses a
+/// newcomer that claims a name another plugin serves: the plugin already serving keeps it.
+pub struct NameClaims<'a> {
+    catalog: &'a Catalog,
+    policy: ConflictPolicy,
+    gone: BTreeSet<String>,
+    added: BTreeMap<String, String>,
+}
+
+impl<'a> NameClaims<'a> {
+    /// Claims as of `catalog`.
+    pub fn new(catalog: &'a Catalog, policy: ConflictPolicy) -> NameClaims<'a> {
+        NameClaims { catalog, policy, gone: BTreeSet::new(), added: BTreeMap::new() }
+    }
+
+    fn owner(&self, name: &str) -> Option<&str> {
+        if let Some(id) = self.added.get(name) {
+            return Some(id);
+        }
+        let r = self.catalog.resolve(name)?;
+        let id = r.plugin.id();
+        (!self.gone.contains(id)).then_some(id)
+    }
+
+    /// The first name of `entry` (tools and aliases) that another plugin serves, with its owner.
+    /// Always `None` under [`ConflictPolicy::Namespace`] (both are exposed, namespaced).
+    pub fn clash(&self, id: &str, manifest: &quiver_manifest::Manifest) -> Option<(String, String)> {
+        if self.policy == ConflictPolicy::Namespace {
+            return None;
+        }
+        let names = manifest.tools.iter().flat_map(|t| std::iter::once(&t.name).chain(t.aliases.iter().map(|a| &a.name)));
+        for n in names {
+            if let Some(owner) = self.owner(n)
+                && owner != id
+            {
+                return Some((n.clone(), owner.to_owned()));
+            }
+        }
+        None
+    }
+
+    /// `id` no longer serves anything.
+    pub fn release(&mut self, id: &str) {
+        self.gone.insert(id.to_owned());
+        self.added.retain(|_, v| v != id);
+    }
+
+    /// `entry` now serves its names.
+    pub fn claim(&mut self, entry: &PluginEntry) {
+        self.release(entry.id());
+        self.gone.remove(entry.id());
+        for t in &entry.tools {
+            self.added.insert(t.spec.name.clone(), entry.id().to_owned());
+            for a in &t.spec.aliases {
+                self.added.insert(a.name.clone(), entry.id().to_owned());
+            }
+        }
+    }
+}
+
+/// A provider of plugin entries, merged by [`crate::Host`] into one catalog.
+pub trait ToolSource: Send + Sync {
+    /// Where the entries come from, for logs (`plugins folder /srv/quiver/plugins`).
+    fn describe(&self) -> String;
+    /// Brings the source up to date and says what changed. Must not block on I/O that may
+    /// never complete.
+    fn refresh(&self, claims: &mut NameClaims<'_>) -> ScanReport;
+    /// The entries the source serves now.
+    fn entries(&self) -> Vec<Arc<PluginEntry>>;
+}
+
+/// Identity of a file as `stat` sees it: cheap change detection without re-hashing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime_ns: i128,
+    ino: u64,
+    dev: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = fs::symlink_metadata(path).ok()?;
+    Some(Stamp {
+        len: m.len(),
+        mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        ino: m.ino(),
+        dev: m.dev(),
+    })
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    manifest: Option<Stamp>,
+    signature: Option<Stamp>,
+    library: Option<Stamp>,
+}
+
+fn fingerprint(manifest: &Path, library_file: Option<&str>) -> Fingerprint {
+    Fingerprint {
+        manifest: stamp(manifest),
+        signature: stamp(&signature_path(manifest)),
+        library: library_file.and_then(|f| stamp(&manifest.parent().unwrap_or(Path::new(".")).join(f))),
+    }
+}
+
+#[derive(Debug)]
+struct BundleState {
+    /// The files as they were before the last check (never after: a bundle rewritten during a
+    /// check must look changed on the next scan).
+    fingerprint: Fingerprint,
+    /// Library file name from the last parse, to stat it on the next scan.
+    library_file: Option<String>,
+    /// The plugin id this bundle currently provides (last good state), if any.
+    loaded_id: Option<String>,
+    /// The last rejection reported, so the same failure is reported once.
+    last_error: Option<(Stage, String)>,
+}
+
+#[derive(Default)]
+struct ScanState {
+    bundles: BTreeMap<PathBuf, BundleState>,
+    plugins: BTreeMap<String, Arc<PluginEntry>>,
+    /// Libraries (`.so` files) seen without a manifest, reported once each.
+    orphans: BTreeSet<PathBuf>,
+}
+
+/// The plugins folder as a tool source.
+pub struct BundleSource {
+    settings: HostSettings,
+    cache_dir: PathBuf,
+    state: Mutex<ScanState>,
+}
+
+impl BundleSource {
+    /// A source over `settings.plugins_dir`; nothing is read until the first refresh.
+    pub fn new(settings: HostSettings, cache_dir: PathBuf) -> BundleSource {
+        BundleSource { settings, cache_dir, state: Mutex::new(ScanState::default()) }
+    }
+
+    /// Bundle manifests in the plugins folder, sorted: `*.tool.yaml` in it and in each direct
+    /// subfolder (hidden entries skipped); with the libraries found beside no manifest.
+    fn find(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+        let mut manifests = Vec::new();
+        let mut libraries = Vec::new();
+        let name_of = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_owned).unwrap_or_default();
+        let is_manifest = |n: &str| n.ends_with(".tool.yaml") && n.len() > ".tool.yaml".len();
+        let is_library = |n: &str| n.ends_with(std::env::consts::DLL_SUFFIX);
+        let mut visit = |p: PathBuf, is_file: bool, folder_manifests: &mut bool| {
+            let n = name_of(&p);
+            if n.starts_with('.') || !is_file {
+                return;
+            }
+            if is_manifest(&n) {
+                *folder_manifests = true;
+                manifests.push(p);
+            } else if is_library(&n) {
+                libraries.push(p);
+            }
+        };
+        let mut top_has_manifest = false;
+        let mut subdirs = Vec::new();
+        for e in fs::read_dir(dir)? {
+            let e = e?;
+            let ft = e.file_type()?;
+            if ft.is_dir() && !e.file_name().to_string_lossy().starts_with('.') {
+                subdirs.push(e.path());
+            } else {
+                visit(e.path(), ft.is_file(), &mut top_has_manifest);
+            }
+        }
+        for d in subdirs {
+            let Ok(rd) = fs::read_dir(&d) else { continue };
+            let mut has = false;
+            for e in rd.flatten() {
+                visit(e.path(), e.file_type().is_ok_and(|t| t.is_file()), &mut has);
+            }
+        }
+        manifests.sort();
+        // A library is an orphan when no manifest sits in its folder.
+        let folders: BTreeSet<PathBuf> = manifests.iter().filter_map(|m| m.parent().map(Path::to_path_buf)).collect();
+        libraries.retain(|l| l.parent().is_none_or(|p| !folders.contains(p)));
+        libraries.sort();
+        Ok((manifests, libraries))
+    }
+
+    /// Bundle manifests in the plugins folder, sorted.
+    pub fn find_manifests(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        Self::find(dir).map(|(m, _)| m)
+    }
+
+    /// Verifies and loads one bundle (no catalog build: name clashes are checked against
+    /// `claims`). On failure, also returns the library file name learnt from the manifest.
+    fn try_load(
+        &self,
+        path: &Path,
+        state: &ScanState,
+        previous_id: Option<&str>,
+        claims: &NameClaims<'_>,
+    ) -> Result<Arc<PluginEntry>, (BundleError, Option<String>)> {
+        let verified = verify_bundle(path, &self.settings.verify).map_err(|e| (e, None))?;
+        let lib_file = verified.manifest.artifact.as_ref().map(|a| a.file.clone());
+        let fail =
+            |stage: Stage, message: String| (BundleError { bundle: path.to_owned(), stage, message }, lib_file.clone());
+        let id = verified.manifest.id.clone();
+        // The same id from another bundle file is a duplicate, not a replacement.
+        if previous_id != Some(id.as_str())
+            && let Some(other) =
+                state.bundles.iter().find(|(p, b)| p.as_path() != path && b.loaded_id.as_deref() == Some(id.as_str()))
+        {
+            return Err(fail(
+                Stage::Catalog,
+                format!("plugin id `{id}` is already loaded from {}; remove one of the two bundles", other.0.display()),
+            ));
+        }
+        if let Some((name, owner)) = claims.clash(&id, &verified.manifest) {
+            return Err(fail(
+                Stage::Catalog,
+                format!(
+                    "tool name `{name}` is already served by plugin `{owner}`; the plugin already serving keeps its names. Rename the tool (or alias) in this bundle's tool.yaml, or set `name_conflicts: namespace` in quiver.yaml to serve both as `plugin-id.{name}`"
+                ),
+            ));
+        }
+        if let Some(loaded) = state.plugins.get(&id) {
+            if verified.manifest.version < loaded.manifest.version {
+                return Err(fail(
+                    Stage::Downgrade,
+                    format!(
+                        "version {} is lower than the loaded {}; downgrades are refused (bump the version, or remove the bundle and restart to roll back)",
+                        verified.manifest.version, loaded.manifest.version
+                    ),
+                ));
+            }
+            if loaded.provenance.sha256 == verified.sha256 {
+                // Same library bytes: nothing to load again. A changed manifest must still agree
+                // with the library's embedded one, exactly as at start.
+                crate::library::check_embedded(&verified.manifest, &loaded.info)
+                    .map_err(|(stage, m)| fail(stage, m))?;
+                return Ok(loaded.clone());
+            }
+        }
+        let isolation = self.settings.isolation.choose(&id, verified.signer_key_id.as_deref());
+        match isolation {
+            Isolation::InProcess => load_verified(verified, &self.cache_dir).map_err(|e| (e, lib_file.clone())),
+            Isolation::Process => self.load_in_worker(verified).map_err(|e| (e, lib_file.clone())),
+        }
+    }
+
+    /// Starts a worker process for a verified bundle and builds its entry from what the worker
+    /// reports.
+    fn load_in_worker(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, BundleError> {
+        let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
+        let policy = &self.settings.isolation;
+        let Some(settings) = policy.worker.clone() else {
+            return Err(fail(
+                Stage::Worker,
+                "this bundle must run in a worker process, but this host has no worker program configured; run it with the `quiver` binary, or set `isolation.plugins.<id>: in_process` for a plugin you trust".into(),
+            ));
+        };
+        let sandbox = sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
+        let inline = bundle
+            .manifest
+            .tools
+            .iter()
+            .filter(|t| t.policies.effective(t.side_effects).execution == quiver_manifest::Execution::Inline)
+            .map(|t| t.name.clone())
+            .collect();
+        let spec = WorkerSpec {
+            plugin: bundle.manifest.id.clone(),
+            library: Arc::new(bundle.library),
+            sha256: bundle.sha256.clone(),
+            sandbox,
+            inline,
+        };
+        let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
+        let info = crate::library::parse_info(&ready.plugin_info)
+            .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+            .map_err(|(s, m)| fail(s, m))?;
+        let provenance = Provenance {
+            sha256: bundle.sha256,
+            signer_key_id: bundle.signer_key_id,
+            manifest_path: bundle.manifest_path.display().to_string(),
+        };
+        tracing::info!(plugin = %bundle.manifest.id, sandbox = %ready.sandbox, "plugin runs in a worker process");
+        PluginEntry::new(bundle.manifest, &info, provenance, Arc::new(backend))
+            .map(Arc::new)
+            .map_err(|e| fail(Stage::Embedded, e.message))
+    }
+}
+
+/// The sandbox of a plugin: its manifest's declarations resolved against the operator's
+/// `plugin_config` and the host's working folder.
+pub fn sandbox_rules(spec: &SandboxSpec, config: Option<&serde_json::Value>, working_dir: &Path) -> SandboxRules {
+    let mut paths = Vec::new();
+    for g in &spec.filesystem {
+        let raw: Option<PathBuf> = match (&g.path, &g.config) {
+            (Some(p), _) => Some(PathBuf::from(p)),
+            (None, Some(key)) => match config.and_then(|c| c.get(key)).and_then(|v| v.as_str()) {
+                Some(v) => Some(working_dir.join(v)),
+                None => match g.default {
+                    Some(PathDefault::WorkingDir) => Some(working_dir.to_owned()),
+                    Some(PathDefault::None) | None => None,
+                },
+            },
+            (None, None) => None,
+        };
+        if let Some(p) = raw {
+            let p = fs::canonicalize(&p).unwrap_or(p);
+            paths.push(PathRule { path: p.display().to_string(), write: g.access == PathAccess::ReadWrite });
+        }
+    }
+    SandboxRules { paths, network: spec.network }
+}
+
+impl ToolSource for BundleSource {
+    fn describe(&self) -> String {
+        format!("plugins folder {}", self.settings.plugins_dir.display())
+    }
+
+    fn entries(&self) -> Vec<Arc<PluginEntry>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).plugins.values().cloned().collect()
+    }
+
+    /// Scans the plugins folder once: loads added bundles, hot-swaps replaced ones, drops removed
+    /// ones. A bundle that fails any check keeps its last good version (if it had one) and is
+    /// reported once until its files change again. Unchanged bundles cost a few `stat` calls.
+    fn refresh(&self, claims: &mut NameClaims<'_>) -> ScanReport {
+        let mut report = ScanReport::default();
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = &mut *guard;
+        let (found, orphans) = match Self::find(&self.settings.plugins_dir) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(dir = %self.settings.plugins_dir.display(), error = %e, "cannot read the plugins folder; keeping the current catalog");
+                return report;
+            }
+        };
+        for lib in &orphans {
+            if state.orphans.insert(lib.clone()) {
+                tracing::warn!(
+                    library = %lib.display(),
+                    "a plugin library without a manifest is ignored: a bundle is the library, its NAME.tool.yaml (with artifact.sha256) and NAME.tool.yaml.minisig in one folder; build one with `cargo xtask build-plugins` or `quiver sign --library`"
+                );
+            }
+        }
+        state.orphans.retain(|l| orphans.contains(l));
+
+        // Removals first, so a bundle renamed within one scan is not seen as a duplicate.
+        let gone: Vec<PathBuf> = state.bundles.keys().filter(|p| !found.contains(p)).cloned().collect();
+        for p in gone {
+            if let Some(b) = state.bundles.remove(&p)
+                && let Some(id) = b.loaded_id
+            {
+                state.plugins.remove(&id);
+                claims.release(&id);
+                tracing::info!(plugin = %id, bundle = %p.display(), "bundle removed; its tools are gone");
+                report.removed.push(id);
+            }
+        }
+
+        for path in found {
+            let prev_lib = state.bundles.get(&path).and_then(|b| b.library_file.clone());
+            let before = fingerprint(&path, prev_lib.as_deref());
+            if let Some(b) = state.bundles.get(&path)
+                && b.fingerprint == before
+            {
+                report.unchanged += 1;
+                continue;
+            }
+            let previous_id = state.bundles.get(&path).and_then(|b| b.loaded_id.clone());
+            let outcome = self.try_load(&path, state, previous_id.as_deref(), claims);
+            let entry = state.bundles.entry(path.clone()).or_insert(BundleState {
+                fingerprint: before.clone(),
+                library_file: None,
+                loaded_id: None,
+                last_error: None,
+            });
+            match outcome {
+                Ok(plugin) => {
+                    let id = plugin.id().to_owned();
+                    let lib_file = plugin.manifest.artifact.as_ref().map(|a| a.file.clone());
+                    // The library's stamp from before the check when it was known then; else
+                    // now (the checksum just matched these bytes).
+                    entry.fingerprint = if prev_lib == lib_file {
+                        before
+                    } else {
+                        Fingerprint { library: fingerprint(&path, lib_file.as_deref()).library, ..before }
+                    };
+                    entry.library_file = lib_file;
+                    entry.loaded_id = Some(id.clone());
+                    entry.last_error = None;
+                    let new_version = plugin.manifest.version.to_string();
+                    if let Some(prev) = previous_id.filter(|p| *p != id) {
+                        state.plugins.remove(&prev);
+                        claims.release(&prev);
+                        report.removed.push(prev);
+                    }
+                    claims.claim(&plugin);
+                    match state.plugins.insert(id.clone(), plugin.clone()) {
+                        Some(old) if Arc::ptr_eq(&old, &plugin) => report.unchanged += 1,
+                        Some(old) => {
+                            tracing::info!(plugin = %id, from = %old.manifest.version, to = %new_version, "plugin hot-swapped");
+                            report.replaced.push((id, old.manifest.version.to_string(), new_version));
+                        }
+                        None => {
+                            tracing::info!(plugin = %id, version = %new_version, "plugin loaded");
+                            report.added.push((id, new_version));
+                        }
+                    }
+                }
+                Err((err, lib_file)) => {
+                    // Record what the files were BEFORE the check: if the bundle was being
+                    // written meanwhile, the next scan sees it changed and checks it again.
+                    entry.fingerprint = before;
+                    if lib_file.is_some() {
+                        entry.library_file = lib_file;
+                    }
+                    let key = (err.stage, err.message.clone());
+                    if entry.last_error.as_ref() != Some(&key) {
+                        tracing::warn!(bundle = %path.display(), stage = err.stage.as_str(), error = %err.message, "bundle rejected; keeping the last good state");
+                        entry.last_error = Some(key);
+                        report.rejected.push(err);
+                    }
+                }
+            }
+        }
+        report
+    }
+}
