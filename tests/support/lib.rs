@@ -59,6 +59,39 @@ pub fn plugin_library(package: &str, env: &[(&str, &str)]) -> PathBuf {
     stable
 }
 
+/// Builds one library of `package` per value of the compile-time variable `var` (for example
+/// many versions for hot-swap tests), in one target folder: only the plugin crate itself is
+/// rebuilt per value. Returns stable copies, in the order of `values`.
+pub fn plugin_library_versions(package: &str, var: &str, values: &[String]) -> Vec<PathBuf> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let root = workspace_root();
+    let target_dir = root.join("target/test-plugins-variants").join(sanitize(&format!("{package}-{var}")));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    values
+        .iter()
+        .map(|value| {
+            let out = Command::new(&cargo)
+                .current_dir(&root)
+                .args(["build", "--quiet", "-p", package, "--target-dir"])
+                .arg(&target_dir)
+                .env(var, value)
+                .output()
+                .expect("cargo runs");
+            assert!(
+                out.status.success(),
+                "building plugin {package} with {var}={value} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let lib = target_dir.join("debug").join(library_file_name(package));
+            let stable =
+                target_dir.join(format!("{}-{}-{}", std::process::id(), sanitize(value), library_file_name(package)));
+            std::fs::copy(&lib, &stable).expect("copy library");
+            stable
+        })
+        .collect()
+}
+
 fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
 }

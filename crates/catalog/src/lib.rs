@@ -18,7 +18,9 @@ mod session;
 mod surface;
 
 pub use access::{Access, CatalogSource};
-pub use backend::{AbortReason, BackendFuture, CallSink, Dispatch, LogLevel, NullSink, Placement, RemoteCall, ToolBackend};
+pub use backend::{
+    AbortReason, BackendFuture, CallSink, Dispatch, LogLevel, NullSink, Placement, RemoteCall, ToolBackend,
+};
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
 pub use external::catalog_from_tool_list;

@@ -172,7 +172,8 @@ fn isolation_policy(config: &HostConfig, trusted: &TrustedKeys, origin: &str) ->
     let key_id = |name: &str| trusted.iter().find(|k| k.name == name).map(|k| k.key.key_id());
     let mut keys = BTreeMap::new();
     for (name, i) in &iso.keys {
-        let id = key_id(name).with_context(|| format!("{origin}: isolation.keys.{name}: no trusted key has that name"))?;
+        let id =
+            key_id(name).with_context(|| format!("{origin}: isolation.keys.{name}: no trusted key has that name"))?;
         keys.insert(id, *i);
     }
     let first_party = config

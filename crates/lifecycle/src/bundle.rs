@@ -230,7 +230,10 @@ pub fn load_verified(bundle: VerifiedBundle, cache_dir: &Path) -> Result<Arc<Plu
     let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
     let name = format!("{}-{}-{}", bundle.manifest.id, bundle.manifest.version, &bundle.sha256[..16]);
     let staged = crate::library::stage_library(&bundle.library, &name, Some(cache_dir)).map_err(|e| {
-        fail(Stage::Library, format!("cannot stage the library for loading (private folder {}): {e}", cache_dir.display()))
+        fail(
+            Stage::Library,
+            format!("cannot stage the library for loading (private folder {}): {e}", cache_dir.display()),
+        )
     })?;
     let opened = crate::library::open_plugin(staged.path()).map_err(|(s, m)| fail(s, m))?;
     let info = crate::library::parse_info(&opened.info_text)

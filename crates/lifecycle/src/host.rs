@@ -85,13 +85,34 @@ fn clean_stale_private_dirs(tmp: &Path) {
         let Some(rest) = name.strip_prefix(PRIVATE_PREFIX) else { continue };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else { continue };
         // SAFETY: kill with signal 0 only checks whether the process exists.
-        let alive = pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+        let alive = pid > 0
+            && (unsafe { libc::kill(pid, 0) } == 0
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
         if !alive && e.file_type().is_ok_and(|t| t.is_dir()) {
             match fs::remove_dir_all(e.path()) {
-                Ok(()) => tracing::info!(folder = %e.path().display(), "removed library copies left by a host that is gone"),
-                Err(err) => tracing::warn!(folder = %e.path().display(), error = %err, "cannot remove stale library copies"),
+                Ok(()) => {
+                    tracing::info!(folder = %e.path().display(), "removed library copies left by a host that is gone")
+                }
+                Err(err) => {
+                    tracing::warn!(folder = %e.path().display(), error = %err, "cannot remove stale library copies")
+                }
             }
         }
+    }
+}
+
+/// Large transient buffers (a verified library is read whole, often several MB) must go back to
+/// the system when freed. glibc raises its mmap threshold to the size of the largest freed
+/// block, after which such buffers come from the heap and stay resident: over many hot swaps
+/// the host would keep megabytes it no longer uses. A fixed threshold keeps them in mmap.
+fn return_large_buffers_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        // SAFETY: mallopt only changes allocator tuning; M_MMAP_THRESHOLD takes a byte count.
+        ONCE.call_once(|| unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        });
     }
 }
 
@@ -99,6 +120,7 @@ impl Host {
     /// A host with an empty catalog over the plugins folder; call [`Host::rescan`] to load it.
     /// Cleans private library folders left by dead hosts.
     pub fn new(settings: HostSettings) -> std::io::Result<Host> {
+        return_large_buffers_to_the_system();
         let (cache_dir, private) = match &settings.cache_dir {
             Some(d) => (d.clone(), None),
             None => {
@@ -190,7 +212,7 @@ impl Host {
         report
     }
 
-/// Rescans every `interval` on a background thread until the returned handle is dropped
+    /// Rescans every `interval` on a background thread until the returned handle is dropped
     /// (or the host is dropped).
     pub fn spawn_rescanner(self: &Arc<Self>, interval: Duration) -> Rescanner {
         let stop = Arc::new(AtomicBool::new(false));

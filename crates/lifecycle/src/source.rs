@@ -47,7 +47,8 @@ impl<'a> NameClaims<'a> {
         if self.policy == ConflictPolicy::Namespace {
             return None;
         }
-        let names = manifest.tools.iter().flat_map(|t| std::iter::once(&t.name).chain(t.aliases.iter().map(|a| &a.name)));
+        let names =
+            manifest.tools.iter().flat_map(|t| std::iter::once(&t.name).chain(t.aliases.iter().map(|a| &a.name)));
         for n in names {
             if let Some(owner) = self.owner(n)
                 && owner != id
@@ -275,7 +276,8 @@ impl BundleSource {
                 "this bundle must run in a worker process, but this host has no worker program configured; run it with the `quiver` binary, or set `isolation.plugins.<id>: in_process` for a plugin you trust".into(),
             ));
         };
-        let sandbox = sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
+        let sandbox =
+            sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
         let inline = bundle
             .manifest
             .tools

@@ -34,8 +34,8 @@ mod yaml;
 pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
 pub use checksum::sha256_hex;
 pub use config::{
-    ApprovalMode, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig, KeySource, NameConflicts, Profile, RouterConfig,
-    ServerConfig, TranscriptConfig, WorkerConfig,
+    ApprovalMode, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig, KeySource, NameConflicts,
+    Profile, RouterConfig, ServerConfig, TranscriptConfig, WorkerConfig,
 };
 pub use error::{Issue, ManifestError};
 pub use model::{

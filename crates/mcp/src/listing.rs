@@ -139,6 +139,7 @@ fn catalog_tool(catalog: &Catalog, i: usize) -> Tool {
     if let Some(k) = &plugin.provenance.signer_key_id {
         meta.insert(key("signer"), json!(k));
     }
+    meta.insert(key("isolation"), json!(plugin.backend.placement().isolation));
     let notices = alias_notices(catalog, i);
     if !notices.is_empty() {
         meta.insert(key("deprecations"), Value::Array(notices));

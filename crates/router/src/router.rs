@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
 use quiver_catalog::{
-    AbortReason, Access, Catalog, CatalogSource, Dispatch, META_TOOLS, Notice, PluginEntry, RUN_TOOL, RemoteCall, TOOL_SEARCH,
-    ToolDef,
+    AbortReason, Access, Catalog, CatalogSource, Dispatch, META_TOOLS, Notice, PluginEntry, RUN_TOOL, RemoteCall,
+    TOOL_SEARCH, ToolDef,
 };
 use quiver_telemetry::{
     BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id,

@@ -33,6 +33,11 @@ pub fn run(g: &GlobalArgs, a: &ListArgs) -> Result<()> {
         print_deprecations(g, &catalog);
     } else {
         print_tools(g, &catalog, a.all);
+        // Where each plugin runs, and what its sandbox enforces (or that it has none).
+        for p in catalog.plugins() {
+            let at = p.backend.placement();
+            eprintln!("plugin {} {}: {}: {}", p.id(), p.manifest.version, at.isolation, at.detail);
+        }
     }
     Ok(())
 }
@@ -52,6 +57,7 @@ fn print_tools(g: &GlobalArgs, catalog: &Catalog, all: bool) {
                 "state": def.spec.lifecycle.state.as_str(),
                 "side_effects": def.spec.side_effects.as_str(),
                 "title": def.spec.title,
+                "isolation": plugin.backend.placement().isolation,
             })
         })
         .collect();
@@ -65,9 +71,14 @@ fn print_tools(g: &GlobalArgs, catalog: &Catalog, all: bool) {
     }
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| ["name", "plugin", "version", "state", "side_effects", "title"].iter().map(|k| text(&r[*k])).collect())
+        .map(|r| {
+            ["name", "plugin", "version", "state", "side_effects", "isolation", "title"]
+                .iter()
+                .map(|k| text(&r[*k]))
+                .collect()
+        })
         .collect();
-    print_table(&["TOOL", "PLUGIN", "VERSION", "STATE", "EFFECTS", "TITLE"], &table);
+    print_table(&["TOOL", "PLUGIN", "VERSION", "STATE", "EFFECTS", "RUNS", "TITLE"], &table);
 }
 
 /// One row per alias and per canonical name that is hidden, deprecated or removed.

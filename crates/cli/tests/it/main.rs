@@ -298,4 +298,5 @@ fn bad_config_names_the_file_and_the_fix() {
     assert!(run.stderr().contains("quiver.yaml"), "{}", run.stderr());
 }
 
+mod isolation;
 mod surface;

@@ -15,7 +15,15 @@ use quiver_abi::{ErrorCode, ToolError};
 use quiver_catalog::{AbortReason, CallSink, Dispatch, LogLevel, Placement, RemoteCall, ToolBackend};
 use tokio::sync::{Notify, oneshot};
 
-use super::protocol::{self, Hello, PROTOCOL_VERSION, Ready, SandboxRules, ToHost, ToWorker};
+use super::protocol::{self, HelloRef, PROTOCOL_VERSION, Ready, SandboxRules, ToHost, ToWorker};
+
+/// Writes the handshake frame without building it in memory first.
+fn write_hello(w: &mut impl std::io::Write, hello: &HelloRef<'_>) -> std::io::Result<()> {
+    let len = postcard::experimental::serialized_size(hello).map_err(std::io::Error::other)?;
+    w.write_all(&(len as u32).to_le_bytes())?;
+    postcard::to_io(hello, &mut *w).map_err(std::io::Error::other)?;
+    w.flush()
+}
 
 /// Error code of a call whose worker died under it.
 pub const PLUGIN_CRASHED: &str = "plugin_crashed";
@@ -90,6 +98,8 @@ struct ProcShared {
     pid: u32,
     pending: Mutex<HashMap<u64, Pending>>,
     alive: AtomicBool,
+    /// A call overran its deadline and the worker may be killed: no new calls go to it.
+    draining: AtomicBool,
     /// Set when the host ends the process on purpose (swap, shutdown): no restart.
     retired: AtomicBool,
     /// Why the host killed it (a call overran its deadline).
@@ -229,9 +239,8 @@ impl Supervisor {
                 Ok(())
             });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start the worker process {} ({e})", s.program.display()))?;
+        let mut child =
+            cmd.spawn().map_err(|e| format!("cannot start the worker process {} ({e})", s.program.display()))?;
         let pid = child.id();
         let stdin = child.stdin.take().ok_or("the worker has no stdin")?;
         let stdout = child.stdout.take().ok_or("the worker has no stdout")?;
@@ -239,6 +248,7 @@ impl Supervisor {
             pid,
             pending: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
+            draining: AtomicBool::new(false),
             retired: AtomicBool::new(false),
             killed_for: Mutex::new(None),
             child: Mutex::new(Some(child)),
@@ -258,14 +268,19 @@ impl Supervisor {
             next_id: AtomicU64::new(1),
             sandbox: std::sync::OnceLock::new(),
         });
-        let hello = ToWorker::Hello(Hello {
+        let hello = HelloRef::Hello {
             protocol: PROTOCOL_VERSION,
-            plugin: self.spec.plugin.clone(),
-            sha256: self.spec.sha256.clone(),
-            library: self.spec.library.as_ref().clone(),
-            sandbox: self.spec.sandbox.clone(),
-        });
-        let sent = proc.send(&hello);
+            plugin: &self.spec.plugin,
+            sha256: &self.spec.sha256,
+            library: &self.spec.library,
+            sandbox: &self.spec.sandbox,
+        };
+        let sent = {
+            let mut g = proc.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let (w, _) = &mut *g;
+            // Written straight to the pipe (no frame buffer the size of the library).
+            write_hello(w, &hello)
+        };
         let ready = match ready_rx.recv_timeout(s.start_timeout) {
             Ok(Ok(r)) => r,
             Ok(Err(m)) => {
@@ -299,6 +314,7 @@ impl Supervisor {
                 let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(p) = &st.current
                     && p.shared.alive.load(Ordering::Acquire)
+                    && !p.shared.draining.load(Ordering::Acquire)
                 {
                     return Ok(p.clone());
                 }
@@ -490,7 +506,8 @@ impl WorkerBackend {
     /// Starts the worker for `spec` and waits for it to load the plugin; returns the backend and
     /// the plugin's `PluginInfo` JSON as the worker reported it.
     pub fn start(spec: WorkerSpec, settings: WorkerSettings) -> Result<(WorkerBackend, Ready), String> {
-        let sup = Arc::new(Supervisor { spec, settings, state: Mutex::new(SupState::default()), changed: Notify::new() });
+        let sup =
+            Arc::new(Supervisor { spec, settings, state: Mutex::new(SupState::default()), changed: Notify::new() });
         let (proc, ready) = sup.spawn()?;
         sup.state.lock().unwrap_or_else(|e| e.into_inner()).current = Some(proc);
         Ok((WorkerBackend { sup }, ready))
@@ -527,8 +544,13 @@ impl WorkerBackend {
         let msg = ToWorker::Call { id, tool: tool.to_owned(), request, timeout_ms, inline };
         if let Err(e) = proc.send(&msg) {
             proc.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-            let code = if e.kind() == std::io::ErrorKind::InvalidData { ErrorCode::INVALID_ARGUMENTS } else { PLUGIN_CRASHED };
-            return Err(ToolError::new(code, format!("cannot send the call to plugin `{}`'s worker: {e}", sup.spec.plugin)).retryable());
+            let code =
+                if e.kind() == std::io::ErrorKind::InvalidData { ErrorCode::INVALID_ARGUMENTS } else { PLUGIN_CRASHED };
+            return Err(ToolError::new(
+                code,
+                format!("cannot send the call to plugin `{}`'s worker: {e}", sup.spec.plugin),
+            )
+            .retryable());
         }
         Ok((id, rx))
     }
@@ -575,7 +597,10 @@ impl ToolBackend for WorkerBackend {
             let rx = {
                 let mut g = answer_slot.lock().unwrap_or_else(|e| e.into_inner());
                 if matches!(*g, Slot::Aborted) {
-                    return Err(ToolError::new(ErrorCode::CANCELLED, format!("`{tool}` was cancelled before it started")));
+                    return Err(ToolError::new(
+                        ErrorCode::CANCELLED,
+                        format!("`{tool}` was cancelled before it started"),
+                    ));
                 }
                 let (id, rx) = WorkerBackend::submit(&sup, &proc, &tool, request, sink, deadline)?;
                 *g = Slot::Sent(proc.clone(), id);
@@ -584,7 +609,10 @@ impl ToolBackend for WorkerBackend {
             let plugin = sup.spec.plugin.clone();
             drop(sup);
             let answer = rx.await.unwrap_or_else(|_| {
-                Err(ToolError::new(PLUGIN_CRASHED, format!("plugin `{plugin}`'s worker ended without answering `{tool}`")))
+                Err(ToolError::new(
+                    PLUGIN_CRASHED,
+                    format!("plugin `{plugin}`'s worker ended without answering `{tool}`"),
+                ))
             });
             // Hold the process until the answer is in: a swapped-out worker exits only after
             // its last in-flight call.
@@ -592,6 +620,7 @@ impl ToolBackend for WorkerBackend {
             answer
         });
         let grace = self.sup.settings.kill_grace;
+        let sup_for_abort = self.sup.clone();
         let abort = Box::new(move |reason: AbortReason| {
             let mut g = slot.lock().unwrap_or_else(|e| e.into_inner());
             let (proc, id) = match &*g {
@@ -605,13 +634,26 @@ impl ToolBackend for WorkerBackend {
             drop(g);
             let _ = proc.send(&ToWorker::Cancel { id });
             if reason == AbortReason::Deadline {
+                // New calls wait for this worker's fate rather than join a process that may be
+                // killed under them.
+                proc.shared.draining.store(true, Ordering::Release);
                 let shared = proc.shared.clone();
+                let sup = Arc::downgrade(&sup_for_abort);
                 drop(proc);
                 let _ = std::thread::Builder::new().name("quiver-worker-deadline".into()).spawn(move || {
                     std::thread::sleep(grace);
                     let still_running = shared.pending.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&id);
-                    if still_running {
-                        tracing::warn!(pid = shared.pid, "a call overran its deadline and ignored cancellation; killing its worker");
+                    if !still_running {
+                        // The tool stopped when told: the worker is healthy.
+                        shared.draining.store(false, Ordering::Release);
+                        if let Some(sup) = sup.upgrade() {
+                            sup.changed.notify_waiters();
+                        }
+                    } else {
+                        tracing::warn!(
+                            pid = shared.pid,
+                            "a call overran its deadline and ignored cancellation; killing its worker"
+                        );
                         shared.kill(format!(
                             "a call overran its deadline and did not stop within {} ms of being cancelled",
                             grace.as_millis()

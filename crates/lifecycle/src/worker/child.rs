@@ -67,7 +67,8 @@ impl ChildCall {
         self.answers.lock().unwrap_or_else(|e| e.into_inner()).insert(seq, tx);
         self.out.send(&make(seq));
         let wait = self.deadline.saturating_duration_since(Instant::now());
-        let answer = rx.recv_timeout(wait).unwrap_or_else(|_| Err(format!("{kind} abandoned: the call's deadline passed")));
+        let answer =
+            rx.recv_timeout(wait).unwrap_or_else(|_| Err(format!("{kind} abandoned: the call's deadline passed")));
         self.answers.lock().unwrap_or_else(|e| e.into_inner()).remove(&seq);
         answer
     }

@@ -67,6 +67,25 @@ pub struct Ready {
     pub sandbox: String,
 }
 
+/// The host's first frame as the host writes it: [`ToWorker::Hello`] with the library borrowed
+/// (no copy of a library of many megabytes per worker start). Same wire format.
+#[derive(Debug, Serialize)]
+pub enum HelloRef<'a> {
+    /// Must stay the first variant, as `ToWorker::Hello` is.
+    Hello {
+        /// See [`Hello::protocol`].
+        protocol: u32,
+        /// See [`Hello::plugin`].
+        plugin: &'a str,
+        /// See [`Hello::sha256`].
+        sha256: &'a str,
+        /// See [`Hello::library`].
+        library: &'a [u8],
+        /// See [`Hello::sandbox`].
+        sandbox: &'a SandboxRules,
+    },
+}
+
 /// Host to worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToWorker {
@@ -207,6 +226,24 @@ pub fn read_frame<T: for<'de> Deserialize<'de>>(input: &mut impl Read, buf: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_borrowed_hello_is_the_same_frame_as_the_owned_one() {
+        let sandbox = SandboxRules { paths: vec![PathRule { path: "/r".into(), write: true }], network: false };
+        let owned = ToWorker::Hello(Hello {
+            protocol: 1,
+            plugin: "p".into(),
+            sha256: "ab".into(),
+            library: vec![1, 2, 3],
+            sandbox: sandbox.clone(),
+        });
+        let borrowed =
+            HelloRef::Hello { protocol: 1, plugin: "p", sha256: "ab", library: &[1, 2, 3], sandbox: &sandbox };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        encode(&owned, &mut a).unwrap();
+        encode(&borrowed, &mut b).unwrap();
+        assert_eq!(a, b);
+    }
 
     #[test]
     fn frames_round_trip_and_oversized_lengths_are_refused_before_allocating() {

@@ -76,7 +76,11 @@ pub fn enter(rules: &SandboxRules) -> SandboxReport {
             summary: format!(
                 "landlock (partial: this kernel lacks some features): files limited to {} declared path(s), {}",
                 rules.paths.len(),
-                if rules.network { "network allowed (declared)" } else { "network denied where the kernel supports it" }
+                if rules.network {
+                    "network allowed (declared)"
+                } else {
+                    "network denied where the kernel supports it"
+                }
             ),
         },
         Ok(RulesetStatus::NotEnforced) => SandboxReport {

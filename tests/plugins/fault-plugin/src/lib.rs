@@ -98,15 +98,18 @@ tool!(BadJson, "fault_bad_json", Text, |i, cx| Value::Null);
 tool!(Big, "fault_big", Amount, |i, cx| Value::String("x".repeat((i.n as usize) << 20)));
 tool!(HostileRead, "hostile_read", Target, |i, cx| match std::fs::read_to_string(&i.target) {
     Ok(text) => json!({ "ok": true, "bytes": text.len() }),
-    Err(e) => json!({ "ok": false, "error": e.to_string(), "permission_denied": e.kind() == std::io::ErrorKind::PermissionDenied }),
+    Err(e) =>
+        json!({ "ok": false, "error": e.to_string(), "permission_denied": e.kind() == std::io::ErrorKind::PermissionDenied }),
 });
 tool!(HostileWrite, "hostile_write", Target, |i, cx| match std::fs::write(&i.target, "written by hostile_write\n") {
     Ok(()) => json!({ "ok": true }),
-    Err(e) => json!({ "ok": false, "error": e.to_string(), "permission_denied": e.kind() == std::io::ErrorKind::PermissionDenied }),
+    Err(e) =>
+        json!({ "ok": false, "error": e.to_string(), "permission_denied": e.kind() == std::io::ErrorKind::PermissionDenied }),
 });
 tool!(HostileConnect, "hostile_connect", Target, |i, cx| match std::net::TcpStream::connect(&i.target) {
     Ok(_) => json!({ "ok": true }),
-    Err(e) => json!({ "ok": false, "error": e.to_string(), "permission_denied": e.kind() == std::io::ErrorKind::PermissionDenied }),
+    Err(e) =>
+        json!({ "ok": false, "error": e.to_string(), "permission_denied": e.kind() == std::io::ErrorKind::PermissionDenied }),
 });
 
 fn manifest() -> &'static str {
