@@ -59,6 +59,22 @@ pub fn plugin_library(package: &str, env: &[(&str, &str)]) -> PathBuf {
     stable
 }
 
+/// Builds `package` in release mode (for benchmarks) into `target/bench-plugins`; returns the
+/// library. Panics with cargo's output when the build fails.
+pub fn plugin_library_release(package: &str) -> PathBuf {
+    let root = workspace_root();
+    let target_dir = root.join("target/bench-plugins");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .current_dir(&root)
+        .args(["build", "--quiet", "--release", "-p", package, "--target-dir"])
+        .arg(&target_dir)
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building plugin {package} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    target_dir.join("release").join(library_file_name(package))
+}
+
 /// Builds one library of `package` per value of the compile-time variable `var` (for example
 /// many versions for hot-swap tests), in one target folder: only the plugin crate itself is
 /// rebuilt per value. Returns stable copies, in the order of `values`.
@@ -174,4 +190,55 @@ pub fn source_dir(package: &str) -> PathBuf {
     let root = workspace_root();
     let p = Path::new("plugins").join(package);
     if root.join(&p).is_dir() { p } else { Path::new("tests/plugins").join(package) }
+}
+
+/// One HTTP/1.1 request to `http://addr/mcp` (blocking, `Connection: close`); returns the status
+/// and the body, de-chunked. For tests that drive `quiver serve --http` from plain threads.
+pub fn http_post(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    let mut req = format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).expect("write");
+    stream.write_all(body).expect("write body");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("header end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let rest = &raw[split + 4..];
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).expect("status");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned())))
+        .collect();
+    let chunked = headers.iter().any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked { dechunk(rest) } else { rest.to_vec() };
+    (status, headers, body)
+}
+
+fn dechunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(nl) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&rest[..nl]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = nl + 2;
+        let end = (start + size).min(rest.len());
+        out.extend_from_slice(&rest[start..end]);
+        rest = rest.get(end + 2..).unwrap_or_default();
+    }
+    out
+}
+
+/// The JSON-RPC messages of an MCP HTTP response body (JSON, or server-sent events).
+pub fn mcp_messages(body: &[u8]) -> Vec<serde_json::Value> {
+    let text = String::from_utf8_lossy(body);
+    if let Ok(v) = serde_json::from_str(&text) {
+        return vec![v];
+    }
+    text.lines().filter_map(|l| l.strip_prefix("data:")).filter_map(|d| serde_json::from_str(d.trim()).ok()).collect()
 }

@@ -430,3 +430,93 @@ fn private_copy_folders_of_dead_hosts_are_removed_at_start() {
         .collect();
     assert!(own.is_empty(), "left behind: {own:?}");
 }
+
+/// Two MCP sessions over streamable HTTP against a real `quiver serve`: a segfault in one
+/// session's call (fault-plugin's worker) leaves the other session's in-flight call (the marker
+/// plugin's worker) intact.
+#[test]
+fn over_http_a_segfault_leaves_another_sessions_call_intact() {
+    use quiver_tests::{http_post, mcp_messages};
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let key = TestKey::generate();
+    write_bundle(&plugins.join("fault"), FAULT, &plugin_library(FAULT, &[]), None, Some(&key));
+    write_bundle(&plugins.join("marker"), MARKER, &plugin_library(MARKER, &[]), None, Some(&key));
+    let key_line = key.public_text().lines().nth(1).unwrap().to_owned();
+    let config = dir.path().join("quiver.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "plugins_dir: plugins\nrescan_interval_ms: 0\ntrusted_keys: [{{name: test, key: {key_line}}}]\nisolation: {{default: process}}\n"
+        ),
+    )
+    .unwrap();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stderr = server.stderr.take().unwrap();
+    let server = Kill(server);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("serving MCP at http://").nth(1) {
+                let _ = tx.send(rest.trim_end_matches("/mcp").to_owned());
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the server says where it listens");
+    const JSON: (&str, &str) = ("Content-Type", "application/json");
+    const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+    let open = |client: &str| -> String {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": client, "version": "1"}}});
+        let (status, headers, body) = http_post(&addr, &[JSON, ACCEPT], init.to_string().as_bytes());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let session = headers.iter().find(|(k, _)| k == "mcp-session-id").unwrap().1.clone();
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+        let (status, _, _) = http_post(&addr, &[JSON, ACCEPT, ("Mcp-Session-Id", &session)], note.as_bytes());
+        assert_eq!(status, 202);
+        session
+    };
+    let call = |addr: &str, session: &str, tool: &str, args: Value| -> Value {
+        let req = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        let (status, _, body) = http_post(addr, &[JSON, ACCEPT, ("Mcp-Session-Id", session)], req.to_string().as_bytes());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        mcp_messages(&body).into_iter().find(|m| m.get("id") == Some(&json!(7))).expect("a response")["result"].clone()
+    };
+    let a = open("session-a");
+    let b = open("session-b");
+    let (addr2, a2) = (addr.clone(), a.clone());
+    let slow = std::thread::spawn(move || call(&addr2, &a2, "marker_sleep", json!({"ms": 600})));
+    std::thread::sleep(Duration::from_millis(150));
+    let crashed = call(&addr, &b, "fault_segv", json!({}));
+    assert_eq!(crashed["isError"], json!(true), "{crashed}");
+    assert!(crashed.to_string().contains("plugin_crashed"), "{crashed}");
+    let slow = slow.join().unwrap();
+    assert_ne!(slow["isError"], json!(true), "{slow}");
+    assert_eq!(slow["structuredContent"]["cancelled"], json!(false), "{slow}");
+    // The crashed plugin is back, in the same server.
+    let start = Instant::now();
+    loop {
+        let r = call(&addr, &b, "fault_echo", json!({"text": "again"}));
+        if r["isError"] != json!(true) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "fault-plugin did not come back: {r}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(server);
+}
