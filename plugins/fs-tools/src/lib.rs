@@ -1,7 +1,8 @@
 //! `fs-tools`: a file-system toolset for agents, confined to one root folder.
 //!
 //! Tools: `fs_read` (read a text file, by line window), `fs_list` (list a folder, optionally
-//! recursively), `fs_search` (find literal text in files), `fs_stat` (size, kind, modification
+//! recursively), `fs_search` (find literal text in files, honouring `.gitignore` and `.ignore`
+//! files through the `ignore` crate), `fs_stat` (size, kind, modification
 //! time) and `fs_edit` (one consolidated tool for `write`, `append`, `move` and `delete`).
 //!
 //! The root is `plugin_config.fs-tools.root` when set, else the `QUIVER_FS_ROOT` environment
@@ -404,6 +405,11 @@ pub struct SearchInput {
     /// Also search names that start with a dot (`.github`, `.env`); default false.
     #[serde(default)]
     pub include_hidden: bool,
+    /// Skip files excluded by `.gitignore`, `.ignore` and `.git/info/exclude` files in the
+    /// searched folder and below (like ripgrep; files above `path` are not read); default true.
+    /// Set false to search generated or vendored files too.
+    #[serde(default = "yes")]
+    pub respect_ignore: bool,
 }
 
 /// One matching line.
@@ -501,12 +507,27 @@ impl Tool for FsSearch {
         let start = root.resolve(&input.path, Mode::EXISTING)?;
         let filter = suffix_filter(&input.suffix);
 
+        let mut unreadable = 0u64;
         let mut files = Vec::new();
         if start.is_dir() {
-            let mut walk = Walk::new(&start, u32::MAX, input.include_hidden);
-            while let Some(item) = walk.next_item() {
-                if item.kind == Kind::File {
-                    files.push(item.path);
+            // Ignore files are read only inside the root: none from parent folders, the user's
+            // global git excludes or the environment, so results depend on the root alone.
+            let walk = ignore::WalkBuilder::new(&start)
+                .hidden(!input.include_hidden)
+                .parents(false)
+                .git_global(false)
+                .git_ignore(input.respect_ignore)
+                .git_exclude(input.respect_ignore)
+                .ignore(input.respect_ignore)
+                .require_git(false)
+                .follow_links(false)
+                .sort_by_file_name(|a, b| a.cmp(b))
+                .build();
+            for entry in walk {
+                match entry {
+                    Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => files.push(e.into_path()),
+                    Ok(_) => {}
+                    Err(_) => unreadable += 1,
                 }
             }
         } else {
@@ -514,7 +535,7 @@ impl Tool for FsSearch {
         }
 
         let mut matches = Vec::new();
-        let (mut searched, mut skipped, mut truncated) = (0u64, 0u64, false);
+        let (mut searched, mut skipped, mut truncated) = (0u64, unreadable, false);
         for file in files {
             if let Some(f) = &filter
                 && !file.file_name().is_some_and(|n| n.to_string_lossy().ends_with(f.as_str()))
