@@ -8,6 +8,7 @@
 //! apply policies (`quiver-router`), or speak MCP (`quiver-mcp`). It does no I/O.
 
 mod access;
+mod actions;
 mod backend;
 mod catalog;
 mod entry;
@@ -18,6 +19,7 @@ mod session;
 mod surface;
 
 pub use access::{Access, CatalogSource};
+pub use actions::check_tool_actions;
 pub use backend::{CallSink, LogLevel, NullSink, ToolBackend};
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
