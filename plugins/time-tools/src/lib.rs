@@ -119,7 +119,7 @@ pub struct NowInput {
     /// Where to show the time: an IANA time zone such as `Europe/Paris` or `America/New_York`
     /// (daylight-saving time applied), or a fixed UTC offset such as `+05:30` or `Z`. Default:
     /// the configured `default_zone`, else UTC.
-    #[serde(default, alias = "zone", alias = "timezone")]
+    #[serde(default)]
     pub offset: Option<String>,
 }
 
@@ -190,11 +190,11 @@ pub struct ConvertInput {
     /// Time zone or offset of a `value` that has none (like `2024-03-10 14:30` or a date): an
     /// IANA name such as `Europe/Paris` (its daylight-saving rules apply) or an offset such as
     /// `-05:00`; default UTC.
-    #[serde(default, alias = "from_zone", alias = "assume_zone", alias = "from_offset")]
+    #[serde(default)]
     pub assume_offset: Option<String>,
     /// Time zone or offset to show the result in: an IANA name such as `America/New_York` or an
     /// offset such as `-08:00`; default: the offset of the input (UTC for Unix timestamps).
-    #[serde(default, alias = "to_zone", alias = "timezone")]
+    #[serde(default)]
     pub to_offset: Option<String>,
     /// How to read a local `value` that a daylight-saving change skips or repeats in the
     /// `assume_offset` zone: `compatible` (default: skipped times move forward by the gap,
@@ -617,7 +617,7 @@ pub struct AddInput {
     /// business days) keep the wall-clock time across daylight-saving changes, hours, minutes and
     /// seconds are exact elapsed time, and the result shows the zone's offset at that time. A
     /// `date` with an offset is first converted into the zone.
-    #[serde(default, alias = "timezone")]
+    #[serde(default)]
     pub zone: Option<String>,
 }
 
