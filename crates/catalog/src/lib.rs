@@ -14,6 +14,7 @@ mod catalog;
 mod entry;
 pub mod eval;
 mod external;
+pub mod hints;
 pub mod search;
 mod session;
 mod surface;

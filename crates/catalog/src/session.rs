@@ -45,6 +45,10 @@ pub struct SearchRequest {
     pub detail: Option<String>,
     /// Load the matches into the session (tool_search only; default true).
     pub load: Option<bool>,
+    /// Tools to drop from the session's loaded set (tool_search only), applied before the
+    /// search; with an empty `query` nothing else happens.
+    #[serde(default)]
+    pub unload: Option<Vec<String>>,
 }
 
 /// One search hit, compact by default.
@@ -70,7 +74,7 @@ pub struct SearchEntry {
 }
 
 /// A page of search results.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct SearchResponse {
     /// Entries, best first.
     pub tools: Vec<SearchEntry>,
@@ -85,6 +89,9 @@ pub struct SearchResponse {
     /// Names loaded into the session by this search.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub loaded: Vec<String>,
+    /// Names dropped from the session by `unload`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unloaded: Vec<String>,
 }
 
 /// A past search.
@@ -111,6 +118,8 @@ pub struct Session {
     loaded: Vec<(String, u64)>,
     searches: Vec<SearchRecord>,
     intent: Vec<String>,
+    /// Repeated identical malformed calls (escalating hints, then refusal).
+    pub repeats: crate::hints::RepeatGuard,
 }
 
 fn summary(description: &str) -> String {
@@ -135,7 +144,16 @@ fn required_args(schema: &Value) -> Vec<String> {
 impl Session {
     /// A new session.
     pub fn new(id: impl Into<String>, policy: SurfacePolicy, access: Access) -> Session {
-        Session { id: id.into(), policy, access, turn: 0, loaded: Vec::new(), searches: Vec::new(), intent: Vec::new() }
+        Session {
+            id: id.into(),
+            policy,
+            access,
+            turn: 0,
+            loaded: Vec::new(),
+            searches: Vec::new(),
+            intent: Vec::new(),
+            repeats: crate::hints::RepeatGuard::default(),
+        }
     }
 
     /// A session under a host-config profile: its surface policy, scopes and gates.
@@ -195,6 +213,20 @@ impl Session {
         added
     }
 
+    /// Drops tools from the session's loaded set. Returns the names that were loaded and are now
+    /// gone (unknown or never-loaded names are ignored).
+    pub fn unload(&mut self, names: &[String]) -> Vec<String> {
+        let mut removed = Vec::new();
+        self.loaded.retain(|(n, _)| {
+            let drop = names.contains(n);
+            if drop {
+                removed.push(n.clone());
+            }
+            !drop
+        });
+        removed
+    }
+
     /// Keeps the session consistent with a new catalog: loaded tools that still exist (a
     /// replaced tool stays loaded) are kept; removed ones are dropped. Returns a warning per
     /// dropped tool.
@@ -223,6 +255,13 @@ impl Session {
         req: &SearchRequest,
         load: bool,
     ) -> Result<SearchResponse, SearchError> {
+        let unloaded = match (&req.unload, load) {
+            (Some(names), true) => self.unload(names),
+            _ => Vec::new(),
+        };
+        if load && req.unload.as_ref().is_some_and(|u| !u.is_empty()) && req.query.trim().is_empty() {
+            return Ok(SearchResponse { unloaded, ..SearchResponse::default() });
+        }
         let resp = search_catalog(catalog, &self.access, req, if load { 5 } else { 20 })?;
         self.searches.push(SearchRecord {
             turn: self.turn,
@@ -231,6 +270,7 @@ impl Session {
         });
         self.note_intent(req.query.clone());
         let mut resp = resp;
+        resp.unloaded = unloaded;
         if load && req.load.unwrap_or(true) {
             let names: Vec<String> = resp.tools.iter().map(|t| t.name.clone()).collect();
             resp.loaded = self.load(catalog, &names);
@@ -402,7 +442,14 @@ pub fn search_catalog(
         let res = index.search(&q, &filter)?;
         (res.hits.iter().map(|h| h.doc).collect(), res.total)
     };
-    let mut out = SearchResponse { tools: Vec::new(), total, next_offset: None, truncated: false, loaded: Vec::new() };
+    let mut out = SearchResponse {
+        tools: Vec::new(),
+        total,
+        next_offset: None,
+        truncated: false,
+        loaded: Vec::new(),
+        unloaded: Vec::new(),
+    };
     let mut bytes = 0usize;
     for d in &hits {
         let r = &catalog.tools()[tools[*d]];
