@@ -194,7 +194,7 @@ fn check_library(ws: &Workspace, quiver: &Path, plugin: &PluginSource, library: 
         .with_context(|| format!("cannot run {}", quiver.display()))?;
     if !status.success() {
         bail!(
-            "{}: the new library does not load with its manifest (see above); fix {} or the code, then run build-plugins again. The previous bundle is left in place.",
+            "{}: the new library failed the load check (see above); fix {} or the code, then run build-plugins again. The previous bundle is left in place.",
             plugin.name,
             plugin.source_manifest().display()
         );

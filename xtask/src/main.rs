@@ -52,7 +52,7 @@ enum Command {
         /// Plugins to test; default: all.
         names: Vec<String>,
         /// Each example must find its tool in the top K of the whole configured catalog
-        /// [default: 5, or QUIVER_CONTRACT_K].
+        /// [default: 3, or QUIVER_CONTRACT_K].
         #[arg(long)]
         k: Option<usize>,
     },

@@ -54,7 +54,7 @@ pub struct ContractTestArgs {
     #[arg(long, value_name = "LIB")]
     pub library: PathBuf,
     /// Each example must find its tool among the first K search results of the whole catalog.
-    #[arg(long, value_name = "K", default_value_t = 5, env = "QUIVER_CONTRACT_K")]
+    #[arg(long, value_name = "K", default_value_t = 3, env = "QUIVER_CONTRACT_K")]
     pub k: usize,
     /// Only load the plugin with the configured ones (manifest against library, actions, name
     /// clashes); skip fixtures, examples and versioning.
