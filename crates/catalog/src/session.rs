@@ -120,6 +120,8 @@ pub struct Session {
     intent: Vec<String>,
     /// Repeated identical malformed calls (escalating hints, then refusal).
     pub repeats: crate::hints::RepeatGuard,
+    /// Tools the session unloaded: kept out of intent-based picks until loaded again.
+    dropped: Vec<String>,
 }
 
 fn summary(description: &str) -> String {
@@ -153,6 +155,7 @@ impl Session {
             searches: Vec::new(),
             intent: Vec::new(),
             repeats: crate::hints::RepeatGuard::default(),
+            dropped: Vec::new(),
         }
     }
 
@@ -207,14 +210,16 @@ impl Session {
                 && !self.loaded.iter().any(|(l, _)| l == n)
             {
                 self.loaded.push((n.clone(), self.turn));
+                self.dropped.retain(|d| d != n);
                 added.push(n.clone());
             }
         }
         added
     }
 
-    /// Drops tools from the session's loaded set. Returns the names that were loaded and are now
-    /// gone (unknown or never-loaded names are ignored).
+    /// Drops tools from the session's loaded set, and keeps them out of intent-based picks until
+    /// they are loaded again. Returns the names that were loaded and are now gone (unknown or
+    /// never-loaded names are ignored).
     pub fn unload(&mut self, names: &[String]) -> Vec<String> {
         let mut removed = Vec::new();
         self.loaded.retain(|(n, _)| {
@@ -224,6 +229,11 @@ impl Session {
             }
             !drop
         });
+        for n in &removed {
+            if !self.dropped.contains(n) {
+                self.dropped.push(n.clone());
+            }
+        }
         removed
     }
 
@@ -330,7 +340,10 @@ impl Session {
             let q = Query::text(text).with_limit(INTENT_PICKS);
             let filter = |d: usize| {
                 let i = tools[d];
-                visible_to_me(i) && !head.contains(&i) && !loaded.contains(&i)
+                visible_to_me(i)
+                    && !head.contains(&i)
+                    && !loaded.contains(&i)
+                    && !self.dropped.contains(&catalog.tools()[i].name)
             };
             if let Ok(res) = index.search(&q, &filter) {
                 intent.extend(res.hits.iter().map(|h| tools[h.doc]));
