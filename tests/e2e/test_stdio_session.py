@@ -129,6 +129,30 @@ async def scenario():
             await asyncio.sleep(0.2)
             check(not list_changed.is_set(), "run_tool did not need (or cause) a list refresh")
 
+            # Unloading a loaded tool drops it from the list and announces the change.
+            list_changed.clear()
+            gone = await session.call_tool("tool_search", {"query": "", "unload": ["fs_stat"]})
+            check(not gone.is_error and (gone.structured_content or {}).get("unloaded") == ["fs_stat"],
+                  "tool_search unload drops fs_stat", gone.structured_content)
+            await asyncio.wait_for(list_changed.wait(), STEP_TIMEOUT)
+            names = [t.name for t in await list_all(session)]
+            check("fs_stat" not in names, "the unloaded tool is gone from tools/list", names)
+
+            # The same malformed call three times: three different, more specific hints, then a refusal.
+            hints = []
+            for level in (1, 2, 3):
+                r = await session.call_tool("fs_read", {"path": 5, "lines": "x"})
+                error = (r.meta or {}).get(META + "error", {})
+                hint = error.get("details", {}).get("hint", {})
+                check(r.is_error and hint.get("level") == level, f"malformed call {level} gets a level-{level} hint",
+                      json.dumps(error))
+                hints.append(text_of(r))
+            check(len(set(hints)) == 3 and "takes" in hints[0] and "a valid call looks like" in hints[1]
+                  and "whole input schema" in hints[2], "the three hints differ and grow more specific", hints)
+            refused = await session.call_tool("fs_read", {"path": 5, "lines": "x"})
+            check(refused.is_error and "refused without running" in text_of(refused) and "tool_search" in text_of(refused),
+                  "the fourth identical call is refused with what to do instead", text_of(refused))
+
             # The session is still healthy.
             await session.send_ping()
             check(True, "ping after all of the above")

@@ -1,5 +1,8 @@
-//! `cargo xtask build-plugins`: release-builds the plugins under `plugins/` and turns each into a
-//! signed bundle beside its sources, signed with the local development key.
+//! `cargo xtask build-plugins`: release-builds the plugins under `plugins/` one by one (cargo's
+//! own progress visible), loads each new library through the real host with the bundles of the
+//! configured plugins folder (manifest ↔ library, actions, name clashes: a failure leaves the
+//! previous bundle in place), and turns each into a signed bundle beside its sources, signed
+//! with the local development key.
 //!
 //! Bundle layout (all generated, git-ignored): `plugins/NAME/lib<crate>.so`,
 //! `plugins/NAME/NAME.tool.yaml` (the source `tool.yaml` plus an `artifact` section) and
@@ -169,24 +172,58 @@ pub fn signature_path(manifest: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// `cargo xtask build-plugins [NAME...]`.
+/// Builds the `quiver` binary (dev profile) and returns its path.
+pub fn build_quiver(ws: &Workspace) -> Result<PathBuf> {
+    eprintln!("\n==> building the quiver binary (loads each new library through the real host)");
+    ws.run(ws.cargo().args(["build", "-p", "quiver"]))?;
+    Ok(ws.target_dir()?.join("debug").join(format!("quiver{}", std::env::consts::EXE_SUFFIX)))
+}
+
+/// Loads a freshly built library through the real host, together with the bundles of the
+/// configured plugins folder: the manifest's tools and actions must match the library, and no
+/// name may clash with another plugin (`quiver contract-test --load-only`).
+fn check_library(ws: &Workspace, quiver: &Path, plugin: &PluginSource, library: &Path) -> Result<()> {
+    let status = std::process::Command::new(quiver)
+        .current_dir(&ws.root)
+        .arg("contract-test")
+        .arg(&plugin.dir)
+        .arg("--library")
+        .arg(library)
+        .arg("--load-only")
+        .status()
+        .with_context(|| format!("cannot run {}", quiver.display()))?;
+    if !status.success() {
+        bail!(
+            "{}: the new library failed the load check (see above); fix {} or the code, then run build-plugins again. The previous bundle is left in place.",
+            plugin.name,
+            plugin.source_manifest().display()
+        );
+    }
+    Ok(())
+}
+
+/// `cargo xtask build-plugins [NAME...]`: per plugin, a release build with cargo's own progress,
+/// a load check of the new library, then the signed bundle.
 pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
     let plugins = ws.select_plugins(names)?;
     if plugins.is_empty() {
         println!("no plugins under {}; create one with `cargo xtask new-tool NAME`", ws.plugins_dir().display());
         return Ok(());
     }
-    let mut cmd = ws.cargo();
-    cmd.args(["build", "--release"]);
-    for p in &plugins {
-        cmd.args(["-p", &p.package]);
+    let n = plugins.len();
+    for (i, p) in plugins.iter().enumerate() {
+        eprintln!("\n==> [{}/{n}] {}: release build", i + 1, p.name);
+        ws.run(ws.cargo().args(["build", "--release", "-p", &p.package]).env_remove("CARGO_TERM_QUIET"))?;
     }
-    ws.run(&mut cmd)?;
+    let quiver = build_quiver(ws)?;
     let release = ws.target_dir()?.join("release");
     let key = DevKey::load_or_create(&ws.dev_key_dir())?;
     let mut n_changed = 0;
-    for p in &plugins {
-        let built = bundle(p, &release.join(p.library_file_name()), &key)?;
+    for (i, p) in plugins.iter().enumerate() {
+        let library = release.join(p.library_file_name());
+        eprintln!("\n==> [{}/{n}] {}: load check and bundle", i + 1, p.name);
+        check_library(ws, &quiver, p, &library)?;
+        let built = bundle(p, &library, &key)?;
         n_changed += usize::from(built.changed);
         let rel = built.manifest.strip_prefix(&ws.root).unwrap_or(&built.manifest);
         println!(

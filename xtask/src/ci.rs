@@ -22,7 +22,7 @@ fn steps() -> Vec<(&'static str, Step)> {
         ("clippy", Step::Cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
         ("test", Step::Cargo(&["test", "--workspace"])),
         ("build-plugins", Step::Task(|ws| crate::build_plugins::run(ws, &[]))),
-        ("contract-test", Step::Task(|ws| crate::contract_test::run(ws, &[]))),
+        ("contract-test", Step::Task(|ws| crate::contract_test::run(ws, &[], None))),
         ("new-tool", Step::Task(scaffold_check)),
         ("conformance", Step::Task(|ws| crate::conformance::run(ws, None))),
         ("e2e", Step::Task(crate::e2e::run)),
@@ -47,7 +47,7 @@ fn scaffold_check(ws: &Workspace) -> Result<()> {
     let names = [NAME.to_owned()];
     crate::new_tool::run(ws, NAME)?;
     crate::build_plugins::run(ws, &names)?;
-    crate::contract_test::run(ws, &names)
+    crate::contract_test::run(ws, &names, None)
 }
 
 /// `cargo xtask ci`.

@@ -1,5 +1,7 @@
 //! `cargo xtask contract-test [NAME...]`: every plugin's source manifest validates, and every
-//! fixture in `plugins/NAME/fixtures/*.json` passes through the real host and router.
+//! fixture in `plugins/NAME/fixtures/*.json` passes through the real host and router, failure
+//! paths behave, every example finds its tool in the whole configured catalog (top `--k`), and
+//! versioning rules hold (see `quiver contract-test`).
 //!
 //! This side validates the source manifests, builds the plugins and the `quiver` binary (dev
 //! profile, one cargo invocation) and runs the hidden `quiver contract-test` once per plugin.
@@ -15,7 +17,7 @@ use quiver_manifest::Manifest;
 use crate::workspace::Workspace;
 
 /// `cargo xtask contract-test [NAME...]`.
-pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
+pub fn run(ws: &Workspace, names: &[String], k: Option<usize>) -> Result<()> {
     let plugins = ws.select_plugins(names)?;
     if plugins.is_empty() {
         println!("no plugins under {}; nothing to test", ws.plugins_dir().display());
@@ -45,6 +47,7 @@ pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
             .arg(&p.dir)
             .arg("--library")
             .arg(debug.join(p.library_file_name()))
+            .args(k.map(|k| format!("--k={k}")))
             .status()
             .with_context(|| format!("cannot run {}", quiver.display()))?;
         if !status.success() {

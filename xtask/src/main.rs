@@ -51,6 +51,10 @@ enum Command {
     ContractTest {
         /// Plugins to test; default: all.
         names: Vec<String>,
+        /// Each example must find its tool in the top K of the whole configured catalog
+        /// [default: 3, or QUIVER_CONTRACT_K].
+        #[arg(long)]
+        k: Option<usize>,
     },
     /// Run the official MCP conformance suite against `quiver serve --http` (baseline:
     /// tests/conformance/baseline.yml).
@@ -79,7 +83,7 @@ fn main() -> std::process::ExitCode {
     let result = match &cli.command {
         Command::BuildPlugins { names } => build_plugins::run(&ws, names),
         Command::NewTool { name } => new_tool::run(&ws, name),
-        Command::ContractTest { names } => contract_test::run(&ws, names),
+        Command::ContractTest { names, k } => contract_test::run(&ws, names, *k),
         Command::Conformance { scenario } => conformance::run(&ws, scenario.as_deref()),
         Command::E2e => e2e::run(&ws),
         Command::Ci => ci::run(&ws),

@@ -15,6 +15,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("src/lib.rs", include_str!("../templates/new-tool/lib.rs.tmpl")),
     ("fixtures/basic.json", include_str!("../templates/new-tool/basic.json.tmpl")),
     ("README.md", include_str!("../templates/new-tool/README.md.tmpl")),
+    ("CHANGELOG.md", include_str!("../templates/new-tool/CHANGELOG.md.tmpl")),
 ];
 
 /// The scaffold's one-line description (no `: `, so it stays a plain YAML scalar).

@@ -10,11 +10,15 @@
 //! - [`sdk`]: the [`Tool`] trait (a typed Rust function with serde types and `schemars`-derived
 //!   schemas), the [`Context`] a tool uses to reach host services, and [`export_plugin!`], which
 //!   builds the root module and catches every panic inside the plugin.
+//! - [`actions`]: [`actions!`], which turns an enum of per-action argument structs into the input
+//!   of a consolidated tool (a flat schema with a required `action`, one schema per action, side
+//!   effects and aliases per action).
 //!
 //! What this crate does not do: load libraries, verify signatures, validate arguments or apply
 //! policies. Those belong to the host (`quiver-lifecycle`, `quiver-router`); a plugin never
 //! depends on host crates.
 
+pub mod actions;
 pub mod contract;
 pub mod fixtures;
 mod module;
@@ -22,8 +26,8 @@ pub mod sdk;
 
 pub use contract::{AgentContext, ErrorCode, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse};
 pub use module::{
-    ABI_VERSION, CallHandle, HostServices, HostServicesRef, LogLevel, PluginInfo, PluginMod, PluginModRef, SDK_VERSION,
-    ToolSchemas,
+    ABI_VERSION, ActionSchema, CallHandle, HostServices, HostServicesRef, LogLevel, PluginInfo, PluginMod,
+    PluginModRef, SDK_VERSION, ToolSchemas,
 };
 pub use sdk::{Context, Tool};
 

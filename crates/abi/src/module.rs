@@ -133,4 +133,28 @@ pub struct ToolSchemas {
     pub input_schema: serde_json::Value,
     /// JSON Schema (2020-12) of the output.
     pub output_schema: serde_json::Value,
+    /// The actions of a consolidated tool (see [`crate::actions!`]); empty otherwise. Added
+    /// after ABI v1 shipped: absent in older plugins' JSON.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionSchema>,
+}
+
+/// One action of a consolidated tool, as its code declares it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ActionSchema {
+    /// The action name (a value of the tool's `action` argument).
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// `read`, `write`, `destructive` or `external`.
+    pub side_effects: String,
+    /// Whether a person must confirm it; `None` leaves it to the tool's policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<bool>,
+    /// Tool-name aliases that call this action.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    /// JSON Schema of this action's arguments (with `action` as a `const`).
+    pub input_schema: serde_json::Value,
 }

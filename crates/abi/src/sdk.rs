@@ -55,23 +55,34 @@ pub trait DynTool: Send + Sync {
     fn invoke(&self, inputs: Value, cx: &mut Context<'_>) -> Result<Value, ToolError>;
 }
 
-struct Erased<T>(T);
+struct Erased<T> {
+    tool: T,
+    /// True when the input is an [`crate::actions!`] enum (so a host-named action is filled in).
+    has_actions: bool,
+}
 
 impl<T: Tool> DynTool for Erased<T> {
     fn name(&self) -> &'static str {
         T::NAME
     }
     fn schemas(&self) -> ToolSchemas {
-        ToolSchemas {
-            name: T::NAME.to_owned(),
-            input_schema: schema_of::<T::Input>(),
-            output_schema: schema_of::<T::Output>(),
-        }
+        let (input_schema, actions) = crate::actions::split_actions(raw_schema_of::<T::Input>());
+        ToolSchemas { name: T::NAME.to_owned(), input_schema, output_schema: schema_of::<T::Output>(), actions }
     }
-    fn invoke(&self, inputs: Value, cx: &mut Context<'_>) -> Result<Value, ToolError> {
-        let input: T::Input = serde_json::from_value(inputs)
-            .map_err(|e| ToolError::invalid(format!("arguments of `{}` do not match its input type: {e}", T::NAME)))?;
-        let output = self.0.call(input, cx)?;
+    fn invoke(&self, mut inputs: Value, cx: &mut Context<'_>) -> Result<Value, ToolError> {
+        if self.has_actions
+            && let Some(action) = cx.action()
+        {
+            crate::actions::apply_host_action(&mut inputs, action)?;
+        }
+        let input: T::Input = serde_json::from_value(inputs).map_err(|e| {
+            if self.has_actions {
+                ToolError::invalid(format!("arguments of `{}`: {e}", T::NAME))
+            } else {
+                ToolError::invalid(format!("arguments of `{}` do not match its input type: {e}", T::NAME))
+            }
+        })?;
+        let output = self.tool.call(input, cx)?;
         serde_json::to_value(output).map_err(|e| {
             ToolError::new(ErrorCode::PROTOCOL, format!("`{}` produced unserializable output: {e}", T::NAME))
         })
@@ -81,12 +92,19 @@ impl<T: Tool> DynTool for Erased<T> {
 /// Boxes a tool for the registry (used by [`crate::export_plugin!`]).
 #[doc(hidden)]
 pub fn erase<T: Tool>(tool: T) -> Box<dyn DynTool> {
-    Box::new(Erased(tool))
+    let has_actions = !crate::actions::split_actions(raw_schema_of::<T::Input>()).1.is_empty();
+    Box::new(Erased { tool, has_actions })
 }
 
 /// The JSON Schema (2020-12) of a type, as the SDK derives it: `$schema` and the Rust type's
-/// `title` are dropped, so the schema shown to a model carries only what it needs.
+/// `title` are dropped, so the schema shown to a model carries only what it needs. For an
+/// [`crate::actions!`] enum this is the flat schema a model sees (the per-action schemas are in
+/// [`ToolSchemas::actions`]).
 pub fn schema_of<T: JsonSchema>() -> Value {
+    crate::actions::split_actions(raw_schema_of::<T>()).0
+}
+
+fn raw_schema_of<T: JsonSchema>() -> Value {
     let mut v = schemars::SchemaGenerator::default().into_root_schema_for::<T>().to_value();
     if let Value::Object(m) = &mut v {
         m.remove("$schema");

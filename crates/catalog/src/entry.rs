@@ -143,6 +143,7 @@ impl PluginEntry {
                     spec.name
                 ))
             })?;
+            crate::actions::check_tool_actions(spec, derived).map_err(err)?;
             let input_schema = spec.input_schema.clone().unwrap_or_else(|| derived.input_schema.clone());
             let output_schema = spec.output_schema.clone().or_else(|| Some(derived.output_schema.clone()));
             let input_validator = compile_schema(&input_schema)

@@ -53,6 +53,7 @@ pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) 
             name: name.to_owned(),
             input_schema: input,
             output_schema: json!({"type": "object"}),
+            actions: Vec::new(),
         });
     }
     let manifest = Manifest {

@@ -8,16 +8,19 @@
 //! apply policies (`quiver-router`), or speak MCP (`quiver-mcp`). It does no I/O.
 
 mod access;
+mod actions;
 mod backend;
 mod catalog;
 mod entry;
 pub mod eval;
 mod external;
+pub mod hints;
 pub mod search;
 mod session;
 mod surface;
 
 pub use access::{Access, CatalogSource};
+pub use actions::check_tool_actions;
 pub use backend::{
     AbortReason, BackendFuture, CallSink, Dispatch, LogLevel, NullSink, Placement, RemoteCall, ToolBackend,
 };

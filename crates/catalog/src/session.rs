@@ -45,6 +45,10 @@ pub struct SearchRequest {
     pub detail: Option<String>,
     /// Load the matches into the session (tool_search only; default true).
     pub load: Option<bool>,
+    /// Tools to drop from the session's loaded set (tool_search only), applied before the
+    /// search; with an empty `query` nothing else happens.
+    #[serde(default)]
+    pub unload: Option<Vec<String>>,
 }
 
 /// One search hit, compact by default.
@@ -70,7 +74,7 @@ pub struct SearchEntry {
 }
 
 /// A page of search results.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct SearchResponse {
     /// Entries, best first.
     pub tools: Vec<SearchEntry>,
@@ -85,6 +89,9 @@ pub struct SearchResponse {
     /// Names loaded into the session by this search.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub loaded: Vec<String>,
+    /// Names dropped from the session by `unload`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unloaded: Vec<String>,
 }
 
 /// A past search.
@@ -111,6 +118,10 @@ pub struct Session {
     loaded: Vec<(String, u64)>,
     searches: Vec<SearchRecord>,
     intent: Vec<String>,
+    /// Repeated identical malformed calls (escalating hints, then refusal).
+    pub repeats: crate::hints::RepeatGuard,
+    /// Tools the session unloaded: kept out of intent-based picks until loaded again.
+    dropped: Vec<String>,
 }
 
 fn summary(description: &str) -> String {
@@ -135,7 +146,17 @@ fn required_args(schema: &Value) -> Vec<String> {
 impl Session {
     /// A new session.
     pub fn new(id: impl Into<String>, policy: SurfacePolicy, access: Access) -> Session {
-        Session { id: id.into(), policy, access, turn: 0, loaded: Vec::new(), searches: Vec::new(), intent: Vec::new() }
+        Session {
+            id: id.into(),
+            policy,
+            access,
+            turn: 0,
+            loaded: Vec::new(),
+            searches: Vec::new(),
+            intent: Vec::new(),
+            repeats: crate::hints::RepeatGuard::default(),
+            dropped: Vec::new(),
+        }
     }
 
     /// A session under a host-config profile: its surface policy, scopes and gates.
@@ -189,10 +210,31 @@ impl Session {
                 && !self.loaded.iter().any(|(l, _)| l == n)
             {
                 self.loaded.push((n.clone(), self.turn));
+                self.dropped.retain(|d| d != n);
                 added.push(n.clone());
             }
         }
         added
+    }
+
+    /// Drops tools from the session's loaded set, and keeps them out of intent-based picks until
+    /// they are loaded again. Returns the names that were loaded and are now gone (unknown or
+    /// never-loaded names are ignored).
+    pub fn unload(&mut self, names: &[String]) -> Vec<String> {
+        let mut removed = Vec::new();
+        self.loaded.retain(|(n, _)| {
+            let drop = names.contains(n);
+            if drop {
+                removed.push(n.clone());
+            }
+            !drop
+        });
+        for n in &removed {
+            if !self.dropped.contains(n) {
+                self.dropped.push(n.clone());
+            }
+        }
+        removed
     }
 
     /// Keeps the session consistent with a new catalog: loaded tools that still exist (a
@@ -223,6 +265,13 @@ impl Session {
         req: &SearchRequest,
         load: bool,
     ) -> Result<SearchResponse, SearchError> {
+        let unloaded = match (&req.unload, load) {
+            (Some(names), true) => self.unload(names),
+            _ => Vec::new(),
+        };
+        if load && req.unload.as_ref().is_some_and(|u| !u.is_empty()) && req.query.trim().is_empty() {
+            return Ok(SearchResponse { unloaded, ..SearchResponse::default() });
+        }
         let resp = search_catalog(catalog, &self.access, req, if load { 5 } else { 20 })?;
         self.searches.push(SearchRecord {
             turn: self.turn,
@@ -231,6 +280,7 @@ impl Session {
         });
         self.note_intent(req.query.clone());
         let mut resp = resp;
+        resp.unloaded = unloaded;
         if load && req.load.unwrap_or(true) {
             let names: Vec<String> = resp.tools.iter().map(|t| t.name.clone()).collect();
             resp.loaded = self.load(catalog, &names);
@@ -290,7 +340,10 @@ impl Session {
             let q = Query::text(text).with_limit(INTENT_PICKS);
             let filter = |d: usize| {
                 let i = tools[d];
-                visible_to_me(i) && !head.contains(&i) && !loaded.contains(&i)
+                visible_to_me(i)
+                    && !head.contains(&i)
+                    && !loaded.contains(&i)
+                    && !self.dropped.contains(&catalog.tools()[i].name)
             };
             if let Ok(res) = index.search(&q, &filter) {
                 intent.extend(res.hits.iter().map(|h| tools[h.doc]));
@@ -402,7 +455,14 @@ pub fn search_catalog(
         let res = index.search(&q, &filter)?;
         (res.hits.iter().map(|h| h.doc).collect(), res.total)
     };
-    let mut out = SearchResponse { tools: Vec::new(), total, next_offset: None, truncated: false, loaded: Vec::new() };
+    let mut out = SearchResponse {
+        tools: Vec::new(),
+        total,
+        next_offset: None,
+        truncated: false,
+        loaded: Vec::new(),
+        unloaded: Vec::new(),
+    };
     let mut bytes = 0usize;
     for d in &hits {
         let r = &catalog.tools()[tools[*d]];

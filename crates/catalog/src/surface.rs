@@ -243,7 +243,8 @@ pub(crate) fn meta_descriptor(name: &str, catalog: &Catalog, access: &Access, in
                         "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
                         "offset": {"type": "integer", "minimum": 0, "default": 0},
                         "detail": {"type": "string", "enum": ["compact", "full"], "default": "compact", "description": "full adds each tool's input schema."},
-                        "load": {"type": "boolean", "default": true, "description": "Load the matches into this session's tool list."}
+                        "load": {"type": "boolean", "default": true, "description": "Load the matches into this session's tool list."},
+                        "unload": {"type": "array", "items": {"type": "string"}, "description": "Tool names to drop from this session's tool list when you no longer need them (with query \"\" nothing else happens)."}
                     },
                     "required": ["query"],
                     "additionalProperties": false

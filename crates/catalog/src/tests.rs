@@ -65,6 +65,7 @@ fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
                 name: t.name.clone(),
                 input_schema: json!({"type": "object", "properties": {"path": {"type": "string", "description": "A path"}}, "required": ["path"]}),
                 output_schema: json!({"type": "object"}),
+                actions: Vec::new(),
             })
             .collect(),
     };

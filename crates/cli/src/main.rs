@@ -4,8 +4,15 @@
 //! [`quiver_router::Router`], and signs and verifies bundles with [`quiver_manifest`].
 //!
 //! Commands: `serve` (the MCP server), `list`, `call`, `verify` (checks bundles without loading
-//! their code), `keygen`, `sign`, `replay`, `stats`, `search`, `eval search`, and the hidden `contract-test` behind
-//! `cargo xtask contract-test`. Each lives in its own module under `commands/`.
+//! their code), `keygen`, `sign`, `replay`, `stats`, `search`, `eval search`, `config` (which
+//! configuration file is used), `completions` and `man` (generated from the clap definition), and
+//! the hidden `contract-test` behind `cargo xtask contract-test`. Each lives in its own module
+//! under `commands/`.
+//!
+//! Configuration: `--config`, else `./quiver.yaml`, else `$XDG_CONFIG_HOME/quiver/quiver.yaml`
+//! ([`config_file`]). The main options also read `QUIVER_*` environment variables
+//! (`QUIVER_CONFIG`, `QUIVER_PLUGINS`, `QUIVER_JSON`; `serve`: `QUIVER_HTTP`, `QUIVER_PROFILE`,
+//! `QUIVER_ALLOW_HOSTS`); a flag on the command line wins over its variable.
 //!
 //! Output contract: results go to stdout (human text, or one JSON document with `--json`); logs,
 //! warnings and errors go to stderr only. Exit codes: 0 success, 1 failure, 2 usage error.
@@ -15,6 +22,7 @@
 
 mod bundle;
 mod commands;
+mod config_file;
 mod settings;
 
 use std::path::PathBuf;
@@ -36,13 +44,15 @@ struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// Plugins folder to scan (overrides `plugins_dir` of the config).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", env = "QUIVER_PLUGINS")]
     pub plugins: Option<PathBuf>,
-    /// Host configuration file [default: ./quiver.yaml if it exists, else built-in defaults].
-    #[arg(long, global = true, value_name = "FILE")]
+    /// Host configuration file [default: ./quiver.yaml, else $XDG_CONFIG_HOME/quiver/quiver.yaml
+    /// (~/.config/quiver/quiver.yaml), else built-in defaults].
+    #[arg(long, global = true, value_name = "FILE", env = "QUIVER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Machine-readable output: one JSON document on stdout.
-    #[arg(long, global = true)]
+    /// Machine-readable output: one JSON document on stdout (QUIVER_JSON: any value but
+    /// 0/false/no/off/empty turns it on).
+    #[arg(long, global = true, env = "QUIVER_JSON", value_parser = clap::builder::FalseyValueParser::new())]
     pub json: bool,
     /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -75,6 +85,12 @@ enum Command {
     Search(commands::search::SearchArgs),
     /// Measure search quality: recall@k, MRR and latency on labelled queries.
     Eval(commands::eval::EvalArgs),
+    /// Show which configuration file is used and the settings it resolves to.
+    Config(commands::config::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(commands::completions::CompletionsArgs),
+    /// Print the man page on stdout, or write one page per command into a folder.
+    Man(commands::completions::ManArgs),
     /// Run a plugin's contract-test fixtures through the real host and router (used by
     /// `cargo xtask contract-test`).
     #[command(hide = true)]
@@ -83,6 +99,12 @@ enum Command {
     /// and speaks the worker protocol over its stdin and stdout).
     #[command(hide = true)]
     Worker,
+}
+
+/// The clap definition of the whole command line (for completions and man pages).
+pub fn command_definition() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
 }
 
 /// An error in how the command was invoked (exit code 2), as opposed to a failure (exit 1).
@@ -149,6 +171,9 @@ fn main() -> ExitCode {
         Command::Demo(a) => commands::demo::run(g, &a),
         Command::Surface(a) => commands::surface::run(g, &a),
         Command::Eval(a) => commands::eval::run(g, &a),
+        Command::Config(a) => commands::config::run(g, &a),
+        Command::Completions(a) => commands::completions::run_completions(&a),
+        Command::Man(a) => commands::completions::run_man(&a),
         Command::ContractTest(a) => commands::contract_test::run(g, &a),
         Command::Worker => unreachable!("handled above"),
     };

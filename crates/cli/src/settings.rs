@@ -16,9 +16,6 @@ use quiver_router::RouterSettings;
 
 use crate::GlobalArgs;
 
-/// The configuration file looked for in the working folder when `--config` is not given.
-pub const DEFAULT_CONFIG_FILE: &str = "quiver.yaml";
-
 /// The host configuration with everything resolved.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -33,29 +30,16 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Finds and reads the configuration named by the global flags: `--config FILE`, else
-    /// `./quiver.yaml` when it exists, else the built-in defaults. `--plugins DIR` overrides the
-    /// plugins folder.
+    /// Finds (see [`crate::config_file::locate`]) and reads the configuration: `--config FILE`,
+    /// else `./quiver.yaml`, else the XDG config folder's `quiver/quiver.yaml`, else the built-in
+    /// defaults. `--plugins DIR` overrides the plugins folder.
     pub fn load(g: &GlobalArgs) -> Result<Settings> {
         let cwd = std::env::current_dir().context("cannot determine the current folder")?;
-        let (config, config_path) = match &g.config {
-            Some(path) => {
-                if !path.is_file() {
-                    bail!(
-                        "configuration file {} does not exist; pass an existing file to --config, or leave --config out to use ./{DEFAULT_CONFIG_FILE} or the built-in defaults",
-                        path.display()
-                    );
-                }
-                (read_config(path)?, Some(path.clone()))
-            }
+        let (config, config_path) = match crate::config_file::locate(g.config.as_deref(), &cwd)? {
+            Some((path, _)) => (read_config(&cwd.join(&path))?, Some(path)),
             None => {
-                let path = cwd.join(DEFAULT_CONFIG_FILE);
-                if path.is_file() {
-                    (read_config(&path)?, Some(PathBuf::from(DEFAULT_CONFIG_FILE)))
-                } else {
-                    tracing::info!("no ./{DEFAULT_CONFIG_FILE}; using the built-in defaults");
-                    (HostConfig::default(), None)
-                }
+                tracing::info!("no configuration file found; using the built-in defaults");
+                (HostConfig::default(), None)
             }
         };
         let base_dir = match &config_path {
@@ -257,7 +241,7 @@ mod tests {
 
     #[test]
     fn repository_config_is_valid() {
-        let path = repo_root().join(DEFAULT_CONFIG_FILE);
+        let path = repo_root().join(crate::config_file::CONFIG_FILE);
         let text = std::fs::read_to_string(&path).unwrap();
         let config = HostConfig::from_yaml(&text, "quiver.yaml").unwrap();
         assert_eq!(config.plugins_dir, PathBuf::from("plugins"));

@@ -209,7 +209,7 @@ impl Connection {
             state.session.next_turn();
             let before = Live::listing_locked(&mut state, &self.shared, &catalog);
             let r = state.session.search(&catalog, &request, true);
-            if r.as_ref().is_ok_and(|r| !r.loaded.is_empty()) {
+            if r.as_ref().is_ok_and(|r| !r.loaded.is_empty() || !r.unloaded.is_empty()) {
                 state.listing = None;
             }
             (r, before)
@@ -249,6 +249,8 @@ impl Connection {
                             m.remove("note");
                         }
                     }
+                    live.announce_if_changed(&self.shared).await;
+                } else if !r.unloaded.is_empty() {
                     live.announce_if_changed(&self.shared).await;
                 }
                 json_result(value).into()
@@ -291,7 +293,21 @@ impl Connection {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = params.name.into_owned();
         let arguments = Value::Object(params.arguments.unwrap_or_default());
-        live.lock().session.next_turn();
+        // The tool and arguments a repeated malformed call is judged by (inside `run_tool`).
+        let (target, target_args) = match (name == RUN_TOOL, arguments.get("name").and_then(Value::as_str)) {
+            (true, Some(inner)) => (inner.to_owned(), arguments.get("arguments").cloned().unwrap_or(Value::Null)),
+            _ => (name.clone(), arguments.clone()),
+        };
+        {
+            let mut state = live.lock();
+            state.session.next_turn();
+            if let Some(refusal) = state.session.repeats.refusal(&target, &target_args) {
+                return Ok(tool_error(
+                    quiver_abi::ToolError::invalid(refusal).with_details(json!({ "hint": { "level": "refused" } })),
+                )
+                .into());
+            }
+        }
         // The router serves `run_tool` (the generic lane) whatever the mode lists: it is no side
         // door, every check of a direct call applies.
         let lane = if name == RUN_TOOL { Lane::Generic } else { Lane::Typed };
@@ -341,7 +357,31 @@ impl Connection {
         {
             return Err(e);
         }
+        let mut outcome = outcome;
+        self.escalate(live, &target, &target_args, &mut outcome);
         Ok(call_result(outcome).into())
+    }
+
+    /// Escalating hints for a repeated identical malformed call (see `quiver_catalog::hints`).
+    /// Only `invalid_arguments` errors count: the tool was visible to the caller, so its schema
+    /// reveals nothing new.
+    fn escalate(&self, live: &Live, tool: &str, arguments: &Value, outcome: &mut CallOutcome) {
+        let mut state = live.lock();
+        match &mut outcome.response.error {
+            Some(e) if e.code == quiver_abi::ErrorCode::INVALID_ARGUMENTS => {
+                let catalog = self.shared.source.catalog();
+                let schema = catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone());
+                let hint = state.session.repeats.record_failure(tool, arguments, schema.as_deref());
+                e.message = format!("{} {}", e.message, hint.message);
+                if let Value::Object(d) = &mut e.details {
+                    d.insert("hint".into(), hint.details);
+                } else if e.details.is_null() {
+                    e.details = json!({ "hint": hint.details });
+                }
+            }
+            None => state.session.repeats.record_success(tool, arguments),
+            Some(_) => {}
+        }
     }
 }
 

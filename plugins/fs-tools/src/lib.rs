@@ -1,7 +1,8 @@
 //! `fs-tools`: a file-system toolset for agents, confined to one root folder.
 //!
 //! Tools: `fs_read` (read a text file, by line window), `fs_list` (list a folder, optionally
-//! recursively), `fs_search` (find literal text in files), `fs_stat` (size, kind, modification
+//! recursively), `fs_search` (find literal text in files, honouring `.gitignore` and `.ignore`
+//! files through the `ignore` crate), `fs_stat` (size, kind, modification
 //! time) and `fs_edit` (one consolidated tool for `write`, `append`, `move` and `delete`).
 //!
 //! The root is `plugin_config.fs-tools.root` when set, else the `QUIVER_FS_ROOT` environment
@@ -404,6 +405,11 @@ pub struct SearchInput {
     /// Also search names that start with a dot (`.github`, `.env`); default false.
     #[serde(default)]
     pub include_hidden: bool,
+    /// Skip files excluded by `.gitignore`, `.ignore` and `.git/info/exclude` files in the
+    /// searched folder and below (like ripgrep; files above `path` are not read); default true.
+    /// Set false to search generated or vendored files too.
+    #[serde(default = "yes")]
+    pub respect_ignore: bool,
 }
 
 /// One matching line.
@@ -501,12 +507,27 @@ impl Tool for FsSearch {
         let start = root.resolve(&input.path, Mode::EXISTING)?;
         let filter = suffix_filter(&input.suffix);
 
+        let mut unreadable = 0u64;
         let mut files = Vec::new();
         if start.is_dir() {
-            let mut walk = Walk::new(&start, u32::MAX, input.include_hidden);
-            while let Some(item) = walk.next_item() {
-                if item.kind == Kind::File {
-                    files.push(item.path);
+            // Ignore files are read only inside the root: none from parent folders, the user's
+            // global git excludes or the environment, so results depend on the root alone.
+            let walk = ignore::WalkBuilder::new(&start)
+                .hidden(!input.include_hidden)
+                .parents(false)
+                .git_global(false)
+                .git_ignore(input.respect_ignore)
+                .git_exclude(input.respect_ignore)
+                .ignore(input.respect_ignore)
+                .require_git(false)
+                .follow_links(false)
+                .sort_by_file_name(|a, b| a.cmp(b))
+                .build();
+            for entry in walk {
+                match entry {
+                    Ok(e) if e.file_type().is_some_and(|t| t.is_file()) => files.push(e.into_path()),
+                    Ok(_) => {}
+                    Err(_) => unreadable += 1,
                 }
             }
         } else {
@@ -514,7 +535,7 @@ impl Tool for FsSearch {
         }
 
         let mut matches = Vec::new();
-        let (mut searched, mut skipped, mut truncated) = (0u64, 0u64, false);
+        let (mut searched, mut skipped, mut truncated) = (0u64, unreadable, false);
         for file in files {
             if let Some(f) = &filter
                 && !file.file_name().is_some_and(|n| n.to_string_lossy().ends_with(f.as_str()))
@@ -636,8 +657,7 @@ impl Tool for FsStat {
 // ---------------------------------------------------------------------------------------------
 // fs_edit
 
-/// The change `fs_edit` makes (variants are documented on [`EditInput::action`], so that the
-/// schema shows a plain string `enum`, as the manifest's `actions` require).
+/// The change `fs_edit` made, as reported in its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(crate = "quiver_abi::serde", rename_all = "lowercase")]
 #[schemars(crate = "quiver_abi::schemars", inline)]
@@ -648,63 +668,67 @@ pub enum EditAction {
     Delete,
 }
 
-impl EditAction {
-    fn as_str(self) -> &'static str {
-        match self {
-            EditAction::Write => "write",
-            EditAction::Append => "append",
-            EditAction::Move => "move",
-            EditAction::Delete => "delete",
-        }
-    }
-}
-
-/// Arguments of `fs_edit`.
+/// Arguments of the `write` and `append` actions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
-#[schemars(crate = "quiver_abi::schemars", transform = require_action)]
-pub struct EditInput {
-    /// The change to make: `write` creates a file or replaces its whole content with `content`;
-    /// `append` adds `content` to the end of a file (created when missing); `move` renames or
-    /// moves `path` to `to`; `delete` removes `path` (a file, a symbolic link, an empty folder, or
-    /// any folder with `recursive`).
-    // Optional for serde only, so that a host that names the action outside the arguments (an
-    // alias such as `delete_file`) still reaches the tool; the schema marks it required.
-    #[serde(default)]
-    #[schemars(with = "EditAction")]
-    pub action: Option<EditAction>,
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct WriteArgs {
     /// The file or folder to change, relative to the root (for `move`: the source).
     pub path: String,
-    /// `write` and `append`: the text to write (UTF-8). Required for them, refused for others.
-    #[serde(default)]
-    pub content: Option<String>,
-    /// `move` only: the destination path, relative to the root.
-    #[serde(default)]
-    pub to: Option<String>,
-    /// `move` only: replace an existing destination file; default false.
-    #[serde(default)]
-    pub overwrite: bool,
-    /// `write`, `append` and `move`: create missing parent folders; default true.
+    /// The text to write (UTF-8).
+    pub content: String,
+    /// Create missing parent folders; default true.
     #[serde(default = "yes")]
     pub create_dirs: bool,
-    /// `delete` only: delete a folder with everything inside it; default false (only files, links
-    /// and empty folders).
+}
+
+/// Arguments of the `move` action.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct MoveArgs {
+    /// The file or folder to change, relative to the root (for `move`: the source).
+    pub path: String,
+    /// The destination path, relative to the root.
+    pub to: String,
+    /// Replace an existing destination file; default false.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// Create missing parent folders; default true.
+    #[serde(default = "yes")]
+    pub create_dirs: bool,
+}
+
+/// Arguments of the `delete` action.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct DeleteArgs {
+    /// The file or folder to change, relative to the root (for `move`: the source).
+    pub path: String,
+    /// Delete a folder with everything inside it; default false (only files, links and empty
+    /// folders).
     #[serde(default)]
     pub recursive: bool,
 }
 
-/// Makes `action` required in the derived schema (serde sees it as optional; see [`EditInput`]).
-fn require_action(schema: &mut quiver_abi::schemars::Schema) {
-    use quiver_abi::serde_json::Value;
-    let Some(obj) = schema.as_object_mut() else { return };
-    if let Some(Value::Object(action)) = obj.get_mut("properties").and_then(|p| p.get_mut("action")) {
-        action.remove("default");
-    }
-    match obj.get_mut("required") {
-        Some(Value::Array(required)) => required.insert(0, Value::String("action".to_owned())),
-        _ => {
-            obj.insert("required".to_owned(), Value::Array(vec![Value::String("action".to_owned())]));
-        }
+quiver_abi::actions! {
+    /// Arguments of `fs_edit`: the action and its fields (a flat schema with a required
+    /// `action`; see `quiver_abi::actions`).
+    #[derive(Debug)]
+    pub enum EditInput {
+        /// Create a file or replace its whole content with `content`.
+        #[action(name = "write", side_effects = "write", aliases = ["write_file"])]
+        Write(WriteArgs),
+        /// Add `content` to the end of a file, creating it when missing.
+        #[action(name = "append", side_effects = "write")]
+        Append(WriteArgs),
+        /// Rename or move `path` to `to` (an existing destination file only with `overwrite`).
+        #[action(name = "move", side_effects = "write")]
+        Move(MoveArgs),
+        /// Delete a file, symbolic link or empty folder (any folder with `recursive`).
+        #[action(name = "delete", side_effects = "destructive", confirmation = true, aliases = ["delete_file"])]
+        Delete(DeleteArgs),
     }
 }
 
@@ -747,11 +771,9 @@ impl FsEdit {
         fs::create_dir_all(parent).map_err(|e| io_error(&root.relative(parent), "create folder", &e))
     }
 
-    fn write(root: &Root, input: &EditInput, append: bool) -> Result<EditOutput, ToolError> {
+    fn write(root: &Root, input: &WriteArgs, append: bool) -> Result<EditOutput, ToolError> {
         let action = if append { EditAction::Append } else { EditAction::Write };
-        let Some(content) = &input.content else {
-            return Err(ToolError::invalid(format!("action `{}` needs `content`: the text to write", action.as_str())));
-        };
+        let content = &input.content;
         let target = root.resolve(&input.path, Mode::CREATE)?;
         let rel = root.relative(&target);
         if target == root.path() || target.is_dir() {
@@ -772,10 +794,8 @@ impl FsEdit {
         Ok(EditOutput { action, path: rel, to: None, created, bytes_written: Some(content.len() as u64), size })
     }
 
-    fn move_entry(root: &Root, input: &EditInput) -> Result<EditOutput, ToolError> {
-        let Some(to) = &input.to else {
-            return Err(ToolError::invalid("action `move` needs `to`: the destination path"));
-        };
+    fn move_entry(root: &Root, input: &MoveArgs) -> Result<EditOutput, ToolError> {
+        let to = &input.to;
         let from = root.resolve(&input.path, Mode::ENTRY)?;
         let dest = root.resolve(to, Mode::DESTINATION)?;
         let (rel_from, rel_to) = (root.relative(&from), root.relative(&dest));
@@ -812,7 +832,7 @@ impl FsEdit {
         })
     }
 
-    fn delete(root: &Root, input: &EditInput) -> Result<EditOutput, ToolError> {
+    fn delete(root: &Root, input: &DeleteArgs) -> Result<EditOutput, ToolError> {
         let target = root.resolve(&input.path, Mode::ENTRY)?;
         let rel = root.relative(&target);
         if target == root.path() {
@@ -855,45 +875,12 @@ impl Tool for FsEdit {
     type Output = EditOutput;
 
     fn call(&self, input: EditInput, cx: &mut Context<'_>) -> Result<EditOutput, ToolError> {
-        let from_host = match cx.action() {
-            None => None,
-            Some(name) => Some(
-                quiver_abi::serde_json::from_value::<EditAction>(quiver_abi::serde_json::Value::String(
-                    name.to_owned(),
-                ))
-                .map_err(|_| {
-                    ToolError::invalid(format!("unknown action `{name}`: use write, append, move or delete"))
-                })?,
-            ),
-        };
-        let action = match (input.action, from_host) {
-            (Some(a), Some(h)) if a != h => {
-                return Err(ToolError::invalid(format!(
-                    "the arguments say action `{}` but the call was made for action `{}`; make them agree",
-                    a.as_str(),
-                    h.as_str()
-                )));
-            }
-            (Some(a), _) | (None, Some(a)) => a,
-            (None, None) => {
-                return Err(ToolError::invalid("pass `action`: one of write, append, move, delete"));
-            }
-        };
-        if input.content.is_some() && !matches!(action, EditAction::Write | EditAction::Append) {
-            return Err(ToolError::invalid(format!(
-                "`content` is only for write and append, not `{}`; leave it out",
-                action.as_str()
-            )));
-        }
-        if input.to.is_some() && action != EditAction::Move {
-            return Err(ToolError::invalid(format!("`to` is only for move, not `{}`; leave it out", action.as_str())));
-        }
         let root = root_of(cx)?;
-        let out = match action {
-            EditAction::Write => FsEdit::write(&root, &input, false)?,
-            EditAction::Append => FsEdit::write(&root, &input, true)?,
-            EditAction::Move => FsEdit::move_entry(&root, &input)?,
-            EditAction::Delete => FsEdit::delete(&root, &input)?,
+        let out = match &input {
+            EditInput::Write(args) => FsEdit::write(&root, args, false)?,
+            EditInput::Append(args) => FsEdit::write(&root, args, true)?,
+            EditInput::Move(args) => FsEdit::move_entry(&root, args)?,
+            EditInput::Delete(args) => FsEdit::delete(&root, args)?,
         };
         if let Some(n) = out.bytes_written {
             cx.measure("bytes_written", n);

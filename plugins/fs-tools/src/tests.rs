@@ -432,3 +432,54 @@ fn every_fixture_holds() {
     assert!(report.ran >= 10, "only {} fixture cases found in {}", report.ran, dir.display());
     assert!(report.failures.is_empty(), "{report}");
 }
+
+#[test]
+fn edit_is_an_action_enum_with_one_schema_per_action() {
+    let schema = quiver_abi::sdk::schema_of::<crate::EditInput>();
+    let text = schema.to_string();
+    assert!(!text.contains("oneOf") && !text.contains("anyOf") && !text.contains("x-quiver"), "{schema:#}");
+    assert_eq!(schema["properties"]["content"]["type"], "string");
+    let content = schema["properties"]["content"]["description"].as_str().unwrap();
+    assert!(content.starts_with("Only for `write`, `append`."), "{content}");
+    assert!(schema["properties"]["path"]["description"].as_str().unwrap().starts_with("The file"));
+    let action = schema["properties"]["action"]["description"].as_str().unwrap();
+    assert!(action.contains("`delete`: Delete a file"), "{action}");
+    // The plugin info carries each action's own schema, side effects, confirmation and aliases.
+    let info: quiver_abi::PluginInfo =
+        quiver_abi::serde_json::from_str(&quiver_abi::sdk::__plugin_info(registry).to_string()).unwrap();
+    let edit = info.tools.iter().find(|t| t.name == "fs_edit").unwrap();
+    let names: Vec<&str> = edit.actions.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["write", "append", "move", "delete"]);
+    let delete = &edit.actions[3];
+    assert_eq!((delete.side_effects.as_str(), delete.confirmation), ("destructive", Some(true)));
+    assert_eq!(delete.aliases, ["delete_file"]);
+    assert_eq!(delete.input_schema["properties"]["action"]["const"], "delete");
+    assert_eq!(delete.input_schema["required"], json!(["action", "path"]));
+    assert!(delete.input_schema["properties"].get("content").is_none());
+    assert_eq!(edit.actions[2].input_schema["required"], json!(["action", "path", "to"]));
+    // Tools without actions report none.
+    assert!(info.tools.iter().filter(|t| t.name != "fs_edit").all(|t| t.actions.is_empty()));
+}
+
+#[test]
+fn edit_errors_name_the_action_and_its_fields() {
+    let s = sandbox();
+    let (code, msg) = err(&s.root, "fs_edit", json!({ "action": "move", "path": "a.txt" }));
+    assert_eq!(code, "invalid_arguments");
+    assert!(
+        msg.contains("action `move`") && msg.contains("missing field `to`") && msg.contains("to (required)"),
+        "{msg}"
+    );
+    let (_, msg) = err(&s.root, "fs_edit", json!({ "action": "delete", "path": "a.txt", "content": "x" }));
+    assert!(
+        msg.contains("unknown field `content`") && msg.contains("delete takes: path (required), recursive"),
+        "{msg}"
+    );
+    let (_, msg) = err(&s.root, "fs_edit", json!({ "action": "chmod", "path": "a.txt" }));
+    assert!(msg.contains("unknown action `chmod`") && msg.contains("write, append, move, delete"), "{msg}");
+    let (_, msg) = err(&s.root, "fs_edit", json!({ "action": "delete_file", "path": "a.txt" }));
+    assert!(msg.contains("write `action: delete`"), "{msg}");
+    let (_, msg) = err(&s.root, "fs_edit", json!({ "path": "a.txt" }));
+    assert!(msg.contains("pass `action`"), "{msg}");
+    assert!(s.root.join("a.txt").exists(), "nothing was changed");
+}

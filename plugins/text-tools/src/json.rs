@@ -1,7 +1,7 @@
 //! JSON helpers: an order-preserving reformatter (the workspace's `serde_json` sorts object keys,
 //! so formatting goes through a small tree of its own that keeps keys, duplicates and number
-//! spellings exactly as written), error positions, and path lookup (JSON Pointer and dotted
-//! paths such as `a.b[2].c`).
+//! spellings exactly as written), error positions, and path lookup (RFC 9535 JSONPath through
+//! `serde_json_path`, JSON Pointer, and dotted paths such as `a.b[2].c`).
 
 use quiver_abi::{ToolError, serde_json, serde_json::Value};
 
@@ -451,5 +451,63 @@ fn step_into<'v>(ptr: &str, v: &'v Value, step: &Step) -> Result<Match<'v>, Tool
             shown(ptr),
             type_name(other)
         ))),
+    }
+}
+
+/// True when an RFC 9535 query can select at most one node: no wildcard, descendant segment,
+/// filter, slice or union outside quoted names.
+fn is_singular(path: &str) -> bool {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut prev = '\0';
+    for c in path.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' => quote = Some(c),
+            '*' | '?' | ':' | ',' => return false,
+            '.' if prev == '.' => return false,
+            _ => {}
+        }
+        prev = c;
+    }
+    true
+}
+
+/// Runs an RFC 9535 JSONPath query. A query that can select one node returns that value (and a
+/// `not_found` error naming the keys there when it selects none); any other returns the array
+/// of every node selected, in document order, possibly empty.
+pub fn query_jsonpath(doc: &Value, path: &str) -> Result<(Value, Vec<String>), ToolError> {
+    let query = serde_json_path::JsonPath::parse(path).map_err(|e| {
+        ToolError::invalid(format!(
+            "path `{path}` is not a valid JSONPath (RFC 9535): {} at character {}; filters look like \
+             `$.items[?@.price < 10]`, strings in filters take single quotes",
+            e.message(),
+            e.position()
+        ))
+    })?;
+    let found = query.query_located(doc);
+    let pointers: Vec<String> = found.iter().map(|n| n.location().to_json_pointer()).collect();
+    if is_singular(path) {
+        match found.iter().next() {
+            Some(node) => Ok((node.node().clone(), pointers)),
+            None => {
+                // The dotted reader says which key or index is missing, and what is there.
+                if let Ok(steps) = parse_dotted(path) {
+                    select(doc, &steps)?;
+                }
+                Err(ToolError::not_found(format!("nothing at `{path}` in the document")))
+            }
+        }
+    } else {
+        Ok((Value::Array(found.iter().map(|n| n.node().clone()).collect()), pointers))
     }
 }

@@ -1,15 +1,15 @@
 //! `text-tools`: JSON and plain-text utilities for agents.
 //!
-//! Tools: `json_query` (pick values out of a JSON document with a JSON Pointer or a dotted path
-//! like `a.b[2].c`, wildcards included), `json_format` (pretty-print, compact or sort keys, with
+//! Tools: `json_query` (pick values out of a JSON document with an RFC 9535 JSONPath on
+//! `serde_json_path`, filters included, a JSON Pointer or a dotted path like `a.b[2].c`), `json_format` (pretty-print, compact or sort keys, with
 //! errors that name the line and column), `text_stats` (characters, words, lines, bytes and the
-//! most frequent words), `text_diff` (a line-based unified diff, Myers' algorithm) and
+//! most frequent words), `text_diff` (a unified line diff on `similar`, Myers or patience, with
+//! whitespace leniency and an optional word-level rendering) and
 //! `text_transform` (case styles, trim, slugify, Base64, URL encoding, HTML escaping).
 //!
 //! Everything works on text passed in the call; nothing is read from or written to disk or the
-//! network. What it does not do: JSONPath filters or JSONata-style expressions, JSON Schema
-//! validation, regular-expression replacement, word-level or character-level diffs, or patch
-//! application. No configuration.
+//! network. What it does not do: JSONata-style expressions or transformations, JSON Schema
+//! validation, regular-expression replacement, or patch application. No configuration.
 
 pub mod diff;
 pub mod json;
@@ -52,9 +52,11 @@ pub struct QueryInput {
     /// The JSON document: either JSON text in a string (for example an API response you were
     /// given) or the JSON value itself.
     pub document: Value,
-    /// Where to look. A JSON Pointer (`/items/0/name`, `""` for the whole document) or a dotted
-    /// path (`items[0].name`, `$.items[*].name`, `items[-1]` for the last item, `["key.with.dots"]`
-    /// for awkward keys, `*` for every member).
+    /// Where to look. A JSONPath starting with `$` (RFC 9535): `$.items[0].name`,
+    /// `$.items[*].id`, filters such as `$.items[?@.price < 10 && @.tags[0] == 'new'].name`,
+    /// slices `$.items[0:3]`, descendants `$..id`, functions `length()`, `count()`, `match()`,
+    /// `search()`, `value()`. Or a JSON Pointer (`/items/0/name`, `""` for the whole document), or
+    /// a dotted shorthand (`items[0].name`, `items[-1]` for the last item, `["key.with.dots"]`).
     pub path: String,
     /// When `document` is a string, parse it as JSON text (default true). Set false to query a
     /// plain string value as is.
@@ -96,19 +98,25 @@ impl Tool for JsonQuery {
             other => other,
         };
         let path = input.path.trim();
-        let steps = if path.is_empty() || path.starts_with('/') {
-            json::parse_pointer(path)?
+        let value_and_pointers = if path.starts_with('$') {
+            json::query_jsonpath(&doc, path)?
         } else {
-            json::parse_dotted(path)?
+            let steps = if path.is_empty() || path.starts_with('/') {
+                json::parse_pointer(path)?
+            } else {
+                json::parse_dotted(path)?
+            };
+            let wild = steps.contains(&json::Step::Wildcard);
+            let found = json::select(&doc, &steps)?;
+            let pointers: Vec<String> = found.iter().map(|(p, _)| p.clone()).collect();
+            let value = if wild {
+                Value::Array(found.into_iter().map(|(_, v)| v.clone()).collect())
+            } else {
+                found.into_iter().next().map(|(_, v)| v.clone()).unwrap_or(Value::Null)
+            };
+            (value, pointers)
         };
-        let wild = steps.contains(&json::Step::Wildcard);
-        let found = json::select(&doc, &steps)?;
-        let pointers: Vec<String> = found.iter().map(|(p, _)| p.clone()).collect();
-        let value = if wild {
-            Value::Array(found.into_iter().map(|(_, v)| v.clone()).collect())
-        } else {
-            found.into_iter().next().map(|(_, v)| v.clone()).unwrap_or(Value::Null)
-        };
+        let (value, pointers) = value_and_pointers;
         let length = match &value {
             Value::Array(a) => Some(a.len()),
             Value::Object(o) => Some(o.len()),
@@ -394,8 +402,32 @@ fn default_new_label() -> String {
     "b".to_owned()
 }
 
-/// Most differing lines `text_diff` works through.
-const MAX_DIFF_LINES: usize = 2000;
+/// Line comparison algorithm of `text_diff`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", rename_all = "snake_case")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub enum DiffAlgorithm {
+    /// Myers' algorithm (git's default): the fewest changed lines.
+    #[default]
+    Myers,
+    /// Patience: anchors on lines that occur once in each text; often clearer for moved code
+    /// blocks.
+    Patience,
+}
+
+/// How `text_diff` compares whitespace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde", rename_all = "snake_case")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub enum WhitespaceRule {
+    /// Whitespace counts exactly.
+    #[default]
+    Exact,
+    /// Runs of whitespace compare as one space and trailing whitespace is ignored (`git diff -b`).
+    IgnoreChanges,
+    /// All whitespace is ignored (`git diff -w`).
+    IgnoreAll,
+}
 
 /// Arguments of `text_diff`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -415,6 +447,16 @@ pub struct DiffInput {
     /// Name of the changed text in the `+++` header (default `b`).
     #[serde(default = "default_new_label")]
     pub new_label: String,
+    /// `myers` (default, fewest changed lines) or `patience` (clearer when blocks moved).
+    #[serde(default)]
+    pub algorithm: DiffAlgorithm,
+    /// `exact` (default), `ignore_changes` (like `git diff -b`) or `ignore_all` (like `-w`).
+    #[serde(default)]
+    pub whitespace: WhitespaceRule,
+    /// Also return `word_diff`: the new text with removed words as `[-old-]` and added words as
+    /// `{+new+}` (for prose, where a line diff hides a one-word change).
+    #[serde(default)]
+    pub words: bool,
 }
 
 /// Result of `text_diff`.
@@ -425,7 +467,7 @@ pub struct DiffOutput {
     /// Unified diff (`---`/`+++` headers, `@@ -l,n +l,n @@` hunks, ` `/`-`/`+` lines,
     /// `\ No newline at end of file` markers); empty when the texts are identical.
     pub diff: String,
-    /// True when the texts are identical.
+    /// True when the texts are identical (under the chosen `whitespace` rule).
     pub identical: bool,
     /// Lines added.
     pub added: usize,
@@ -433,6 +475,11 @@ pub struct DiffOutput {
     pub removed: usize,
     /// Number of hunks.
     pub hunks: usize,
+    /// Line similarity of the texts, 0.0 (nothing shared) to 1.0 (identical).
+    pub similarity: f32,
+    /// Word-level rendering (only with `words: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub word_diff: Option<String>,
 }
 
 /// Diffs two texts line by line.
@@ -454,14 +501,28 @@ impl Tool for TextDiff {
                 return Err(ToolError::invalid("labels must be a single line"));
             }
         }
-        let u = diff::unified(&input.old, &input.new, &input.old_label, &input.new_label, input.context, MAX_DIFF_LINES)
-            .ok_or_else(|| {
-                ToolError::invalid(format!(
-                    "the texts differ in more than {MAX_DIFF_LINES} lines; diff smaller sections (for example one function or \
-                     one section at a time)"
-                ))
-            })?;
-        Ok(DiffOutput { identical: u.hunks == 0, diff: u.text, added: u.added, removed: u.removed, hunks: u.hunks })
+        let options = diff::Options {
+            context: input.context,
+            algorithm: match input.algorithm {
+                DiffAlgorithm::Myers => similar::Algorithm::Myers,
+                DiffAlgorithm::Patience => similar::Algorithm::Patience,
+            },
+            whitespace: match input.whitespace {
+                WhitespaceRule::Exact => similar::WhitespaceMode::Exact,
+                WhitespaceRule::IgnoreChanges => similar::WhitespaceMode::IgnoreChanges,
+                WhitespaceRule::IgnoreAll => similar::WhitespaceMode::IgnoreAll,
+            },
+        };
+        let u = diff::unified(&input.old, &input.new, &input.old_label, &input.new_label, options);
+        Ok(DiffOutput {
+            identical: u.hunks == 0,
+            diff: u.text,
+            added: u.added,
+            removed: u.removed,
+            hunks: u.hunks,
+            similarity: (u.ratio * 1000.0).round() / 1000.0,
+            word_diff: input.words.then(|| diff::word_diff(&input.old, &input.new)),
+        })
     }
 }
 

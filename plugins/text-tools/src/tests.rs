@@ -4,7 +4,7 @@ use quiver_abi::{
     serde_json::{Value, json},
 };
 
-use super::{__quiver_plugin::registry, diff, transform};
+use super::{__quiver_plugin::registry, transform};
 
 fn call(tool: &str, args: Value) -> ToolResponse {
     let request = ToolRequest { tool_id: tool.into(), inputs: args, ..ToolRequest::default() };
@@ -141,59 +141,81 @@ fn stats_count_unicode_and_words() {
 
 // --- text_diff -------------------------------------------------------------------------------
 
-/// Applies an edit script to check it really turns `a` into `b`.
-fn apply(a: &[&str], b: &[&str], ops: &[diff::Op]) -> Vec<String> {
-    let mut out = Vec::new();
-    let (mut i, mut j) = (0, 0);
-    for op in ops {
-        match *op {
-            diff::Op::Equal(x, y) => {
-                assert_eq!((x, y), (i, j), "ops out of order");
-                assert_eq!(a[x], b[y]);
-                out.push(a[x].to_owned());
-                i += 1;
-                j += 1;
-            }
-            diff::Op::Delete(x) => {
-                assert_eq!(x, i);
-                i += 1;
-            }
-            diff::Op::Insert(y) => {
-                assert_eq!(y, j);
-                out.push(b[y].to_owned());
-                j += 1;
-            }
+/// Rebuilds (old, new) from a whole-file unified diff (context large enough for one hunk).
+fn sides(diff: &str) -> (String, String) {
+    let (mut old, mut new) = (String::new(), String::new());
+    let mut last: Option<char> = None;
+    for line in diff.lines().skip(2) {
+        if line.starts_with("@@") {
+            continue;
         }
+        if line == "\\ No newline at end of file" {
+            // The previous line had no newline: take it back.
+            match last {
+                Some('-') => _ = old.pop(),
+                Some('+') => _ = new.pop(),
+                _ => {
+                    old.pop();
+                    new.pop();
+                }
+            }
+            continue;
+        }
+        let (tag, body) = line.split_at(1);
+        let tag = tag.chars().next().unwrap();
+        if tag != '+' {
+            old.push_str(body);
+            old.push('\n');
+        }
+        if tag != '-' {
+            new.push_str(body);
+            new.push('\n');
+        }
+        last = Some(tag);
     }
-    assert_eq!((i, j), (a.len(), b.len()));
-    out
+    (old, new)
 }
 
 #[test]
-fn myers_is_minimal_and_correct() {
-    // The classic example from Myers' paper: ABCABBA -> CBABAC has distance 5.
-    let a: Vec<&str> = "ABCABBA".split("").filter(|s| !s.is_empty()).collect();
-    let b: Vec<&str> = "CBABAC".split("").filter(|s| !s.is_empty()).collect();
-    let ops = diff::diff(&a, &b, 100).unwrap();
-    assert_eq!(ops.iter().filter(|o| !matches!(o, diff::Op::Equal(..))).count(), 5);
-    assert_eq!(apply(&a, &b, &ops), b);
-    // Pseudo-random pairs: the script always rebuilds the target.
+fn unified_diff_rebuilds_both_texts() {
     let mut seed = 7u64;
     let mut next = || {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         (seed >> 33) as usize
     };
-    for _ in 0..200 {
-        let a: Vec<&str> = (0..next() % 30).map(|_| ["x", "y", "z", "w"][next() % 4]).collect();
-        let b: Vec<&str> = (0..next() % 30).map(|_| ["x", "y", "z", "w"][next() % 4]).collect();
-        let ops = diff::diff(&a, &b, 1000).unwrap();
-        assert_eq!(apply(&a, &b, &ops), b);
-        // Never worse than deleting everything and inserting everything, and at least the length gap.
-        let d = ops.iter().filter(|o| !matches!(o, diff::Op::Equal(..))).count();
-        assert!(d <= a.len() + b.len() && d >= a.len().abs_diff(b.len()));
+    for algorithm in ["myers", "patience"] {
+        for _ in 0..200 {
+            let (n, m) = (next() % 30, next() % 30);
+            let old = (0..n).map(|_| ["x", "y", "z", "w"][next() % 4]).collect::<Vec<_>>().join("\n");
+            let new = (0..m).map(|_| ["x", "y", "z", "w"][next() % 4]).collect::<Vec<_>>().join("\n");
+            let out = ok("text_diff", json!({ "old": old, "new": new, "context": 100, "algorithm": algorithm }));
+            if old == new {
+                assert_eq!(out["identical"], true);
+                continue;
+            }
+            let (o, n) = sides(out["diff"].as_str().unwrap());
+            assert_eq!((o.as_str(), n.as_str()), (old.as_str(), new.as_str()), "{algorithm}: {}", out["diff"]);
+        }
     }
-    assert!(diff::diff(&["a"; 10], &["b"; 10], 5).is_none());
-    assert_eq!(diff::diff::<&str>(&[], &[], 0).unwrap(), vec![]);
+}
+
+#[test]
+fn diff_options() {
+    // Whitespace leniency.
+    let (old, new) = ("fn main() {\n    run();\n}\n", "fn main()  {\n\trun(); \n}\n");
+    assert_eq!(ok("text_diff", json!({ "old": old, "new": new }))["removed"], 2);
+    let lenient = ok("text_diff", json!({ "old": old, "new": new, "whitespace": "ignore_changes" }));
+    assert_eq!(lenient["identical"], true, "{lenient}");
+    assert_eq!(ok("text_diff", json!({ "old": "a b", "new": "ab", "whitespace": "ignore_all" }))["identical"], true);
+    // Word-level rendering of a one-word change in prose.
+    let w = ok("text_diff", json!({ "old": "The quick brown fox.\n", "new": "The slow brown fox.\n", "words": true }));
+    assert_eq!(w["word_diff"], "The [-quick-]{+slow+} brown fox.\n");
+    assert_eq!(w["added"], 1);
+    assert!(ok("text_diff", json!({ "old": "a", "new": "b" })).get("word_diff").is_none());
+    // Similarity.
+    assert_eq!(ok("text_diff", json!({ "old": "a\nb\n", "new": "a\nb\n" }))["similarity"], 1.0);
+    assert_eq!(ok("text_diff", json!({ "old": "a\n", "new": "b\n" }))["similarity"], 0.0);
+    assert_eq!(err("text_diff", json!({ "old": "a", "new": "b", "algorithm": "histogram" })).code, "invalid_arguments");
 }
 
 #[test]
@@ -215,11 +237,14 @@ fn unified_diff_hunks() {
     // Removing everything.
     let gone = ok("text_diff", json!({ "old": "a\nb\n", "new": "" }));
     assert_eq!(gone["diff"], "--- a\n+++ b\n@@ -1,2 +0,0 @@\n-a\n-b\n");
+    // Large, completely different texts still diff (bounded by similar's deadline).
     let big_old: String = (0..3000).map(|i| format!("{i}\n")).collect();
     let big_new: String = (0..3000).map(|i| format!("x{i}\n")).collect();
-    let e = err("text_diff", json!({ "old": big_old, "new": big_new }));
-    assert_eq!(e.code, "invalid_arguments");
-    assert!(e.message.contains("smaller"), "{}", e.message);
+    let big = ok("text_diff", json!({ "old": big_old, "new": big_new }));
+    assert_eq!(
+        (big["added"].clone(), big["removed"].clone(), big["hunks"].clone()),
+        (json!(3000), json!(3000), json!(1))
+    );
 }
 
 // --- text_transform --------------------------------------------------------------------------
@@ -339,4 +364,20 @@ fn every_fixture_holds() {
     let report = quiver_abi::fixtures::run_fixtures(crate::__quiver_plugin::registry(), &dir);
     assert!(report.ran >= 10, "only {} fixture cases found in {}", report.ran, dir.display());
     assert!(report.failures.is_empty(), "{report}");
+}
+
+#[test]
+fn jsonpath_singular_detection_and_errors() {
+    let doc = json!({ "a.b": { "c": [1, 2, 3] }, "x": { "y": 1 } });
+    // A quoted name holding `.`, `*`, `:` or `,` is still one node.
+    assert_eq!(ok("json_query", json!({ "document": doc, "path": "$['a.b'].c[0]" }))["value"], 1);
+    assert_eq!(ok("json_query", json!({ "document": {"k*,:": 5}, "path": "$['k*,:']" }))["value"], 5);
+    // Unions and wildcards give lists.
+    assert_eq!(ok("json_query", json!({ "document": doc, "path": "$['a.b'].c[0,2]" }))["value"], json!([1, 3]));
+    // A missing key names what is there.
+    let e = err("json_query", json!({ "document": doc, "path": "$.x.z" }));
+    assert_eq!(e.code, "not_found");
+    assert!(e.message.contains('y'), "{}", e.message);
+    let e = err("json_query", json!({ "document": doc, "path": "$.x[?@ ==]" }));
+    assert!(e.message.contains("RFC 9535") && e.message.contains("character"), "{}", e.message);
 }

@@ -1,5 +1,6 @@
 //! Proleptic Gregorian calendar math, fixed UTC offsets, and parsing and formatting of
-//! RFC 3339 / ISO 8601 date-times. No time-zone database: an offset is a fixed number of minutes.
+//! RFC 3339 / ISO 8601 date-times. Named time zones live in [`crate::zone`]; here an offset is a
+//! fixed number of minutes.
 
 use std::fmt::Write as _;
 
@@ -146,11 +147,7 @@ impl Offset {
     /// Parses `Z`, `UTC`, `GMT`, `+05:30`, `-0800`, `+05`, `UTC+2`, `UTC-03:30`.
     pub fn parse(s: &str) -> Result<Offset, String> {
         let t = s.trim();
-        let bad = || {
-            format!(
-                "`{s}` is not a UTC offset; write it like `+05:30`, `-08:00` or `Z` (time-zone names are not supported)"
-            )
-        };
+        let bad = || format!("`{s}` is not a UTC offset; write it like `+05:30`, `-08:00` or `Z`");
         let upper = t.to_ascii_uppercase();
         if matches!(upper.as_str(), "Z" | "UTC" | "GMT" | "+00:00" | "-00:00") {
             return Ok(Offset::UTC);
@@ -260,8 +257,9 @@ impl DateTime {
         self.secs * 1000 + i64::from(self.nanos / 1_000_000)
     }
 
-    /// Formats with a strftime-like pattern (see [`FORMAT_HELP`]).
-    pub fn format(self, pattern: &str) -> Result<String, String> {
+    /// Formats with a strftime-like pattern (see [`FORMAT_HELP`]); `%Z` writes `abbreviation`
+    /// (such as `CEST`) when given, else the offset.
+    pub fn format(self, pattern: &str, abbreviation: Option<&str>) -> Result<String, String> {
         let f = self.fields()?;
         let mut out = String::new();
         let mut chars = pattern.chars();
@@ -303,6 +301,10 @@ impl DateTime {
                     chars.next();
                     write!(out, "{}", self.offset.to_colon())
                 }
+                'Z' => match abbreviation {
+                    Some(a) => write!(out, "{a}"),
+                    None => write!(out, "{}", self.offset.to_colon()),
+                },
                 's' => write!(out, "{}", self.secs),
                 'F' => write!(out, "{}", f.date.iso()),
                 'T' => write!(out, "{:02}:{:02}:{:02}", f.hour, f.minute, f.second),
@@ -316,7 +318,7 @@ impl DateTime {
 
 /// The directives [`DateTime::format`] understands.
 pub const FORMAT_HELP: &str =
-    "%Y %y %m %d %e %H %I %M %S %p %f (milliseconds) %j %a %A %u %b %B %V %G %z %:z %s %F %T %%";
+    "%Y %y %m %d %e %H %I %M %S %p %f (milliseconds) %j %a %A %u %b %B %V %G %z %:z %Z %s %F %T %%";
 
 fn fraction(nanos: u32) -> String {
     if nanos == 0 {
@@ -472,10 +474,10 @@ mod tests {
         assert_eq!(dt.rfc3339().unwrap(), "2024-03-10T14:30:15.250+05:30");
         assert_eq!(dt.at(Offset::UTC).rfc3339().unwrap(), "2024-03-10T09:00:15.250+00:00");
         assert_eq!(
-            dt.format("%A %d %B %Y, %I:%M %p (%:z) day %j week %V %%").unwrap(),
+            dt.format("%A %d %B %Y, %I:%M %p (%:z) day %j week %V %%", None).unwrap(),
             "Sunday 10 March 2024, 02:30 PM (+05:30) day 070 week 10 %"
         );
-        assert!(dt.format("%Q").is_err());
+        assert!(dt.format("%Q", None).is_err());
         assert!(matches!(parse_datetime("2024-03-10 14:30").unwrap(), Parsed::Naive { hour: 14, minute: 30, .. }));
         assert!(matches!(parse_datetime("20240310").unwrap(), Parsed::DateOnly(_)));
         for bad in ["2024-13-01", "2024-02-30T00:00Z", "2024-03-10T25:00Z", "2024-03-10T12:00:60Z", "yesterday"] {

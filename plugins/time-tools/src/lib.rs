@@ -1,22 +1,27 @@
 //! `time-tools`: current time, time conversion and calendar arithmetic for agents.
 //!
-//! Tools: `time_now` (the current time at UTC or a fixed offset), `time_convert` (parse RFC 3339,
-//! ISO dates or Unix timestamps and show them at another offset or in a strftime-like format),
+//! Tools: `time_now` (the current time at UTC, in an IANA zone or at a fixed offset),
+//! `time_convert` (parse RFC 3339, ISO dates or Unix timestamps and show them in another zone or
+//! offset or in a strftime-like format),
 //! `date_diff` (days, weeks, months and business days between two dates) and `date_add` (add
 //! years, months, weeks, days, business days or clock time, clamping to month ends).
 //!
 //! Calendar math is the proleptic Gregorian calendar, implemented here with the
-//! days-from-civil algorithm; years 0000–9999 are supported.
+//! days-from-civil algorithm; years 0000–9999 are supported. Named time zones (`Europe/Paris`)
+//! and their daylight-saving rules come from `jiff` with the IANA database compiled into the
+//! library ([`zone`]): no system `zoneinfo` is read, so a host without tzdata gives the same
+//! answers.
 //!
-//! What it does not do: time zones by name (`Europe/Paris`) or daylight-saving rules — there is
-//! no time-zone database, only fixed UTC offsets such as `+05:30`; leap seconds; calendars other
-//! than the Gregorian; natural-language dates ("next Tuesday"); public-holiday calendars (pass
-//! holidays explicitly).
+//! What it does not do: leap seconds; calendars other than the Gregorian; natural-language dates
+//! ("next Tuesday"); public-holiday calendars (pass holidays explicitly); time-zone abbreviations
+//! as input (`EST` is ambiguous: pass `America/New_York`).
 //!
-//! Configuration (`plugin_config.time-tools`): `default_offset`, a fixed offset such as `+02:00`
-//! used by `time_now` when the call names none (default UTC).
+//! Configuration (`plugin_config.time-tools`): `default_zone` (older name `default_offset`), an
+//! IANA zone such as `Europe/Paris` or an offset such as `+02:00`, used by `time_now` when the
+//! call names none (default UTC).
 
 pub mod civil;
+pub mod zone;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -27,6 +32,7 @@ use quiver_abi::{
     serde::{Deserialize, Serialize},
     serde_json::Value,
 };
+use zone::{Disambiguation, Zone, ZoneInfo};
 
 /// A point in time, shown at one offset.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -51,9 +57,21 @@ pub struct Moment {
     pub iso_week: String,
     /// Day of the year, 1 to 366.
     pub day_of_year: u32,
+    /// The named time zone the time is shown in, with its abbreviation and whether
+    /// daylight-saving time is in effect (only when a zone name was given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<ZoneInfo>,
 }
 
 impl Moment {
+    /// `at` the instant `secs` is shown in `zone` (its offset at that instant).
+    fn in_zone(secs: i64, nanos: u32, zone: &Zone) -> Result<Moment, ToolError> {
+        let (offset, info) = zone.at(secs)?;
+        let mut m = Moment::of(DateTime { secs, nanos, offset })?;
+        m.zone = info;
+        Ok(m)
+    }
+
     fn of(dt: DateTime) -> Result<Moment, ToolError> {
         let f = dt.fields().map_err(ToolError::invalid)?;
         let (wy, wn) = iso_week(f.days);
@@ -67,23 +85,25 @@ impl Moment {
             weekday: weekday_name(weekday(f.days)).to_owned(),
             iso_week: format!("{wy:04}-W{wn:02}"),
             day_of_year: civil::day_of_year(f.days),
+            zone: None,
         })
     }
 }
 
-fn offset_arg(name: &str, value: &str) -> Result<Offset, ToolError> {
-    Offset::parse(value).map_err(|e| ToolError::invalid(format!("{name}: {e}")))
-}
-
-/// The configured default offset (`default_offset`), else UTC.
-fn default_offset(config: &Value) -> Result<Offset, ToolError> {
-    match config.get("default_offset") {
-        None | Some(Value::Null) => Ok(Offset::UTC),
-        Some(Value::String(s)) => Offset::parse(s).map_err(|e| {
-            ToolError::tool(format!("plugin_config.time-tools.default_offset: {e}; fix the host configuration"))
-        }),
-        Some(other) => Err(ToolError::tool(format!(
-            "plugin_config.time-tools.default_offset must be a string like \"+02:00\", not {other}; fix the host configuration"
+/// The configured default zone (`default_zone`, or its older name `default_offset`), else UTC.
+fn default_zone(config: &Value) -> Result<Zone, ToolError> {
+    let (key, value) = match (config.get("default_zone"), config.get("default_offset")) {
+        (Some(v), _) if !v.is_null() => ("default_zone", v),
+        (_, Some(v)) if !v.is_null() => ("default_offset", v),
+        _ => return Ok(Zone::Fixed(Offset::UTC)),
+    };
+    let field = format!("plugin_config.time-tools.{key}");
+    match value {
+        Value::String(s) => {
+            Zone::parse(&field, s).map_err(|e| ToolError::tool(format!("{}; fix the host configuration", e.message)))
+        }
+        other => Err(ToolError::tool(format!(
+            "{field} must be a string like \"Europe/Paris\" or \"+02:00\", not {other}; fix the host configuration"
         ))),
     }
 }
@@ -96,9 +116,9 @@ fn default_offset(config: &Value) -> Result<Offset, ToolError> {
 #[serde(crate = "quiver_abi::serde", deny_unknown_fields)]
 #[schemars(crate = "quiver_abi::schemars")]
 pub struct NowInput {
-    /// Fixed UTC offset to show the time at, such as `+05:30`, `-08:00` or `Z`. Time-zone names are
-    /// not understood: convert them to today's offset yourself. Default: the configured
-    /// `default_offset`, else UTC.
+    /// Where to show the time: an IANA time zone such as `Europe/Paris` or `America/New_York`
+    /// (daylight-saving time applied), or a fixed UTC offset such as `+05:30` or `Z`. Default:
+    /// the configured `default_zone`, else UTC.
     #[serde(default)]
     pub offset: Option<String>,
 }
@@ -112,15 +132,15 @@ impl Tool for TimeNow {
     type Output = Moment;
 
     fn call(&self, input: NowInput, cx: &mut Context<'_>) -> Result<Moment, ToolError> {
-        let offset = match &input.offset {
-            Some(o) => offset_arg("offset", o)?,
-            None => default_offset(cx.config())?,
+        let zone = match &input.offset {
+            Some(o) => Zone::parse("offset", o)?,
+            None => default_zone(cx.config())?,
         };
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_err(|_| ToolError::tool("the system clock is set before 1970"))?;
         let secs = i64::try_from(now.as_secs()).map_err(|_| ToolError::tool("the system clock is out of range"))?;
-        let mut m = Moment::of(DateTime { secs, nanos: 0, offset })?;
+        let mut m = Moment::in_zone(secs, 0, &zone)?;
         m.unix_millis = secs * 1000 + i64::from(now.subsec_millis());
         Ok(m)
     }
@@ -167,15 +187,23 @@ pub struct ConvertInput {
     /// How to read `value`; default `auto` (plain numbers are Unix seconds).
     #[serde(default)]
     pub input_kind: InputKind,
-    /// Offset of a `value` that has none (like `2024-03-10 14:30` or a date); default UTC.
+    /// Time zone or offset of a `value` that has none (like `2024-03-10 14:30` or a date): an
+    /// IANA name such as `Europe/Paris` (its daylight-saving rules apply) or an offset such as
+    /// `-05:00`; default UTC.
     #[serde(default)]
     pub assume_offset: Option<String>,
-    /// Offset to show the result at, such as `-08:00`; default: the offset of the input (UTC for
-    /// Unix timestamps). Fixed offsets only, no time-zone names.
+    /// Time zone or offset to show the result in: an IANA name such as `America/New_York` or an
+    /// offset such as `-08:00`; default: the offset of the input (UTC for Unix timestamps).
     #[serde(default)]
     pub to_offset: Option<String>,
-    /// Optional strftime-style pattern for `formatted`, such as `%A %d %B %Y %H:%M`. Supported:
-    /// %Y %y %m %d %e %H %I %M %S %p %f (milliseconds) %j %a %A %u %b %B %V %G %z %:z %s %F %T %%.
+    /// How to read a local `value` that a daylight-saving change skips or repeats in the
+    /// `assume_offset` zone: `compatible` (default: skipped times move forward by the gap,
+    /// repeated times take the first), `earlier`, `later`, or `reject`.
+    #[serde(default)]
+    pub disambiguation: Disambiguation,
+    /// Optional strftime-style pattern for `formatted`, such as `%A %d %B %Y %H:%M %Z`. Supported:
+    /// %Y %y %m %d %e %H %I %M %S %p %f (milliseconds) %j %a %A %u %b %B %V %G %z %:z %Z (zone
+    /// abbreviation such as CEST, else the offset) %s %F %T %%.
     #[serde(default)]
     pub format: Option<String>,
 }
@@ -193,6 +221,13 @@ pub struct ConvertOutput {
     pub formatted: Option<String>,
     /// How the input was read: `rfc3339`, `naive_datetime`, `date`, `unix_seconds` or `unix_millis`.
     pub parsed_as: String,
+    /// The offset the input was read at, such as `+01:00` (for local input in a named zone, the
+    /// zone's offset at that time).
+    pub input_offset: String,
+    /// Set when the local input was skipped or repeated by a daylight-saving change, saying how
+    /// it was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Reads a Unix timestamp written in decimal (`-12.5`, `1710081000`) exactly, without floats.
@@ -244,9 +279,10 @@ impl Tool for TimeConvert {
 
     fn call(&self, input: ConvertInput, _cx: &mut Context<'_>) -> Result<ConvertOutput, ToolError> {
         let assume = match &input.assume_offset {
-            Some(o) => offset_arg("assume_offset", o)?,
-            None => Offset::UTC,
+            Some(o) => Zone::parse("assume_offset", o)?,
+            None => Zone::Fixed(Offset::UTC),
         };
+        let mut note = None;
         let millis = input.input_kind == InputKind::UnixMillis;
         let (dt, parsed_as) = match (&input.value, input.input_kind) {
             (TimeValue::Number(_), InputKind::Iso) => {
@@ -271,23 +307,45 @@ impl Tool for TimeConvert {
                     match parse_datetime(trimmed).map_err(ToolError::invalid)? {
                         Parsed::Full(dt) => (dt, "rfc3339"),
                         Parsed::Naive { date, hour, minute, second, nanos } => {
-                            (DateTime::from_local(date, hour, minute, second, nanos, assume), "naive_datetime")
+                            let (dt, n) =
+                                assume.resolve_local(date, (hour, minute, second, nanos), input.disambiguation)?;
+                            note = n;
+                            (dt, "naive_datetime")
                         }
-                        Parsed::DateOnly(date) => (DateTime::from_local(date, 0, 0, 0, 0, assume), "date"),
+                        Parsed::DateOnly(date) => {
+                            let (dt, n) = assume.resolve_local(date, (0, 0, 0, 0), input.disambiguation)?;
+                            note = n;
+                            (dt, "date")
+                        }
                     }
                 }
             }
         };
         let target = match &input.to_offset {
-            Some(o) => offset_arg("to_offset", o)?,
-            None => dt.offset,
+            Some(o) => Zone::parse("to_offset", o)?,
+            // Local input read in a named zone stays in that zone.
+            None if parsed_as == "naive_datetime" || parsed_as == "date" => assume,
+            None => Zone::Fixed(dt.offset),
         };
-        let shown = dt.at(target);
+        let (offset, info) = target.at(dt.secs)?;
+        let shown = dt.at(offset);
         let formatted = match &input.format {
-            Some(p) => Some(shown.format(p).map_err(|e| ToolError::invalid(format!("format: {e}")))?),
+            Some(p) => Some(
+                shown
+                    .format(p, info.as_ref().map(|z| z.abbreviation.as_str()))
+                    .map_err(|e| ToolError::invalid(format!("format: {e}")))?,
+            ),
             None => None,
         };
-        Ok(ConvertOutput { moment: Moment::of(shown)?, formatted, parsed_as: parsed_as.to_owned() })
+        let mut moment = Moment::of(shown)?;
+        moment.zone = info;
+        Ok(ConvertOutput {
+            moment,
+            formatted,
+            parsed_as: parsed_as.to_owned(),
+            input_offset: dt.offset.to_colon(),
+            note,
+        })
     }
 }
 
@@ -555,6 +613,12 @@ pub struct AddInput {
     /// Days of the weekend for `business_days`; default `["saturday", "sunday"]`.
     #[serde(default)]
     pub weekend: Option<Vec<WeekdayName>>,
+    /// IANA time zone (such as `Europe/Paris`) for a date-time `date`: calendar units (years to
+    /// business days) keep the wall-clock time across daylight-saving changes, hours, minutes and
+    /// seconds are exact elapsed time, and the result shows the zone's offset at that time. A
+    /// `date` with an offset is first converted into the zone.
+    #[serde(default)]
+    pub zone: Option<String>,
 }
 
 /// Result of `date_add`.
@@ -572,6 +636,9 @@ pub struct AddOutput {
     pub clamped: bool,
     /// Calendar days between the input date and the result date.
     pub days_moved: i64,
+    /// The zone of the result, its abbreviation and daylight-saving flag (only with `zone`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<ZoneInfo>,
 }
 
 /// Adds time to a date.
@@ -585,7 +652,14 @@ impl Tool for DateAdd {
     type Output = AddOutput;
 
     fn call(&self, input: AddInput, _cx: &mut Context<'_>) -> Result<AddOutput, ToolError> {
-        let arg = date_arg("date", &input.date)?;
+        let zone = input.zone.as_deref().map(|z| Zone::parse("zone", z)).transpose()?;
+        let mut arg = date_arg("date", &input.date)?;
+        if let (Some(z), Some((h, mi, s, nanos, Some(offset)))) = (&zone, arg.time) {
+            // An instant with an offset: move it into the zone before calendar math.
+            let at = DateTime::from_local(arg.date, h, mi, s, nanos, offset);
+            let f = at.at(z.at(at.secs)?.0).fields().map_err(ToolError::invalid)?;
+            arg = DateArg { date: f.date, time: Some((f.hour, f.minute, f.second, nanos, Some(offset))) };
+        }
         for (name, v) in
             [("years", input.years), ("months", input.months), ("weeks", input.weeks), ("days", input.days)]
         {
@@ -626,9 +700,19 @@ impl Tool for DateAdd {
             return Err(ToolError::invalid("holidays and weekend only apply to business_days; leave them out"));
         }
 
-        let (result, date) = match arg.time {
-            None => (date.iso(), date),
-            Some((h, mi, s, nanos, offset)) => {
+        let mut zone_info = None;
+        let (result, date) = match (arg.time, &zone) {
+            (None, _) => (date.iso(), date),
+            (Some((h, mi, s, nanos, _)), Some(z)) => {
+                let shift = input.hours * 3600 + input.minutes * 60 + input.seconds;
+                let (base, _) = z.resolve_local(date, (h, mi, s, nanos), Disambiguation::Compatible)?;
+                let secs = base.secs + shift;
+                let (offset, info) = z.at(secs)?;
+                let dt = DateTime { secs, nanos, offset };
+                zone_info = info;
+                (dt.rfc3339().map_err(ToolError::invalid)?, dt.fields().map_err(ToolError::invalid)?.date)
+            }
+            (Some((h, mi, s, nanos, offset)), None) => {
                 let shift = input.hours * 3600 + input.minutes * 60 + input.seconds;
                 let base = DateTime::from_local(date, h, mi, s, nanos, offset.unwrap_or(Offset::UTC));
                 let dt = DateTime { secs: base.secs + shift, ..base };
@@ -647,6 +731,7 @@ impl Tool for DateAdd {
             weekday: weekday_name(weekday(date.days())).to_owned(),
             clamped,
             days_moved: date.days() - arg.date.days(),
+            zone: zone_info,
         })
     }
 }

@@ -87,8 +87,52 @@ fn convert_edge_cases() {
     assert!(msg.contains("unix_millis"), "{msg}");
     assert_eq!(err("time_convert", json!({ "value": 5, "input_kind": "iso" })).0, "invalid_arguments");
     assert_eq!(err("time_convert", json!({ "value": "12abc", "input_kind": "unix_seconds" })).0, "invalid_arguments");
-    let (_, msg) = err("time_convert", json!({ "value": "2024-03-10T10:00:00Z", "to_offset": "America/New_York" }));
-    assert!(msg.contains("+05:30") && msg.contains("to_offset"), "{msg}");
+    let (_, msg) = err("time_convert", json!({ "value": "2024-03-10T10:00:00Z", "to_offset": "New York" }));
+    assert!(msg.contains("+05:30") && msg.contains("to_offset") && msg.contains("America/New_York"), "{msg}");
+}
+
+#[test]
+fn named_zones_follow_daylight_saving_rules() {
+    // The acceptance case: Paris is still on CET (+01:00) at 01:30 on 2026-03-29, New York has
+    // been on EDT (-04:00) since 2026-03-08.
+    let r = ok(
+        "time_convert",
+        json!({ "value": "2026-03-29T01:30", "assume_offset": "Europe/Paris", "to_offset": "America/New_York" }),
+    );
+    assert_eq!(r["rfc3339"], "2026-03-28T20:30:00-04:00");
+    assert_eq!(r["unix_seconds"], 1_774_744_200);
+    // Every local half hour of that night in Paris, read in Paris and shown in UTC: the gap
+    // 02:00-03:00 moves forward, so 02:30 and 03:30 are the same instant.
+    let utc: Vec<String> = ["00:30", "01:30", "02:30", "03:30", "04:30"]
+        .iter()
+        .map(|t| {
+            let r = ok(
+                "time_convert",
+                json!({ "value": format!("2026-03-29T{t}"), "assume_offset": "Europe/Paris", "to_offset": "Z" }),
+            );
+            r["time"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(utc, ["23:30:00", "00:30:00", "01:30:00", "01:30:00", "02:30:00"]);
+    // Zone names are matched without regard to case and reported canonically.
+    let r = ok("time_convert", json!({ "value": "2024-01-15T12:00:00Z", "to_offset": "europe/paris" }));
+    assert_eq!(r["zone"]["name"], "Europe/Paris");
+    assert_eq!(r["zone"]["abbreviation"], "CET");
+    // A repeated autumn hour: earlier and later readings are one hour apart.
+    let at = |how: &str| {
+        ok(
+            "time_convert",
+            json!({ "value": "2026-10-25 02:30", "assume_offset": "Europe/Paris", "disambiguation": how }),
+        )["unix_seconds"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(at("later") - at("earlier"), 3600);
+    let (_, msg) = err(
+        "time_convert",
+        json!({ "value": "2026-10-25 02:30", "assume_offset": "Europe/Paris", "disambiguation": "reject" }),
+    );
+    assert!(msg.contains("twice") && msg.contains("Europe/Paris"), "{msg}");
 }
 
 #[test]

@@ -23,7 +23,7 @@ pub struct CallArgs {
     #[arg(long)]
     pub yes: bool,
     /// Profile whose scopes and gates apply [default: the configuration's default profile].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", env = "QUIVER_PROFILE")]
     pub profile: Option<String>,
 }
 

@@ -6,7 +6,19 @@
 //!    throwaway key) and loaded through [`quiver_lifecycle::Host`] trusting only that key.
 //! 3. Every case of `PLUGIN_DIR/fixtures/*.json` runs through [`quiver_router::Router::call`]
 //!    (typed lane, all scopes, confirmed), and the response is checked against `expect`.
-//! 4. Every `examples` entry of each visible tool finds that tool through the catalog search.
+//! 4. Failure paths of every tool: arguments that are not an object, an empty object when the
+//!    schema requires fields (both must be `invalid_arguments`), and a call cancelled before it
+//!    runs (`cancelled`), after which the same call must still succeed.
+//! 5. Every `examples` entry of each visible tool finds that tool among the first `--k` results
+//!    of a search over the **whole configured catalog**: the plugin is loaded together with the
+//!    other bundles of the configured plugins folder (the host's `quiver.yaml`).
+//! 6. No tool name or alias clashes with another plugin of the configured folder.
+//! 7. Versioning: `CHANGELOG.md` has a section for the manifest's version; compared with the
+//!    last committed `tool.yaml` (git `HEAD`), the version does not go down and no tool
+//!    disappears without an alias keeping its name or a `lifecycle.replacement`.
+//!
+//! `--load-only` stops after loading (manifest ↔ library, actions, clashes): the check
+//! `cargo xtask build-plugins` runs on every freshly built library.
 //!
 //! Fixture format (one case object or an array of them):
 //! `{"name", "tool", "arguments", "config"?, "expect": {"status", "outputs"?, "error_code"?}}`.
@@ -31,6 +43,7 @@ use serde_json::{Value, json};
 
 use crate::bundle::{set_artifact, write_atomic};
 use crate::commands::list::print_table;
+use crate::settings::Settings;
 use crate::{GlobalArgs, Reported};
 
 #[derive(Debug, Args)]
@@ -40,6 +53,13 @@ pub struct ContractTestArgs {
     /// The built plugin library.
     #[arg(long, value_name = "LIB")]
     pub library: PathBuf,
+    /// Each example must find its tool among the first K search results of the whole catalog.
+    #[arg(long, value_name = "K", default_value_t = 3, env = "QUIVER_CONTRACT_K")]
+    pub k: usize,
+    /// Only load the plugin with the configured ones (manifest against library, actions, name
+    /// clashes); skip fixtures, examples and versioning.
+    #[arg(long)]
+    pub load_only: bool,
 }
 
 /// One fixture case.
@@ -126,8 +146,78 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Makes a signed bundle of the plugin in `dir` and loads it; returns the host.
-fn load_bundle(plugin_dir: &Path, library: &Path, dir: &Path) -> Result<Arc<Host>> {
+/// A bundle of the configured plugins folder: its manifest and folder.
+struct Neighbour {
+    manifest: Manifest,
+    manifest_path: PathBuf,
+}
+
+/// The bundles of the configured plugins folder other than plugin `id` (manifests only: no code
+/// is read here). Unreadable ones are skipped; the host reports them when it scans.
+fn neighbours(plugins_dir: &Path, id: &str) -> Vec<Neighbour> {
+    let Ok(rd) = fs::read_dir(plugins_dir) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for d in dirs {
+        let Ok(files) = fs::read_dir(&d) else { continue };
+        for f in files.flatten().map(|e| e.path()) {
+            let is_bundle = f.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".tool.yaml"));
+            if !is_bundle {
+                continue;
+            }
+            let Ok(text) = fs::read_to_string(&f) else { continue };
+            let Ok(manifest) = Manifest::from_yaml(&text, &f.display().to_string()) else { continue };
+            if manifest.id != id && manifest.artifact.is_some() {
+                out.push(Neighbour { manifest, manifest_path: f });
+            }
+        }
+    }
+    out
+}
+
+/// Tool names and aliases of `plugin` that another plugin of the configured folder also uses.
+fn clashes(plugin: &Manifest, plugin_path: &Path, others: &[Neighbour], origin: &str) -> Vec<Outcome> {
+    let names = |m: &Manifest| -> Vec<(String, String)> {
+        m.tools
+            .iter()
+            .flat_map(|t| {
+                std::iter::once((t.name.clone(), format!("tool `{}`", t.name)))
+                    .chain(t.aliases.iter().map(|a| (a.name.clone(), format!("alias `{}` of `{}`", a.name, t.name))))
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (name, what) in names(plugin) {
+        for other in others {
+            if let Some((_, theirs)) = names(&other.manifest).into_iter().find(|(n, _)| *n == name) {
+                out.push(Outcome {
+                    file: "names".into(),
+                    name: format!("{what} is unique"),
+                    passed: false,
+                    detail: format!(
+                        "{what} of `{}` clashes with {theirs} of `{}` ({}); rename it in {} (and in export_plugin!), or set `name_conflicts: namespace` in {origin} to expose both as `plugin.tool`",
+                        plugin.id,
+                        other.manifest.id,
+                        other.manifest_path.display(),
+                        plugin_path.display()
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Makes a signed bundle of the plugin in `dir`, copies the configured neighbours' bundles
+/// beside it, and loads them all through the real host; returns the host.
+fn load_bundle(
+    plugin_dir: &Path,
+    library: &Path,
+    dir: &Path,
+    others: &[Neighbour],
+    trusted: &TrustedKeys,
+) -> Result<Arc<Host>> {
     let source_path = plugin_dir.join("tool.yaml");
     let source = fs::read_to_string(&source_path).with_context(|| format!("cannot read {}", source_path.display()))?;
     let manifest = Manifest::from_yaml(&source, &source_path.display().to_string())?;
@@ -143,11 +233,26 @@ fn load_bundle(plugin_dir: &Path, library: &Path, dir: &Path) -> Result<Arc<Host
     let key = KeyPair::generate();
     let signature = quiver_manifest::sign(&key, text.as_bytes(), "contract-test");
     write_atomic(&quiver_lifecycle::signature_path(&manifest_path), signature.as_bytes())?;
+    // The neighbours, as signed: manifest, signature and library only.
+    for n in others {
+        let (Some(from), Some(artifact)) = (n.manifest_path.parent(), &n.manifest.artifact) else { continue };
+        let to = dir.join("plugins").join(format!("neighbour-{}", n.manifest.id));
+        fs::create_dir_all(&to)?;
+        let name = n.manifest_path.file_name().context("bundle manifest without a name")?;
+        fs::copy(&n.manifest_path, to.join(name))?;
+        let sig = quiver_lifecycle::signature_path(&n.manifest_path);
+        if sig.is_file() {
+            fs::copy(&sig, quiver_lifecycle::signature_path(&to.join(name)))?;
+        }
+        if from.join(&artifact.file).is_file() {
+            fs::copy(from.join(&artifact.file), to.join(&artifact.file))?;
+        }
+    }
 
     let settings = HostSettings {
         plugins_dir: dir.join("plugins"),
         verify: VerifyPolicy {
-            trusted: TrustedKeys::new().with("contract-test", "throwaway", key.public_key().clone()),
+            trusted: trusted.clone().with("contract-test", "throwaway", key.public_key().clone()),
             allow_unsigned: false,
             max_library_bytes: 1 << 30,
         },
@@ -157,10 +262,165 @@ fn load_bundle(plugin_dir: &Path, library: &Path, dir: &Path) -> Result<Arc<Host
     };
     let host = Host::new(settings).context("cannot start the plugin host")?;
     let report = host.rescan();
-    if let Some(e) = report.rejected.first() {
-        bail!("the host rejected the bundle: {} check failed: {}", e.stage.as_str(), e.message);
+    for e in &report.rejected {
+        if e.bundle == manifest_path {
+            bail!("the host rejected the bundle: {} check failed: {}", e.stage.as_str(), e.message);
+        }
+        eprintln!(
+            "note: a configured bundle was not loaded ({}: {}); examples are ranked without it",
+            e.bundle.display(),
+            e.message
+        );
     }
     Ok(Arc::new(host))
+}
+
+/// The failure paths every tool must handle: bad input, and a cancelled call that leaves the
+/// tool working.
+fn check_failure_paths(
+    rt: &tokio::runtime::Runtime,
+    router: &Router,
+    catalog: &Catalog,
+    id: &str,
+    cases: &[Case],
+) -> Vec<Outcome> {
+    let caller = || Caller::new("contract-test", Access::unrestricted());
+    let call =
+        |name: &str, args: Value| rt.block_on(router.call(Call::new(name, args, caller()).confirmed(true))).response;
+    let mut out = Vec::new();
+    for r in catalog.tools().iter().filter(|r| catalog.plugin_of(r).id() == id) {
+        let def = catalog.def(r);
+        if !def.spec.lifecycle.state.is_visible() {
+            continue;
+        }
+        let mut push = |case: &str, result: Result<(), String>| {
+            out.push(Outcome {
+                file: format!("failure:{}", r.name),
+                name: case.to_owned(),
+                passed: result.is_ok(),
+                detail: result.err().unwrap_or_default(),
+            });
+        };
+        let expect_code = |resp: &quiver_abi::ToolResponse, code: &str| match &resp.error {
+            Some(e) if e.code == code => Ok(()),
+            Some(e) => Err(format!("expected {code}, got {}: {}", e.code, e.message)),
+            None => Err(format!("expected {code}, got a result: {}", resp.outputs)),
+        };
+        push(
+            "arguments that are not an object",
+            expect_code(&call(&r.name, json!("not an object")), "invalid_arguments"),
+        );
+        let requires = def.input_schema.get("required").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        if requires {
+            push(
+                "an empty object when fields are required",
+                expect_code(&call(&r.name, json!({})), "invalid_arguments"),
+            );
+        }
+        // A cancelled call, then the same call again: the tool must still work.
+        if let Some(case) = cases.iter().find(|c| c.tool == r.name && c.expect.status == Status::Ok) {
+            let mut c = Call::new(&case.tool, case.arguments.clone(), caller()).confirmed(true);
+            c.config = case.config.clone().unwrap_or(Value::Null);
+            c.cancel.cancel();
+            let cancelled = rt.block_on(router.call(c)).response;
+            push(&format!("cancelled call of fixture `{}`", case.name), expect_code(&cancelled, "cancelled"));
+            push(&format!("fixture `{}` after a cancelled call", case.name), run_case(rt, router, case));
+        }
+    }
+    out
+}
+
+/// The `## X.Y.Z` section headings of a changelog (also `## [X.Y.Z]` and `## X.Y.Z - date`).
+fn changelog_versions(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .filter_map(|h| {
+            h.trim().trim_start_matches('[').split([']', ' ']).next().map(|v| v.trim_start_matches('v').to_owned())
+        })
+        .filter(|v| semver::Version::parse(v).is_ok())
+        .collect()
+}
+
+/// The manifest as last committed (`git show HEAD:<dir>/tool.yaml`); `None` outside git or for a
+/// plugin never committed.
+fn committed_manifest(plugin_dir: &Path) -> Option<Manifest> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(plugin_dir)
+        .args(["show", "HEAD:./tool.yaml"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Manifest::from_yaml(&String::from_utf8_lossy(&out.stdout), "HEAD:tool.yaml").ok()
+}
+
+/// Versioning rules of `docs/plugin-authoring.md`: changelog section for the version, no
+/// downgrade, no removal without an alias or replacement.
+fn check_versioning(plugin_dir: &Path, now: &Manifest, before: Option<&Manifest>) -> Vec<Outcome> {
+    let outcome = |name: &str, result: Result<String, String>| Outcome {
+        file: "versioning".into(),
+        name: name.to_owned(),
+        passed: result.is_ok(),
+        detail: match result {
+            Ok(d) | Err(d) => d,
+        },
+    };
+    let mut out = Vec::new();
+    let changelog = plugin_dir.join("CHANGELOG.md");
+    let version = now.version.to_string();
+    let section = match fs::read_to_string(&changelog) {
+        Err(_) => Err(format!(
+            "no {}: create it with a `## {version}` section saying what this version changes",
+            changelog.display()
+        )),
+        Ok(text) if changelog_versions(&text).contains(&version) => Ok(format!("`## {version}` found")),
+        Ok(_) => Err(format!(
+            "{} has no `## {version}` section: add one saying what changed{}",
+            changelog.display(),
+            before.filter(|b| b.version < now.version).map(|b| format!(" since {}", b.version)).unwrap_or_default()
+        )),
+    };
+    out.push(outcome(&format!("CHANGELOG.md has version {version}"), section));
+    let Some(before) = before else {
+        out.push(outcome(
+            "compared with the last commit",
+            Ok("no committed tool.yaml (a new plugin): nothing to compare".into()),
+        ));
+        return out;
+    };
+    out.push(outcome(
+        "the version does not go down",
+        if now.version >= before.version {
+            Ok(format!("{} -> {}", before.version, now.version))
+        } else {
+            Err(format!(
+                "version {} is lower than the committed {}; hosts refuse downgrades: release a fix as a higher version",
+                now.version, before.version
+            ))
+        },
+    ));
+    for old in &before.tools {
+        if now.tool(&old.name).is_some() {
+            continue;
+        }
+        let kept = now.tools.iter().find(|t| t.aliases.iter().any(|a| a.name == old.name));
+        let replaced = old.lifecycle.replacement.as_ref().filter(|r| now.tool(r).is_some());
+        out.push(outcome(
+            &format!("removed tool `{}` stays reachable", old.name),
+            match (kept, replaced) {
+                (Some(t), _) => Ok(format!("alias of `{}`", t.name)),
+                (None, Some(r)) => Ok(format!("replaced by `{r}`")),
+                (None, None) => Err(format!(
+                    "tool `{}` was removed without an alias or replacement: add `aliases: [{{name: {}, state: deprecated, first_deprecated_version: {}, planned_removal_version: <major>}}]` to the tool that replaces it, or keep it with `lifecycle: {{state: deprecated, replacement: <tool>}}`",
+                    old.name, old.name, now.version
+                )),
+            },
+        ));
+    }
+    out
 }
 
 fn run_case(rt: &tokio::runtime::Runtime, router: &Router, case: &Case) -> Result<(), String> {
@@ -189,22 +449,24 @@ fn run_case(rt: &tokio::runtime::Runtime, router: &Router, case: &Case) -> Resul
     if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
 }
 
-/// Every example of every visible tool must find that tool through the catalog search.
-fn check_examples(catalog: &Catalog) -> Vec<Outcome> {
+/// Every example of each visible tool of plugin `id` must find that tool among the first `k`
+/// results of a search over the whole catalog.
+fn check_examples(catalog: &Catalog, id: &str, k: usize) -> Vec<Outcome> {
     let access = Access::unrestricted();
+    let n_tools = catalog.visible_tools().count();
     let mut out = Vec::new();
-    for r in catalog.visible_tools() {
+    for r in catalog.visible_tools().filter(|r| catalog.plugin_of(r).id() == id) {
         for example in &catalog.def(r).spec.examples {
-            let req = SearchRequest { query: example.clone(), limit: Some(5), ..SearchRequest::default() };
-            let (passed, detail) = match search_catalog(catalog, &access, &req, 5) {
+            let req = SearchRequest { query: example.clone(), limit: Some(k), ..SearchRequest::default() };
+            let (passed, detail) = match search_catalog(catalog, &access, &req, k) {
                 Ok(res) => match res.tools.iter().position(|t| t.name == r.name) {
-                    Some(rank) => (true, format!("rank {}", rank + 1)),
+                    Some(rank) => (true, format!("rank {} of {n_tools} tools", rank + 1)),
                     None => {
                         let got: Vec<&str> = res.tools.iter().map(|t| t.name.as_str()).collect();
                         (
                             false,
                             format!(
-                                "not in the top 5 (got: {})",
+                                "not in the top {k} of the whole catalog ({n_tools} tools; got: {}); reword the example or sharpen the tool's description and capabilities",
                                 if got.is_empty() { "nothing".into() } else { got.join(", ") }
                             ),
                         )
@@ -228,17 +490,40 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
     }
     let fixture_dir_text = fixture_dir.display().to_string();
     let cases = read_cases(&fixture_dir)?;
-    let host = load_bundle(&plugin_dir, &a.library, temp.path())?;
+    let source_path = plugin_dir.join("tool.yaml");
+    let source = fs::read_to_string(&source_path).with_context(|| format!("cannot read {}", source_path.display()))?;
+    let manifest = Manifest::from_yaml(&source, &source_path.display().to_string())?;
+
+    // The configured host: its plugins folder is the catalog the plugin joins.
+    let settings = Settings::load(g)?;
+    let others = neighbours(&settings.host.plugins_dir, &manifest.id);
+    let mut results = clashes(&manifest, &source_path, &others, &settings.origin());
+    let host = load_bundle(&plugin_dir, &a.library, temp.path(), &others, &settings.host.verify.trusted)?;
     let catalog = host.catalog();
+    results.push(Outcome {
+        file: "load".into(),
+        name: "the library implements the manifest's tools and actions".into(),
+        passed: true,
+        detail: format!(
+            "{} tool(s); catalog of {} plugin(s) from {}",
+            manifest.tools.len(),
+            catalog.plugins().len(),
+            settings.host.plugins_dir.display()
+        ),
+    });
+    if a.load_only {
+        return report(g, &plugin_dir, results);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let router = Router::new(host.clone(), RouterSettings::default());
 
-    let mut results = Vec::new();
+    let mut substituted = Vec::new();
     for (file, mut case) in cases {
         for v in [Some(&mut case.arguments), case.config.as_mut(), case.expect.outputs.as_mut()].into_iter().flatten() {
             substitute_fixture_dir(v, &fixture_dir_text);
         }
         let outcome = run_case(&rt, &router, &case);
+        substituted.push(case.clone());
         results.push(Outcome {
             file,
             name: case.name.clone(),
@@ -257,8 +542,13 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
             ),
         });
     }
-    results.extend(check_examples(&catalog));
+    results.extend(check_failure_paths(&rt, &router, &catalog, &manifest.id, &substituted));
+    results.extend(check_examples(&catalog, &manifest.id, a.k));
+    results.extend(check_versioning(&plugin_dir, &manifest, committed_manifest(&plugin_dir).as_ref()));
+    report(g, &plugin_dir, results)
+}
 
+fn report(g: &GlobalArgs, plugin_dir: &Path, results: Vec<Outcome>) -> Result<()> {
     let n_failed = results.iter().filter(|r| !r.passed).count();
     if g.json {
         let cases: Vec<Value> = results
@@ -325,5 +615,90 @@ mod tests {
         assert_eq!(cases[1].1.expect.error_code.as_deref(), Some("e"));
         fs::write(dir.path().join("c.json"), r#"{"name": "bad", "tool": "t", "expect": {"status": "fine"}}"#).unwrap();
         assert!(read_cases(dir.path()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod versioning_tests {
+    use super::*;
+
+    fn manifest(version: &str, tools: &[&str], extra: &str) -> Manifest {
+        let mut y = format!(
+            "manifest_version: 1\nid: demo\nversion: {version}\ndisplay_name: Demo\ndescription: A demo.\nabi: 1\ntools:\n"
+        );
+        for t in tools {
+            y.push_str(&format!(
+                "  - name: {t}\n    title: T\n    description: Does {t}.\n    domain: text\n    side_effects: read\n    scopes: [text.read]\n"
+            ));
+            if *t == "demo_new" {
+                y.push_str(extra);
+            }
+        }
+        Manifest::from_yaml(&y, "tool.yaml").unwrap()
+    }
+
+    fn failed(outcomes: &[Outcome]) -> Vec<String> {
+        outcomes.iter().filter(|o| !o.passed).map(|o| o.detail.clone()).collect()
+    }
+
+    #[test]
+    fn changelog_sections_are_read_in_the_usual_spellings() {
+        let text = "# Changelog\n\n## [1.2.0] - 2026-01-01\n- x\n## v1.1.0\n## 1.0.0\n### 0.9.0\n## Unreleased\n";
+        assert_eq!(changelog_versions(text), ["1.2.0", "1.1.0", "1.0.0"]);
+    }
+
+    #[test]
+    fn a_version_bump_needs_a_changelog_section() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = manifest("0.1.0", &["demo_a"], "");
+        let now = manifest("0.2.0", &["demo_a"], "");
+        // No changelog at all.
+        let f = failed(&check_versioning(dir.path(), &now, Some(&before)));
+        assert!(f.len() == 1 && f[0].contains("no ") && f[0].contains("## 0.2.0"), "{f:?}");
+        // A changelog without the new version.
+        fs::write(dir.path().join("CHANGELOG.md"), "## 0.1.0\n- first\n").unwrap();
+        let f = failed(&check_versioning(dir.path(), &now, Some(&before)));
+        assert!(f.len() == 1 && f[0].contains("no `## 0.2.0` section") && f[0].contains("since 0.1.0"), "{f:?}");
+        fs::write(dir.path().join("CHANGELOG.md"), "## 0.2.0\n- more\n\n## 0.1.0\n- first\n").unwrap();
+        assert!(failed(&check_versioning(dir.path(), &now, Some(&before))).is_empty());
+        // A downgrade is refused even with a changelog section.
+        fs::write(dir.path().join("CHANGELOG.md"), "## 0.0.9\n").unwrap();
+        let f = failed(&check_versioning(dir.path(), &manifest("0.0.9", &["demo_a"], ""), Some(&before)));
+        assert!(f.iter().any(|d| d.contains("lower than the committed 0.1.0")), "{f:?}");
+        // A new plugin has nothing to compare with, but still needs its section.
+        fs::write(dir.path().join("CHANGELOG.md"), "## 0.1.0\n").unwrap();
+        assert!(failed(&check_versioning(dir.path(), &before, None)).is_empty());
+    }
+
+    #[test]
+    fn a_removed_tool_needs_an_alias_or_a_replacement() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("CHANGELOG.md"), "## 1.0.0\n").unwrap();
+        let before = manifest("0.1.0", &["demo_a", "demo_old"], "");
+        let f = failed(&check_versioning(dir.path(), &manifest("1.0.0", &["demo_a"], ""), Some(&before)));
+        assert!(f.len() == 1 && f[0].contains("`demo_old` was removed without an alias or replacement"), "{f:?}");
+        // Renamed, with the old name kept as an alias.
+        let alias = "    aliases:\n      - {name: demo_old, state: deprecated, first_deprecated_version: 1.0.0, planned_removal_version: 2.0.0}\n";
+        let now = manifest("1.0.0", &["demo_a", "demo_new"], alias);
+        assert!(failed(&check_versioning(dir.path(), &now, Some(&before))).is_empty());
+    }
+
+    #[test]
+    fn clashing_names_are_reported_with_the_fix() {
+        let mine = manifest("0.1.0", &["demo_a", "fs_read"], "");
+        let mut theirs = manifest("0.2.0", &["fs_read"], "");
+        theirs.id = "fs-tools".into();
+        let others =
+            [Neighbour { manifest: theirs, manifest_path: PathBuf::from("plugins/fs-tools/fs-tools.tool.yaml") }];
+        let found = clashes(&mine, Path::new("plugins/demo/tool.yaml"), &others, "quiver.yaml");
+        assert_eq!(found.len(), 1);
+        let d = &found[0].detail;
+        assert!(
+            d.contains("tool `fs_read` of `demo` clashes with tool `fs_read` of `fs-tools`")
+                && d.contains("rename it in plugins/demo/tool.yaml")
+                && d.contains("name_conflicts: namespace"),
+            "{d}"
+        );
+        assert!(clashes(&manifest("0.1.0", &["demo_a"], ""), Path::new("t"), &others, "q").is_empty());
     }
 }

@@ -21,7 +21,7 @@ use crate::GlobalArgs;
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Profile the session runs under [default: chosen by the server from the client name].
-    #[arg(long)]
+    #[arg(long, env = "QUIVER_PROFILE")]
     pub profile: Option<String>,
 }
 

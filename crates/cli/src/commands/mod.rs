@@ -2,6 +2,8 @@
 //! global flags and its arguments.
 
 pub mod call;
+pub mod completions;
+pub mod config;
 pub mod contract_test;
 pub mod demo;
 pub mod eval;

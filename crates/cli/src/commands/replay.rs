@@ -18,7 +18,7 @@ pub struct ReplayArgs {
     /// A transcript file (`<session>.jsonl`, written when `transcripts.dir` is set).
     pub transcript: PathBuf,
     /// Profile whose scopes and gates apply [default: the configuration's default profile].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", env = "QUIVER_PROFILE")]
     pub profile: Option<String>,
     /// Run recorded calls that need confirmation (otherwise only those recorded as confirmed run).
     #[arg(long)]

@@ -31,7 +31,7 @@ pub struct SearchArgs {
     #[arg(long)]
     pub full: bool,
     /// Search as this profile sees the catalog (its scopes and gates) [default: the default profile].
-    #[arg(long)]
+    #[arg(long, env = "QUIVER_PROFILE")]
     pub profile: Option<String>,
 }
 

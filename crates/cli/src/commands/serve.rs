@@ -21,15 +21,15 @@ use crate::settings::Settings;
 pub struct ServeArgs {
     /// Serve streamable HTTP at ADDR instead of stdio [ADDR default: 127.0.0.1:8765; port 0
     /// picks a free one]. The endpoint is /mcp; the bound address is printed on stderr.
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765", env = "QUIVER_HTTP")]
     pub http: Option<SocketAddr>,
     /// Another Host name HTTP clients may use (only loopback names are accepted by default,
     /// against DNS rebinding). Repeatable.
-    #[arg(long = "allow-host", value_name = "HOST")]
+    #[arg(long = "allow-host", value_name = "HOST", env = "QUIVER_ALLOW_HOSTS", value_delimiter = ',')]
     pub allow_hosts: Vec<String>,
     /// Profile for every session [default: per client, from the profiles' `clients` globs,
     /// else the configuration's default profile].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", env = "QUIVER_PROFILE")]
     pub profile: Option<String>,
 }
 

@@ -15,7 +15,7 @@ use crate::settings::Settings;
 #[derive(Debug, Args)]
 pub struct SurfaceArgs {
     /// The profile whose surface to show [default: the default profile].
-    #[arg(long)]
+    #[arg(long, env = "QUIVER_PROFILE")]
     pub profile: Option<String>,
     /// Override the profile's exposure mode (full, adaptive, hybrid, lazy).
     #[arg(long)]

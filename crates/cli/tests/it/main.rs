@@ -97,8 +97,19 @@ impl Project {
     }
 
     fn quiver(&self, args: &[&str]) -> Pending {
+        self.quiver_in(self.dir.path(), args)
+    }
+
+    /// `quiver` run in `cwd`, isolated from the caller's environment: no `QUIVER_*` variables,
+    /// and an XDG config folder inside the project (`xdg/`) instead of the user's.
+    fn quiver_in(&self, cwd: &Path, args: &[&str]) -> Pending {
         let mut cmd = Command::new(QUIVER);
-        cmd.current_dir(self.dir.path()).args(args).env_remove("RUST_LOG");
+        cmd.current_dir(cwd).args(args).env_remove("RUST_LOG").env("XDG_CONFIG_HOME", self.path("xdg"));
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("QUIVER_") {
+                cmd.env_remove(k);
+            }
+        }
         Pending { cmd }
     }
 }
@@ -109,6 +120,14 @@ struct Pending {
 }
 
 impl Pending {
+    fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Pending {
+        self.cmd.env(key, value);
+        self
+    }
+    fn env_remove(mut self, key: &str) -> Pending {
+        self.cmd.env_remove(key);
+        self
+    }
     fn arg_path(mut self, p: &Path) -> Run {
         self.cmd.arg(p);
         self.run()
@@ -299,4 +318,5 @@ fn bad_config_names_the_file_and_the_fix() {
 }
 
 mod isolation;
+mod setup;
 mod surface;

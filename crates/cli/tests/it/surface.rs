@@ -27,7 +27,7 @@ fn project() -> tempfile::TempDir {
     q(&["keygen", "--out-dir", "keys", "--name", "test"]);
     std::fs::write(
         dir.path().join("quiver.yaml"),
-        "plugins_dir: plugins\ntrusted_keys:\n  - path: keys/test.pub\nprofiles:\n  agent: {mode: hybrid, eager: [fs_read, fs_list]}\n  plan: {mode: lazy, eager: [fs_read, fs_list]}\n",
+        "plugins_dir: plugins\ntrusted_keys:\n  - path: keys/test.pub\nprofiles:\n  agent: {mode: hybrid, eager: [fs_read, fs_list]}\n  plan: {mode: lazy, eager: [fs_read, fs_list]}\n  tiny: {mode: lazy, eager: [fs_read, fs_search], max_typed_tools: 3}\n",
     )
     .unwrap();
     for (name, lib) in PLUGINS.iter().zip(bundled_libraries()) {
@@ -108,4 +108,12 @@ fn the_first_turn_surface_is_byte_stable_and_pinned() {
         }
         assert!(!text.contains("deprecated"), "a deprecation notice leaked into the catalog bytes");
     }
+}
+
+#[test]
+fn a_tiny_profile_keeps_an_always_on_surface_of_at_most_three_tools() {
+    let dir = project();
+    let tools: Vec<serde_json::Value> = serde_json::from_slice(&surface(dir.path(), "tiny")).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["fs_read", "fs_search", "tool_search"]);
 }

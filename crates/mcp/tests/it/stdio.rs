@@ -422,3 +422,54 @@ async fn approvals_ask_the_user_through_elicitation() {
         .await;
     assert_eq!(r["result"]["content"][0]["text"], "confirmed: true", "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_search_unloads_tools_and_announces_the_change() {
+    let f = Fixture::new(ExposureMode::Hybrid, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("lazy-client", json!({})).await;
+    c.call("tool_search", json!({ "query": "deferred echo" })).await;
+    assert!(names(&c.list_all().await).contains(&"test_deferred_echo".to_owned()));
+    c.notes.clear();
+    let r = c.call("tool_search", json!({ "query": "", "unload": ["test_deferred_echo"] })).await;
+    let out = &r["result"]["structuredContent"];
+    assert_eq!(out["unloaded"], json!(["test_deferred_echo"]), "{r}");
+    assert!(out.get("loaded").is_none() && out["tools"] == json!([]), "unload only loads nothing: {r}");
+    assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
+    assert_eq!(c.notes[0]["method"], "notifications/tools/list_changed");
+    assert!(!names(&c.list_all().await).contains(&"test_deferred_echo".to_owned()), "gone from the list");
+    // Unloading what is not loaded changes nothing and announces nothing.
+    c.notes.clear();
+    let r = c.call("tool_search", json!({ "query": "", "unload": ["test_deferred_echo"] })).await;
+    assert!(r["result"]["structuredContent"].get("unloaded").is_none(), "{r}");
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_malformed_calls_get_escalating_hints_then_a_refusal() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("hint-client", json!({})).await;
+    let bad = json!({ "txt": 1 });
+    let mut messages = Vec::new();
+    for level in 1..=3 {
+        let r = c.call("marker_echo", bad.clone()).await;
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        let body = &r["result"]["structuredContent"];
+        let text = r["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+        assert!(text.contains("invalid_arguments") || body.to_string().contains("invalid_arguments"), "{r}");
+        assert!(r.to_string().contains(&format!("\"level\":{level}")), "level {level}: {r}");
+        messages.push(text);
+    }
+    assert!(messages[0].contains("takes"), "{}", messages[0]);
+    assert!(messages[1].contains("a valid call looks like"), "{}", messages[1]);
+    assert!(messages[2].contains("whole input schema"), "{}", messages[2]);
+    // The fourth identical call is refused without running, and says what to do instead.
+    let r = c.call("marker_echo", bad.clone()).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r.to_string();
+    assert!(text.contains("refused without running") && text.contains("tool_search"), "{r}");
+    // A corrected call runs, and clears the record.
+    let r = c.call("marker_echo", json!({ "text": "fixed" })).await;
+    assert_ne!(r["result"]["isError"], true, "{r}");
+}

@@ -161,6 +161,7 @@ pub fn entry_with(
             name: d.spec.name.clone(),
             input_schema: (*d.input_schema).clone(),
             output_schema: d.output_schema.as_deref().cloned().unwrap_or_else(|| serde_json::json!({"type": "object"})),
+            actions: Vec::new(),
         })
         .collect();
     let info = quiver_abi::PluginInfo {
