@@ -294,6 +294,33 @@ impl Default for SearchConfig {
     }
 }
 
+/// Per-document accumulators of one text query.
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    /// Score so far.
+    score: f32,
+    /// IDF mass of the name terms the query covered so far.
+    name_hit: f32,
+    /// Best alternative of the current concept.
+    best: f32,
+    /// Best name IDF of the current concept.
+    best_name: f32,
+}
+
+/// Reused per-thread query state: `acc` is all zero between queries.
+#[derive(Debug, Default)]
+struct Scratch {
+    acc: Vec<Acc>,
+    /// Documents with a non-zero accumulator.
+    docs: Vec<u32>,
+    /// Documents the current concept reached.
+    touched: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
 /// One entry of a term's posting list.
 #[derive(Debug, Clone, Copy)]
 struct Posting {
@@ -311,8 +338,10 @@ pub struct SearchIndex {
     docs: Vec<SearchDoc>,
     /// Rank of each document's name in ascending order (ties: input order).
     name_rank: Vec<u32>,
-    /// Lower-cased names, for prefix matching.
-    lower_names: Vec<String>,
+    /// Documents in ascending name order (ties: input order).
+    by_name: Vec<u32>,
+    /// Lower-cased names and their documents, sorted, for prefix matching.
+    lower_names: Vec<(Box<str>, u32)>,
     vocab: HashMap<Box<str>, u32>,
     /// Vocabulary sorted by term, for prefix completion.
     sorted_vocab: Vec<(Box<str>, u32)>,
@@ -347,23 +376,44 @@ impl SearchIndex {
         Self::build_with(docs, SearchConfig::default())
     }
 
-    /// Builds the index with an explicit configuration.
+    /// Builds the index with an explicit configuration. Linear in the text of the documents.
     pub fn build_with(docs: Vec<SearchDoc>, config: SearchConfig) -> SearchIndex {
         let n = docs.len();
         let mut vocab: HashMap<Box<str>, u32> = HashMap::new();
-        // Per document: (term, per-field term frequency), and per-field lengths.
-        let mut doc_terms: Vec<Vec<(u32, [u16; FIELD_COUNT])>> = Vec::with_capacity(n);
+        // Every document's (term, per-field term frequency), flattened: document `d` owns
+        // `doc_terms[doc_start[d]..doc_start[d + 1]]`. Per-field lengths per document.
+        let mut doc_terms: Vec<(u32, [u16; FIELD_COUNT])> = Vec::new();
+        let mut doc_start: Vec<u32> = Vec::with_capacity(n + 1);
         let mut doc_lens: Vec<[u32; FIELD_COUNT]> = Vec::with_capacity(n);
-        let mut local: HashMap<u32, [u16; FIELD_COUNT]> = HashMap::new();
+        // Term id → its position in `doc_terms` while its document is being read.
+        let mut slot: Vec<u32> = Vec::new();
+        let mut stem_buf = String::new();
         for doc in &docs {
-            local.clear();
+            let first = doc_terms.len();
+            doc_start.push(first as u32);
             let mut lens = [0u32; FIELD_COUNT];
             let mut add = |field: Field, text: &str| {
-                analyze(text, |stemmed| {
-                    let next = vocab.len() as u32;
-                    let id = *vocab.entry(stemmed.into()).or_insert(next);
-                    let tf = local.entry(id).or_insert([0; FIELD_COUNT]);
-                    tf[field as usize] = tf[field as usize].saturating_add(1);
+                text::split_words(text, |w| {
+                    if text::is_stop_word(w) {
+                        return;
+                    }
+                    text::stem_into(w, &mut stem_buf);
+                    let id = match vocab.get(stem_buf.as_str()) {
+                        Some(&id) => id,
+                        None => {
+                            let id = vocab.len() as u32;
+                            vocab.insert(stem_buf.as_str().into(), id);
+                            slot.push(u32::MAX);
+                            id
+                        }
+                    };
+                    let at = &mut slot[id as usize];
+                    if *at == u32::MAX {
+                        *at = doc_terms.len() as u32;
+                        doc_terms.push((id, [0; FIELD_COUNT]));
+                    }
+                    let tf = &mut doc_terms[*at as usize].1[field as usize];
+                    *tf = tf.saturating_add(1);
                     lens[field as usize] += 1;
                 });
             };
@@ -379,18 +429,18 @@ impl SearchIndex {
             }
             add(Field::Snippet, &doc.prompt_snippet);
             doc.examples.iter().for_each(|e| add(Field::Example, e));
-            let mut terms: Vec<_> = local.iter().map(|(&t, &tf)| (t, tf)).collect();
-            terms.sort_unstable_by_key(|&(t, _)| t);
-            doc_terms.push(terms);
+            for &(t, _) in &doc_terms[first..] {
+                slot[t as usize] = u32::MAX;
+            }
             doc_lens.push(lens);
         }
+        doc_start.push(doc_terms.len() as u32);
+        drop(slot);
 
         let n_terms = vocab.len();
         let mut df = vec![0u32; n_terms];
-        for terms in &doc_terms {
-            for &(t, _) in terms {
-                df[t as usize] += 1;
-            }
+        for &(t, _) in &doc_terms {
+            df[t as usize] += 1;
         }
         let idf: Vec<f32> = df.iter().map(|&d| (1.0 + (n as f32 - d as f32 + 0.5) / (d as f32 + 0.5)).ln()).collect();
         let mut avg_len = [0f32; FIELD_COUNT];
@@ -411,9 +461,8 @@ impl SearchIndex {
         let mut fill = post_start.clone();
         let mut postings = vec![Posting { doc: 0, weight: 0.0, in_name: false }; post_start[n_terms] as usize];
         let mut name_mass = vec![0f32; n];
-        for (d, terms) in doc_terms.iter().enumerate() {
-            let lens = &doc_lens[d];
-            for &(t, tf) in terms {
+        for (d, lens) in doc_lens.iter().enumerate() {
+            for &(t, tf) in &doc_terms[doc_start[d] as usize..doc_start[d + 1] as usize] {
                 let mut pseudo_tf = 0f32;
                 for f in 0..FIELD_COUNT {
                     if tf[f] == 0 || avg_len[f] == 0.0 {
@@ -432,6 +481,7 @@ impl SearchIndex {
                 *slot += 1;
             }
         }
+        drop(doc_terms);
 
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.sort_by(|&a, &b| docs[a as usize].name.cmp(&docs[b as usize].name));
@@ -471,12 +521,15 @@ impl SearchIndex {
 
         let mut sorted_vocab: Vec<(Box<str>, u32)> = vocab.iter().map(|(k, &v)| (k.clone(), v)).collect();
         sorted_vocab.sort_unstable();
-        let lower_names = docs.iter().map(|d| d.name.to_lowercase()).collect();
+        let mut lower_names: Vec<(Box<str>, u32)> =
+            docs.iter().enumerate().map(|(d, doc)| (doc.name.to_lowercase().into(), d as u32)).collect();
+        lower_names.sort_unstable();
 
         SearchIndex {
             config,
             docs,
             name_rank,
+            by_name: order,
             lower_names,
             vocab,
             sorted_vocab,
@@ -516,7 +569,8 @@ impl SearchIndex {
 
     /// Index of the document with exactly this canonical name, if any.
     pub fn position(&self, name: &str) -> Option<usize> {
-        self.docs.iter().position(|d| d.name == name)
+        let at = self.by_name.partition_point(|&d| self.docs[d as usize].name.as_str() < name);
+        self.by_name.get(at).map(|&d| d as usize).filter(|&d| self.docs[d].name == name)
     }
 
     /// Ranked hits, best first, deterministic (ties broken by name ascending). `filter(doc)`
@@ -601,78 +655,117 @@ impl SearchIndex {
         &self.postings[self.post_start[t] as usize..self.post_start[t + 1] as usize]
     }
 
-    /// Text-mode scoring: every matching document that passes `filter`, unsorted.
+    /// Text-mode scoring: every matching document that passes `filter`, unsorted. The work is
+    /// proportional to the postings of the query's terms (plus the analysis of the query): the
+    /// per-document accumulators are a per-thread scratch that only grows, and only the documents
+    /// a query touched are visited and reset.
     fn rank_text(&self, text: &str, filter: &dyn Fn(usize) -> bool) -> Vec<(f32, u32)> {
         let n = self.docs.len();
         if text.trim().is_empty() {
             return (0..n as u32).filter(|&d| filter(d as usize)).map(|d| (0.0, d)).collect();
         }
         let concepts = self.concepts(text);
-        let mut score = vec![0f32; n];
-        let mut name_hit = vec![0f32; n];
-        // Per concept: best alternative per document, and which documents it touched.
-        let mut best_score = vec![0f32; n];
-        let mut best_name = vec![0f32; n];
-        let mut touched: Vec<u32> = Vec::new();
-        for c in &concepts {
+        let matched = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.score_into(text, &concepts, &mut scratch),
+            // Re-entered from a filter on the same thread: use a scratch of its own.
+            Err(_) => self.score_into(text, &concepts, &mut Scratch::default()),
+        });
+        matched.into_iter().filter(|&(_, d)| filter(d as usize)).collect()
+    }
+
+    /// Scores the documents `concepts` reach, plus the exact-name and name-prefix tiers, and
+    /// leaves `scratch` all zero again.
+    fn score_into(&self, text: &str, concepts: &[Concept], scratch: &mut Scratch) -> Vec<(f32, u32)> {
+        let n = self.docs.len();
+        if scratch.acc.len() < n {
+            scratch.acc.resize(n, Acc::default());
+        }
+        let Scratch { acc, docs, touched } = scratch;
+        for c in concepts {
             for &(term, weight) in &c.alts {
                 let weight = weight * c.weight;
                 let idf = self.idf[term as usize];
                 for p in self.postings_of(term) {
-                    let d = p.doc as usize;
-                    if best_score[d] == 0.0 {
+                    let a = &mut acc[p.doc as usize];
+                    if a.best == 0.0 && a.best_name == 0.0 {
                         touched.push(p.doc);
                     }
-                    best_score[d] = best_score[d].max(weight * p.weight);
+                    a.best = a.best.max(weight * p.weight);
                     if p.in_name {
-                        best_name[d] = best_name[d].max(weight * idf);
+                        a.best_name = a.best_name.max(weight * idf);
                     }
                 }
             }
-            for &d in &touched {
-                let d = d as usize;
-                score[d] += best_score[d];
-                name_hit[d] += best_name[d];
-                best_score[d] = 0.0;
-                best_name[d] = 0.0;
+            for &d in touched.iter() {
+                let a = &mut acc[d as usize];
+                let fresh = a.score == 0.0 && a.name_hit == 0.0;
+                a.score += a.best;
+                a.name_hit += a.best_name;
+                a.best = 0.0;
+                a.best_name = 0.0;
+                if fresh && (a.score > 0.0 || a.name_hit > 0.0) {
+                    docs.push(d);
+                }
             }
             touched.clear();
         }
         let cfg = &self.config;
         let mut best = 0f32;
-        for d in 0..n {
-            if score[d] > 0.0 {
-                let nc = if self.name_mass[d] > 0.0 { (name_hit[d] / self.name_mass[d]).min(1.0) } else { 0.0 };
-                score[d] *= 1.0 + cfg.name_coverage * nc;
-                best = best.max(score[d]);
-            }
+        for &d in docs.iter() {
+            let a = &mut acc[d as usize];
+            let mass = self.name_mass[d as usize];
+            let nc = if mass > 0.0 { (a.name_hit / mass).min(1.0) } else { 0.0 };
+            a.score *= 1.0 + cfg.name_coverage * nc;
+            best = best.max(a.score);
         }
 
         // Exact names and aliases mentioned in the query go first; for a one-word query, names
         // it is a prefix of come next. A plain word (`help`, `translate`) counts as a name only
         // when it is the whole query: inside a sentence it is just a word.
         let tier = best + 1.0;
-        let trimmed = text.trim().to_lowercase();
-        let single = raw_words(text).nth(1).is_none();
-        for word in raw_words(text).filter(|_| cfg.name_match_first) {
-            if !single && !is_compound_name(word) {
-                continue;
+        let mut lift = |d: u32, by: f32| {
+            let a = &mut acc[d as usize];
+            if a.score == 0.0 && a.name_hit == 0.0 {
+                docs.push(d);
             }
-            if let Some(docs) = self.exact.get(&word.to_lowercase()) {
-                for &d in docs {
-                    score[d as usize] += 2.0 * tier;
+            a.score += by;
+        };
+        if cfg.name_match_first {
+            let single = raw_words(text).nth(1).is_none();
+            for word in raw_words(text) {
+                if !single && !is_compound_name(word) {
+                    continue;
+                }
+                if let Some(exact) = self.exact.get(&word.to_lowercase()) {
+                    for &d in exact {
+                        lift(d, 2.0 * tier);
+                    }
                 }
             }
-        }
-        if cfg.name_match_first && single && trimmed.len() >= 2 {
-            for (d, name) in self.lower_names.iter().enumerate() {
-                if name.starts_with(&trimmed) && name.len() > trimmed.len() {
-                    score[d] += tier;
+            let trimmed = text.trim().to_lowercase();
+            if single && trimmed.len() >= 2 {
+                let start = self.lower_names.partition_point(|(name, _)| name.as_ref() < trimmed.as_str());
+                for (name, d) in &self.lower_names[start..] {
+                    if !name.starts_with(trimmed.as_str()) {
+                        break;
+                    }
+                    if name.len() > trimmed.len() {
+                        lift(*d, tier);
+                    }
                 }
             }
         }
 
-        score.iter().enumerate().filter(|&(d, &s)| s > 0.0 && filter(d)).map(|(d, &s)| (s, d as u32)).collect()
+        let mut out = Vec::with_capacity(docs.len());
+        for &d in docs.iter() {
+            let a = &mut acc[d as usize];
+            if a.score > 0.0 {
+                out.push((a.score, d));
+            }
+            *a = Acc::default();
+        }
+        docs.clear();
+        out
     }
 
     /// Regex-mode scoring: the best field a case-insensitive match is found in (name 4, alias 3,
@@ -708,15 +801,6 @@ impl SearchIndex {
         }
         Ok(out)
     }
-}
-
-/// Runs the analysis pipeline over `text`: split into words, drop stop words, stem.
-fn analyze(text: &str, mut emit: impl FnMut(&str)) {
-    text::split_words(text, |w| {
-        if !text::is_stop_word(w) {
-            emit(&text::stem(w));
-        }
-    });
 }
 
 /// True for names that cannot be an ordinary word: they contain a separator or a digit, or are

@@ -249,3 +249,36 @@ fn huge_queries_are_bounded() {
     assert_eq!(result.total, 0);
     assert!(start.elapsed() < std::time::Duration::from_secs(2));
 }
+
+#[test]
+fn scratch_is_clean_between_queries_and_indexes() {
+    let big = catalog();
+    let small = SearchIndex::build(vec![doc("solo", "Only tool here.", &[])]);
+    let first = big.search(&Query::text("read the file"), &|_| true).unwrap();
+    // A query that matches nothing, one on another index, and one whose filter panics leave no
+    // trace in the next result.
+    assert_eq!(big.search(&Query::text("qzxv wkpj"), &|_| true).unwrap().total, 0);
+    assert_eq!(names(&small, &small.search(&Query::text("tool"), &|_| true).unwrap()), ["solo"]);
+    let panicked = std::panic::catch_unwind(|| big.search(&Query::text("file"), &|_| panic!("filter")));
+    assert!(panicked.is_err());
+    let again = big.search(&Query::text("read the file"), &|_| true).unwrap();
+    assert_eq!(first, again);
+    // A filter that searches the same index on the same thread gets its own scratch.
+    let nested = big
+        .search(&Query::text("file"), &|d| {
+            let inner = big.search(&Query::text("weather"), &|_| true).unwrap();
+            inner.total == 1 && d != 0
+        })
+        .unwrap();
+    assert!(nested.total >= 3, "{nested:?}");
+}
+
+#[test]
+fn position_finds_exact_names() {
+    let index = catalog();
+    for (i, d) in index.docs().iter().enumerate() {
+        assert_eq!(index.position(&d.name), Some(i));
+    }
+    assert_eq!(index.position("readfile"), None);
+    assert_eq!(index.position(""), None);
+}

@@ -91,9 +91,17 @@ const STEM_EXCEPTIONS: &[&str] = &[
 /// linguistic accuracy: both sides of a match go through it. Non-ASCII words are returned as
 /// they are.
 pub fn stem(word: &str) -> String {
-    let mut w = word.to_string();
+    let mut w = String::new();
+    stem_into(word, &mut w);
+    w
+}
+
+/// [`stem`] into a reused buffer (`w` is cleared first).
+pub fn stem_into(word: &str, w: &mut String) {
+    w.clear();
+    w.push_str(word);
     if !w.is_ascii() || w.len() <= 3 || STEM_EXCEPTIONS.binary_search(&word).is_ok() {
-        return w;
+        return;
     }
     // Plurals.
     if w.ends_with("ies") && w.len() > 4 {
@@ -135,7 +143,6 @@ pub fn stem(word: &str) -> String {
         w.pop();
         w.push('i');
     }
-    w
 }
 
 fn has_vowel(b: &[u8]) -> bool {
