@@ -462,6 +462,7 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
         ("no filler down-weighting", with(&|c| c.filler_weight = 1.0)),
         ("no prefix completion", with(&|c| c.prefix_weight = 0.0)),
         ("no exact-name tier", with(&|c| c.name_match_first = false)),
+        ("no typo tolerance", with(&|c| c.typo_weight = 0.0)),
     ]
 }
 

@@ -172,6 +172,8 @@ pub const MAX_REGEX_LEN: usize = 256;
 const MAX_QUERY_WORDS: usize = 256;
 /// Most vocabulary terms an unknown query word is completed to.
 const MAX_PREFIX_TERMS: usize = 8;
+/// Most vocabulary terms an unknown query word is corrected to.
+const MAX_TYPO_TERMS: usize = 8;
 /// Compiled-program size limit for regex queries, in bytes.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -258,6 +260,12 @@ pub struct SearchConfig {
     pub filler_weight: f32,
     /// Rank exact name/alias mentions, and names a one-word query is a prefix of, first.
     pub name_match_first: bool,
+    /// Query weight of a catalog word one edit (insertion, deletion, substitution, adjacent
+    /// transposition) away from a query word the catalog does not know; 0 turns typo tolerance
+    /// off.
+    pub typo_weight: f32,
+    /// Shortest unknown query word (in bytes, ASCII letters only) that typo tolerance corrects.
+    pub typo_min_len: usize,
 }
 
 impl Default for SearchConfig {
@@ -290,6 +298,8 @@ impl Default for SearchConfig {
             name_coverage: 0.5,
             name_match_first: true,
             filler_weight: 0.3,
+            typo_weight: 0.5,
+            typo_min_len: 5,
         }
     }
 }
@@ -345,6 +355,11 @@ pub struct SearchIndex {
     vocab: HashMap<Box<str>, u32>,
     /// Vocabulary sorted by term, for prefix completion.
     sorted_vocab: Vec<(Box<str>, u32)>,
+    /// Typo keys, sorted: `(hash, term)` for every ASCII-alphabetic term and for each of its
+    /// one-character deletions. A query word and a term one edit apart share a key.
+    typo_keys: Vec<(u64, u32)>,
+    /// Term id → term, for verifying typo candidates.
+    terms: Vec<Box<str>>,
     idf: Vec<f32>,
     /// `postings[post_start[t]..post_start[t + 1]]` belong to term `t`.
     post_start: Vec<u32>,
@@ -521,6 +536,18 @@ impl SearchIndex {
 
         let mut sorted_vocab: Vec<(Box<str>, u32)> = vocab.iter().map(|(k, &v)| (k.clone(), v)).collect();
         sorted_vocab.sort_unstable();
+        let mut terms: Vec<Box<str>> = vec![Box::from(""); vocab.len()];
+        let mut typo_keys = Vec::new();
+        let mut key_buf = Vec::new();
+        for (t, id) in &sorted_vocab {
+            let id = *id;
+            terms[id as usize] = t.clone();
+            if t.len() + 1 >= config.typo_min_len && t.bytes().all(|b| b.is_ascii_lowercase()) {
+                for_each_typo_key(t.as_bytes(), &mut key_buf, |h| typo_keys.push((h, id)));
+            }
+        }
+        typo_keys.sort_unstable();
+        typo_keys.dedup();
         let mut lower_names: Vec<(Box<str>, u32)> =
             docs.iter().enumerate().map(|(d, doc)| (doc.name.to_lowercase().into(), d as u32)).collect();
         lower_names.sort_unstable();
@@ -533,6 +560,8 @@ impl SearchIndex {
             lower_names,
             vocab,
             sorted_vocab,
+            typo_keys,
+            terms,
             idf,
             post_start,
             postings,
@@ -630,6 +659,9 @@ impl SearchIndex {
                         c.alts.push((*id, cfg.prefix_weight));
                     }
                 }
+                if original.is_none() && cfg.typo_weight > 0.0 {
+                    self.typo_alternatives(s, &mut c.alts);
+                }
                 c
             })
             .collect();
@@ -648,6 +680,34 @@ impl SearchIndex {
         }
         concepts.retain(|c| !c.alts.is_empty());
         concepts
+    }
+
+    /// Adds the vocabulary terms one edit away from the unknown word `word` to `alts` (at most
+    /// [`MAX_TYPO_TERMS`], in term order), at [`SearchConfig::typo_weight`].
+    fn typo_alternatives(&self, word: &str, alts: &mut Vec<(u32, f32)>) {
+        let cfg = &self.config;
+        if word.len() < cfg.typo_min_len || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+            return;
+        }
+        let mut found: Vec<u32> = Vec::new();
+        let mut key_buf = Vec::new();
+        for_each_typo_key(word.as_bytes(), &mut key_buf, |h| {
+            let start = self.typo_keys.partition_point(|&(k, _)| k < h);
+            for &(k, id) in &self.typo_keys[start..] {
+                if k != h {
+                    break;
+                }
+                if !found.contains(&id) && within_one_edit(word.as_bytes(), self.terms[id as usize].as_bytes()) {
+                    found.push(id);
+                }
+            }
+        });
+        found.sort_unstable_by(|&a, &b| self.terms[a as usize].cmp(&self.terms[b as usize]));
+        for id in found.into_iter().take(MAX_TYPO_TERMS) {
+            if !alts.iter().any(|&(t, _)| t == id) {
+                alts.push((id, cfg.typo_weight));
+            }
+        }
     }
 
     fn postings_of(&self, term: u32) -> &[Posting] {
@@ -800,6 +860,40 @@ impl SearchIndex {
             out.push((score, d as u32));
         }
         Ok(out)
+    }
+}
+
+/// Calls `f` with the typo key of `word` itself and of each of its one-byte deletions.
+fn for_each_typo_key(word: &[u8], buf: &mut Vec<u8>, mut f: impl FnMut(u64)) {
+    f(key_hash(word));
+    for i in 0..word.len() {
+        buf.clear();
+        buf.extend_from_slice(&word[..i]);
+        buf.extend_from_slice(&word[i + 1..]);
+        f(key_hash(buf));
+    }
+}
+
+/// 64-bit FNV-1a with a MurmurHash3 finaliser.
+fn key_hash(bytes: &[u8]) -> u64 {
+    let mut h = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// True when `a` and `b` differ by at most one insertion, deletion, substitution or swap of two
+/// adjacent bytes.
+fn within_one_edit(a: &[u8], b: &[u8]) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let prefix = short.iter().zip(long).take_while(|(x, y)| x == y).count();
+    match long.len() - short.len() {
+        0 => {
+            let (s, l) = (&short[prefix..], &long[prefix..]);
+            s.len() <= 1 || s[1..] == l[1..] || (s.len() >= 2 && s[0] == l[1] && s[1] == l[0] && s[2..] == l[2..])
+        }
+        1 => short[prefix..] == long[prefix + 1..],
+        _ => false,
     }
 }
 

@@ -282,3 +282,45 @@ fn position_finds_exact_names() {
     assert_eq!(index.position("readfile"), None);
     assert_eq!(index.position(""), None);
 }
+
+#[test]
+fn typos_of_unknown_words_find_the_catalog_word() {
+    let index = catalog();
+    assert_eq!(top(&index, "wether forecast"), "Weather_1_GetWeather");
+    assert_eq!(top(&index, "DELEET the file"), "delete_file");
+    assert_eq!(top(&index, "sned an emial"), "send_email");
+    // Known words are never "corrected", and nothing within one edit means no match.
+    let config = SearchConfig { typo_weight: 0.0, ..SearchConfig::default() };
+    let strict = SearchIndex::build_with(index.docs().to_vec(), config);
+    assert_eq!(strict.search(&Query::text("wether"), &|_| true).unwrap().total, 0);
+    assert_eq!(index.search(&Query::text("qzxvw"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
+fn edit_distance_one() {
+    for (a, b, ok) in [
+        ("complaint", "compaint", true),
+        ("drive", "driive", true),
+        ("weather", "wehather", true),
+        ("weather", "wheatre", false),
+        ("weather", "waether", true),
+        ("weather", "weathre", true),
+        ("weather", "wezther", true),
+        ("abc", "abc", true),
+        ("abcd", "badc", false),
+        ("abc", "abcde", false),
+    ] {
+        assert_eq!(within_one_edit(a.as_bytes(), b.as_bytes()), ok, "{a} {b}");
+    }
+}
+
+#[test]
+fn unspaced_scripts_match_on_shared_bigrams() {
+    let index = SearchIndex::build(vec![
+        doc("weather_cn", "查询城市的天气预报", &[]),
+        doc("news_kr", "최근 뉴스를 검색합니다", &[]),
+        doc("other", "Something else entirely", &[]),
+    ]);
+    assert_eq!(top(&index, "北京后天的天气如何？"), "weather_cn");
+    assert_eq!(top(&index, "박지성에 관한 뉴스를 찾아줘"), "news_kr");
+}

@@ -11,16 +11,75 @@
 /// boundaries split further. Pure numbers and one-character parts are dropped; a part that mixes
 /// letters and digits is also kept whole (`sha256` → `sha`, `sha256`). `_`, `.`, `-` and every
 /// other non-alphanumeric character separate words.
+///
+/// Scripts written without spaces between words (Han, Hiragana, Katakana, Thai, Lao, Khmer,
+/// Myanmar) and Hangul (whose words carry attached particles) are indexed as overlapping
+/// character bigrams (`天气预报` → `天气`, `气预`, `预报`; a lone character is its own term), so a
+/// query meets a description on the words they share whatever the segmentation.
 pub fn split_words(text: &str, mut emit: impl FnMut(&str)) {
     let mut buf = String::new();
     let mut run: Vec<char> = Vec::new();
-    for ch in text.chars().chain(std::iter::once(' ')) {
-        if ch.is_alphanumeric() {
-            run.push(ch);
-        } else if !run.is_empty() {
-            split_run(&run, &mut buf, &mut emit);
-            run.clear();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || is_unspaced(c))) {
+        if word.len() < 2 {
+            continue;
         }
+        // Fast path: a plain lower-case ASCII word is its own part.
+        if word.bytes().all(|b| b.is_ascii_lowercase()) {
+            emit(word);
+            continue;
+        }
+        if word.is_ascii() {
+            run.clear();
+            run.extend(word.chars());
+            split_run(&run, &mut buf, &mut emit);
+            continue;
+        }
+        // Mixed scripts: spaced parts as words, unspaced parts as bigrams.
+        let mut rest = word;
+        while !rest.is_empty() {
+            let unspaced = rest.starts_with(is_unspaced);
+            let end = rest.find(|c: char| is_unspaced(c) != unspaced).unwrap_or(rest.len());
+            let (part, tail) = rest.split_at(end);
+            if unspaced {
+                emit_bigrams(part, &mut buf, &mut emit);
+            } else {
+                run.clear();
+                run.extend(part.chars());
+                split_run(&run, &mut buf, &mut emit);
+            }
+            rest = tail;
+        }
+    }
+}
+
+/// True for letters of scripts whose words are not separated by spaces (or, for Hangul, carry
+/// attached particles): they are indexed as character bigrams.
+pub fn is_unspaced(c: char) -> bool {
+    matches!(c as u32,
+        0x0E00..=0x0EFF // Thai, Lao
+        | 0x1000..=0x109F // Myanmar
+        | 0x1780..=0x17FF // Khmer
+        | 0x3040..=0x30FF // Hiragana, Katakana
+        | 0x3400..=0x4DBF // CJK extension A
+        | 0x4E00..=0x9FFF // CJK unified ideographs
+        | 0xAC00..=0xD7AF // Hangul syllables
+        | 0xF900..=0xFAFF // CJK compatibility ideographs
+        | 0x20000..=0x2FA1F // CJK extensions B-F
+    )
+}
+
+/// Emits the overlapping character bigrams of `part` (or `part` itself when it is one character).
+fn emit_bigrams(part: &str, buf: &mut String, emit: &mut impl FnMut(&str)) {
+    let mut chars = part.char_indices().peekable();
+    if part.chars().nth(1).is_none() {
+        emit(part);
+        return;
+    }
+    while let Some((i, _)) = chars.next() {
+        let Some(&(j, c2)) = chars.peek() else { break };
+        buf.clear();
+        buf.push_str(&part[i..j + c2.len_utf8()]);
+        emit(buf);
     }
 }
 
@@ -166,7 +225,7 @@ const STOP_WORDS: &[&str] = &[
 
 /// True when `word` (lower-case, unstemmed) is a stop word.
 pub fn is_stop_word(word: &str) -> bool {
-    STOP_WORDS.binary_search(&word).is_ok()
+    word.len() <= 8 && STOP_WORDS.binary_search(&word).is_ok()
 }
 
 /// Words that requests use conversationally ("can you help me find", "I need to know") and that
@@ -254,6 +313,12 @@ mod tests {
         assert_eq!(words("sha256 x 42 num1"), ["sha256", "sha", "num1", "num"]);
         assert_eq!(words("Ünïcode Straße"), ["ünïcode", "straße"]);
         assert_eq!(words("protein_3D get2FA"), ["protein", "3d", "get2fa", "get", "fa"]);
+        assert_eq!(words("北京天气 weather"), ["北京", "京天", "天气", "weather"]);
+        assert_eq!(words("mbox系统中 x 中"), ["mbox", "系统", "统中", "中"]);
+        // Thai tone marks and vowel signs stay inside the word.
+        assert_eq!(words("ค้นหา ไฟล์").len(), 4 + 3);
+        assert_eq!(words("통돌이"), ["통돌", "돌이"]);
+        assert_eq!(words("検索"), ["検索"]);
         assert_eq!(words("AbstractJarAgent.runJarAgent"), ["abstract", "jar", "agent", "run", "jar", "agent"]);
     }
 
