@@ -26,7 +26,7 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::search::{FIELD_COUNT, Field, Query, SearchConfig, SearchDoc, SearchIndex};
+use crate::search::{Field, Query, SearchConfig, SearchDoc, SearchIndex};
 
 /// Depth of the ranking MRR looks at.
 pub const MRR_DEPTH: usize = 50;
@@ -450,10 +450,24 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
     vec![
         ("default", base.clone()),
         (
-            "flat field weights (all 1, b 0.75)",
+            "tuned field weights (name 3, alias 2.5, title 2, param names 1.5, ...)",
             with(&|c| {
-                c.weights = [1.0; FIELD_COUNT];
-                c.b = [0.75; FIELD_COUNT];
+                use Field::*;
+                for (field, w, b) in [
+                    (Name, 3.0, 0.5),
+                    (Alias, 2.5, 0.5),
+                    (Title, 2.0, 0.5),
+                    (Description, 1.0, 0.75),
+                    (Domain, 1.5, 0.0),
+                    (Capability, 1.5, 0.3),
+                    (ParamName, 1.5, 0.5),
+                    (ParamDesc, 0.8, 0.5),
+                    (Snippet, 0.8, 0.75),
+                    (Example, 1.0, 0.75),
+                ] {
+                    c.weights[field as usize] = w;
+                    c.b[field as usize] = b;
+                }
             }),
         ),
         ("no parameter descriptions", with(&|c| c.weights[Field::ParamDesc as usize] = 0.0)),

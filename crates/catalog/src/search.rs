@@ -270,28 +270,12 @@ pub struct SearchConfig {
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        use Field::*;
-        let mut weights = [0.0; FIELD_COUNT];
-        let mut b = [0.75; FIELD_COUNT];
-        for (field, w, bf) in [
-            (Name, 3.0, 0.5),
-            (Alias, 2.5, 0.5),
-            (Title, 2.0, 0.5),
-            (Description, 1.0, 0.75),
-            (Domain, 1.5, 0.0),
-            (Capability, 1.5, 0.3),
-            (ParamName, 1.5, 0.5),
-            (ParamDesc, 0.8, 0.5),
-            (Snippet, 0.8, 0.75),
-            (Example, 1.0, 0.75),
-        ] {
-            weights[field as usize] = w;
-            b[field as usize] = bf;
-        }
         SearchConfig {
             k1: 1.2,
-            weights,
-            b,
+            // Flat: the per-field weights tuned on the BFCL dev set did worse than flat ones on a
+            // tool set of another shape (docs/BENCHMARKS.md, ablation).
+            weights: [1.0; FIELD_COUNT],
+            b: [0.75; FIELD_COUNT],
             synonym_weight: 0.5,
             prefix_weight: 0.3,
             prefix_min_len: 4,
