@@ -5,23 +5,23 @@
 //! weight is precomputed, so a query only analyses its words, looks up their terms and sums
 //! posting weights.
 //!
-//! Ranking ([`SearchConfig`] holds the knobs; the defaults are the tuned values):
+//! Ranking ([`SearchConfig`] holds the knobs):
 //! - identifier-aware tokenisation (`Movies_1_FindMovies` → `movies`, `find`, `movies`), a light
-//!   suffix stemmer and stop words ([`text`]);
-//! - BM25F over ten [`Field`]s with per-field weights and length normalisation; parameter names
-//!   and descriptions (with enum values) are fields of their own;
+//!   suffix stemmer and stop words; scripts without spaces (Han, kana, Thai, Hangul, ...) as
+//!   character bigrams ([`text`]);
+//! - BM25F over ten [`Field`]s with flat weights; parameter names and descriptions (with enum
+//!   values) are fields of their own, and so are a tool's examples and capabilities;
 //! - a name-coverage factor: how much of the tool's name (IDF-weighted) the query mentions;
-//! - per query word, the best of the word itself, its synonyms (a short table of generic
-//!   English and programming words) and, for words the catalog does not know, its prefix
-//!   completions, the alternatives at reduced weight; conversational filler (`help me`, `I need`)
-//!   at reduced weight;
+//! - per query word, the best of the word itself, its synonyms (a short table of generic action
+//!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
+//!   and the catalog words one edit away (typos), the alternatives at reduced weight;
+//!   conversational filler (`help me`, `I need`) at reduced weight;
 //! - exact names and aliases mentioned in the query first, then, for a one-word query, names it
 //!   is a prefix of;
 //! - ties broken by name ascending.
 //!
-//! Measured with `examples/eval_search.rs` on the BFCL dev set (1437 tools, 1253 queries; see
-//! `docs/RETRIEVAL.md`): recall@1 0.679, recall@5 0.902, recall@10 0.941, MRR 0.774, p50 about
-//! 25 µs per query. Plain BM25 over name, description and parameter names: 0.484 / 0.724.
+//! A query costs the postings of its terms, not the size of the catalog. Measured figures (both
+//! halves of the BFCL dev set, the MCP reference tool set, scale): `docs/BENCHMARKS.md`.
 
 mod schema;
 pub mod text;
