@@ -471,7 +471,15 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
             }),
         ),
         ("no parameter descriptions", with(&|c| c.weights[Field::ParamDesc as usize] = 0.0)),
-        ("no synonym table", with(&|c| c.synonym_weight = 0.0)),
+        ("no synonym table (generic rows)", with(&|c| c.synonym_weight = 0.0)),
+        ("no WordNet related words", with(&|c| c.related_weight = 0.0)),
+        (
+            "neither synonym table nor WordNet",
+            with(&|c| {
+                c.synonym_weight = 0.0;
+                c.related_weight = 0.0;
+            }),
+        ),
         ("no name-coverage boost", with(&|c| c.name_coverage = 0.0)),
         ("no filler down-weighting", with(&|c| c.filler_weight = 1.0)),
         ("no prefix completion", with(&|c| c.prefix_weight = 0.0)),

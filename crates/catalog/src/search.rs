@@ -252,8 +252,11 @@ pub struct SearchConfig {
     pub weights: [f32; FIELD_COUNT],
     /// Length normalisation of each field (0 = none, 1 = full).
     pub b: [f32; FIELD_COUNT],
-    /// Query weight of a synonym of a query word.
+    /// Query weight of a synonym of a query word (the short generic table, `text::SYNONYM_GROUPS`).
     pub synonym_weight: f32,
+    /// Query weight of a WordNet-related word of a query word ([`text::related_words`]); 0 turns
+    /// it off.
+    pub related_weight: f32,
     /// Query weight of a catalog word that an unknown query word is a prefix of.
     pub prefix_weight: f32,
     /// Shortest unknown query word that is completed by prefix.
@@ -281,6 +284,7 @@ impl Default for SearchConfig {
             weights: [1.0; FIELD_COUNT],
             b: [0.75; FIELD_COUNT],
             synonym_weight: 0.5,
+            related_weight: 0.5,
             prefix_weight: 0.3,
             prefix_min_len: 4,
             name_coverage: 0.5,
@@ -632,23 +636,23 @@ impl SearchIndex {
 
     /// Analyses query text into concepts, one per distinct query word.
     fn concepts(&self, text: &str) -> Vec<Concept> {
-        // (stem, weight of the word)
-        let mut stems: Vec<(String, f32)> = Vec::new();
+        // (stem, weight of the word, the word as written, lower-cased)
+        let mut stems: Vec<(String, f32, String)> = Vec::new();
         text::split_words(text, |w| {
             if text::is_stop_word(w) || stems.len() >= MAX_QUERY_WORDS {
                 return;
             }
             let weight = if text::is_filler_word(w) { self.config.filler_weight } else { 1.0 };
             let s = text::stem(w);
-            match stems.iter_mut().find(|(x, _)| *x == s) {
-                Some((_, wt)) => *wt = wt.max(weight),
-                None => stems.push((s, weight)),
+            match stems.iter_mut().find(|(x, _, _)| *x == s) {
+                Some((_, wt, _)) => *wt = wt.max(weight),
+                None => stems.push((s, weight, w.to_owned())),
             }
         });
         let cfg = &self.config;
         let mut concepts: Vec<Concept> = stems
             .iter()
-            .map(|(s, weight)| {
+            .map(|(s, weight, _)| {
                 let original = self.vocab.get(s.as_str()).copied();
                 let mut c =
                     Concept { original, weight: *weight, alts: original.map(|id| (id, 1.0)).into_iter().collect() };
@@ -667,15 +671,29 @@ impl SearchIndex {
                 c
             })
             .collect();
+        let originals: Vec<u32> = concepts.iter().filter_map(|c| c.original).collect();
         if cfg.synonym_weight > 0.0 {
-            let originals: Vec<u32> = concepts.iter().filter_map(|c| c.original).collect();
-            for (c, (s, _)) in concepts.iter_mut().zip(&stems) {
+            for (c, (s, _, _)) in concepts.iter_mut().zip(&stems) {
                 let Some(ids) = self.synonyms.get(s.as_str()) else {
                     continue;
                 };
                 for &id in ids {
                     if !originals.contains(&id) && !c.alts.iter().any(|&(t, _)| t == id) {
                         c.alts.push((id, cfg.synonym_weight));
+                    }
+                }
+            }
+        }
+        if cfg.related_weight > 0.0 {
+            let mut buf = String::new();
+            for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
+                for related in text::related_words(word) {
+                    text::stem_into(related, &mut buf);
+                    if let Some(&id) = self.vocab.get(buf.as_str())
+                        && !originals.contains(&id)
+                        && !c.alts.iter().any(|&(t, _)| t == id)
+                    {
+                        c.alts.push((id, cfg.related_weight));
                     }
                 }
             }
