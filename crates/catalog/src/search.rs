@@ -273,6 +273,9 @@ pub struct SearchConfig {
     pub typo_weight: f32,
     /// Shortest unknown query word (in bytes, ASCII letters only) that typo tolerance corrects.
     pub typo_min_len: usize,
+    /// Split a request into clauses (`;`, `then`, `and`, `also`, sentence ends) and interleave the
+    /// clauses' rankings with the whole request's, so that each thing asked for reaches the page.
+    pub split_intents: bool,
 }
 
 impl Default for SearchConfig {
@@ -292,6 +295,10 @@ impl Default for SearchConfig {
             filler_weight: 0.3,
             typo_weight: 0.5,
             typo_min_len: 5,
+            // Off: it cost the dev set's tuning half 0.024 R@5 (single-intent requests that
+            // contain `and`) and gained nothing measurable on multi-intent requests
+            // (docs/BENCHMARKS.md).
+            split_intents: false,
         }
     }
 }
@@ -744,13 +751,64 @@ impl SearchIndex {
         if text.trim().is_empty() {
             return (0..n as u32).filter(|&d| filter(d as usize)).map(|d| (0.0, d)).collect();
         }
+        let mut matched = self.score_text(text);
+        if self.config.split_intents {
+            let clauses = intent_clauses(text);
+            if clauses.len() > 1 {
+                matched = self.interleave(matched, &clauses);
+            }
+        }
+        matched.into_iter().filter(|&(_, d)| filter(d as usize)).collect()
+    }
+
+    /// Every document `text` matches, with its score, unsorted.
+    fn score_text(&self, text: &str) -> Vec<(f32, u32)> {
         let concepts = self.concepts(text);
-        let matched = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => self.score_into(text, &concepts, &mut scratch),
             // Re-entered from a filter on the same thread: use a scratch of its own.
             Err(_) => self.score_into(text, &concepts, &mut Scratch::default()),
-        });
-        matched.into_iter().filter(|&(_, d)| filter(d as usize)).collect()
+        })
+    }
+
+    /// A multi-intent query's ranking: the whole query's best hit, then each clause's best, then
+    /// the whole query's second, each clause's second, ... (documents already placed skipped),
+    /// for the first [`Query::MAX_LIMIT`] places; then the rest of the whole query's ranking.
+    /// Scores become ordinal (higher first).
+    fn interleave(&self, whole: Vec<(f32, u32)>, clauses: &[&str]) -> Vec<(f32, u32)> {
+        let by_rank = |mut v: Vec<(f32, u32)>| {
+            v.sort_unstable_by(|a, b| {
+                b.0.total_cmp(&a.0).then_with(|| self.name_rank[a.1 as usize].cmp(&self.name_rank[b.1 as usize]))
+            });
+            v
+        };
+        let mut lists = vec![by_rank(whole)];
+        lists.extend(clauses.iter().map(|c| {
+            let mut v = by_rank(self.score_text(c));
+            v.truncate(Query::MAX_LIMIT);
+            v
+        }));
+        let mut order: Vec<u32> = Vec::new();
+        let mut placed: std::collections::HashSet<u32> = std::collections::HashSet::new();
+        let mut depth = 0;
+        while order.len() < Query::MAX_LIMIT && lists.iter().any(|l| depth < l.len()) {
+            for l in &lists {
+                if let Some(&(_, d)) = l.get(depth)
+                    && order.len() < Query::MAX_LIMIT
+                    && placed.insert(d)
+                {
+                    order.push(d);
+                }
+            }
+            depth += 1;
+        }
+        for &(_, d) in &lists[0] {
+            if placed.insert(d) {
+                order.push(d);
+            }
+        }
+        let n = order.len() as f32;
+        order.into_iter().enumerate().map(|(i, d)| (n - i as f32, d)).collect()
     }
 
     /// Scores the documents `concepts` reach, plus the exact-name and name-prefix tiers, and
@@ -881,6 +939,50 @@ impl SearchIndex {
         }
         Ok(out)
     }
+}
+
+/// The clauses of a request that asks for several things: split at `;`, sentence ends, `then`,
+/// `and`, `also`, `after that` (and their CJK punctuation), keeping clauses with at least two
+/// content words (not stop words). Fewer than two such clauses: one intent, an empty list.
+fn intent_clauses(text: &str) -> Vec<&str> {
+    const MAX_CLAUSES: usize = 4;
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let lower = text.to_ascii_lowercase();
+    for sep in [" and then ", " then ", " and also ", " also ", " after that ", " and "] {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(sep) {
+            let start = from + at;
+            if !cuts.iter().any(|&(a, b)| start < b && a < start + sep.len()) {
+                cuts.push((start, start + sep.len()));
+            }
+            from = start + sep.len();
+        }
+    }
+    for (i, c) in text.char_indices() {
+        if matches!(c, ';' | '。' | '；' | '?' | '!') || (c == '.' && text[i + 1..].starts_with(' ')) {
+            cuts.push((i, i + c.len_utf8()));
+        }
+    }
+    cuts.sort_unstable();
+    let mut clauses = Vec::new();
+    let mut start = 0;
+    for (a, b) in cuts.into_iter().chain(std::iter::once((text.len(), text.len()))) {
+        if a < start {
+            continue;
+        }
+        let clause = text[start..a].trim();
+        let mut content = 0;
+        text::split_words(clause, |w| content += usize::from(!text::is_stop_word(w)));
+        if content >= 2 {
+            clauses.push(clause);
+        }
+        start = b;
+    }
+    if clauses.len() < 2 {
+        return Vec::new();
+    }
+    clauses.truncate(MAX_CLAUSES);
+    clauses
 }
 
 /// Calls `f` with the typo key of `word` itself and of each of its one-byte deletions.

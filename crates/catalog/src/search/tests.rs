@@ -324,3 +324,24 @@ fn unspaced_scripts_match_on_shared_bigrams() {
     assert_eq!(top(&index, "北京后天的天气如何？"), "weather_cn");
     assert_eq!(top(&index, "박지성에 관한 뉴스를 찾아줘"), "news_kr");
 }
+
+#[test]
+fn multi_intent_requests_split_into_clauses() {
+    assert_eq!(
+        intent_clauses("read the file notes.txt and then send an email to Bob"),
+        ["read the file notes.txt", "send an email to Bob"]
+    );
+    assert_eq!(intent_clauses("weather in Paris; delete file old.log"), ["weather in Paris", "delete file old.log"]);
+    // One content word on a side: one intent.
+    assert!(intent_clauses("sides 3, 4 and 5").is_empty());
+    assert!(intent_clauses("read the file").is_empty());
+
+    let config = SearchConfig { split_intents: true, ..SearchConfig::default() };
+    let index = SearchIndex::build_with(catalog().docs().to_vec(), config);
+    let result = index
+        .search(&Query::text("read the file notes.txt and then send an email to Bob").with_limit(2), &|_| true)
+        .unwrap();
+    let mut top = names(&index, &result);
+    top.sort();
+    assert_eq!(top, ["readFile", "send_email"]);
+}
