@@ -485,6 +485,7 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
         ("no prefix completion", with(&|c| c.prefix_weight = 0.0)),
         ("no exact-name tier", with(&|c| c.name_match_first = false)),
         ("no typo tolerance", with(&|c| c.typo_weight = 0.0)),
+        ("no near-duplicate collapsing", with(&|c| c.diversify = false)),
         ("with multi-intent splitting (off by default)", with(&|c| c.split_intents = true)),
     ]
 }

@@ -176,6 +176,8 @@ pub const MAX_REGEX_LEN: usize = 256;
 const MAX_QUERY_WORDS: usize = 256;
 /// Most vocabulary terms an unknown query word is completed to.
 const MAX_PREFIX_TERMS: usize = 8;
+/// Ranks (from the top) within which copies of the same tool are moved behind distinct tools.
+const DIVERSIFY_WINDOW: usize = 4 * Query::MAX_LIMIT;
 /// Most vocabulary terms an unknown query word is corrected to.
 const MAX_TYPO_TERMS: usize = 8;
 /// Compiled-program size limit for regex queries, in bytes.
@@ -276,6 +278,10 @@ pub struct SearchConfig {
     /// Split a request into clauses (`;`, `then`, `and`, `also`, sentence ends) and interleave the
     /// clauses' rankings with the whole request's, so that each thing asked for reaches the page.
     pub split_intents: bool,
+    /// Within the first ranks, move the second and later copies of a tool (same description and
+    /// parameter names under another name) behind the distinct tools, so that copies do not
+    /// crowd a page.
+    pub diversify: bool,
 }
 
 impl Default for SearchConfig {
@@ -299,6 +305,7 @@ impl Default for SearchConfig {
             // contain `and`) and gained nothing measurable on multi-intent requests
             // (docs/BENCHMARKS.md).
             split_intents: false,
+            diversify: true,
         }
     }
 }
@@ -365,6 +372,12 @@ pub struct SearchIndex {
     postings: Vec<Posting>,
     /// Sum of IDF over each document's distinct name terms.
     name_mass: Vec<f32>,
+    /// Hash of each document's description and parameter names: equal for copies of a tool.
+    fingerprint: Vec<u64>,
+    /// True when two documents share a fingerprint (otherwise there is nothing to collapse).
+    has_copies: bool,
+    /// Per document: true when another document has its fingerprint.
+    copied: Vec<bool>,
     /// Stemmed word → ids of its synonyms present in the vocabulary.
     synonyms: HashMap<String, Vec<u32>>,
     /// Lower-cased name or alias → documents.
@@ -561,6 +574,23 @@ impl SearchIndex {
         }
         typo_keys.sort_unstable();
         typo_keys.dedup();
+        let fingerprint: Vec<u64> = docs
+            .iter()
+            .map(|d| {
+                let mut bytes = d.description.trim().to_lowercase().into_bytes();
+                for p in &d.params {
+                    bytes.push(0);
+                    bytes.extend_from_slice(p.name.as_bytes());
+                }
+                key_hash(&bytes)
+            })
+            .collect();
+        let copied: Vec<bool> = {
+            let mut count: HashMap<u64, u32> = HashMap::with_capacity(n);
+            fingerprint.iter().for_each(|f| *count.entry(*f).or_default() += 1);
+            fingerprint.iter().map(|f| count[f] > 1).collect()
+        };
+        let has_copies = copied.iter().any(|&c| c);
         let mut lower_names: Vec<(Box<str>, u32)> =
             docs.iter().enumerate().map(|(d, doc)| (doc.name.to_lowercase().into(), d as u32)).collect();
         lower_names.sort_unstable();
@@ -579,6 +609,9 @@ impl SearchIndex {
             post_start,
             postings,
             name_mass,
+            has_copies,
+            copied,
+            fingerprint,
             synonyms,
             exact,
         }
@@ -629,16 +662,59 @@ impl SearchIndex {
     fn page(&self, ranked: &mut [(f32, u32)], query: &Query) -> SearchResult {
         let total = ranked.len();
         let end = query.offset.saturating_add(query.effective_limit()).min(total);
+        // Copies of a tool are collapsed within a window that does not depend on the page asked
+        // for, so that pages stay consistent.
+        let window = if self.config.diversify && self.has_copies && query.mode == QueryMode::Text {
+            DIVERSIFY_WINDOW.min(total)
+        } else {
+            0
+        };
         let cmp = |a: &(f32, u32), b: &(f32, u32)| {
             b.0.total_cmp(&a.0).then_with(|| self.name_rank[a.1 as usize].cmp(&self.name_rank[b.1 as usize]))
         };
-        if end > 0 && end < total {
-            ranked.select_nth_unstable_by(end - 1, cmp);
+        let sort_head = |ranked: &mut [(f32, u32)], upto: usize| {
+            if upto > 0 && upto < ranked.len() {
+                ranked.select_nth_unstable_by(upto - 1, cmp);
+            }
+            ranked[..upto].sort_unstable_by(cmp);
+        };
+        if window > 1 {
+            // The top `window` as a set first: only when it holds a copy is it sorted whole.
+            if window < total {
+                ranked.select_nth_unstable_by(window - 1, cmp);
+            }
+            if ranked[..window].iter().any(|h| self.copied[h.1 as usize]) {
+                ranked[..window].sort_unstable_by(cmp);
+                self.collapse_duplicates(&mut ranked[..window]);
+                if end > window {
+                    sort_head(&mut ranked[window..], end - window);
+                }
+            } else if end <= window {
+                sort_head(&mut ranked[..window], end);
+            } else {
+                sort_head(ranked, end);
+            }
+        } else {
+            sort_head(ranked, end);
         }
-        let head = &mut ranked[..end];
-        head.sort_unstable_by(cmp);
-        let hits = head.iter().skip(query.offset).map(|&(score, doc)| Hit { doc: doc as usize, score }).collect();
+        let hits =
+            ranked[..end].iter().skip(query.offset).map(|&(score, doc)| Hit { doc: doc as usize, score }).collect();
         SearchResult { hits, total }
+    }
+
+    /// Moves the second and later copies of a tool (same description and parameter names, see
+    /// `fingerprint`) behind every first copy, keeping the order otherwise.
+    fn collapse_duplicates(&self, ranked: &mut [(f32, u32)]) {
+        let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::with_capacity(ranked.len());
+        let mut first: Vec<(f32, u32)> = Vec::with_capacity(ranked.len());
+        let mut later: Vec<(f32, u32)> = Vec::new();
+        for &hit in ranked.iter() {
+            if seen.insert(self.fingerprint[hit.1 as usize]) { first.push(hit) } else { later.push(hit) }
+        }
+        if !later.is_empty() {
+            first.extend(later);
+            ranked.copy_from_slice(&first);
+        }
     }
 
     /// Analyses query text into concepts, one per distinct query word.

@@ -345,3 +345,26 @@ fn multi_intent_requests_split_into_clauses() {
     top.sort();
     assert_eq!(top, ["readFile", "send_email"]);
 }
+
+#[test]
+fn copies_of_a_tool_do_not_crowd_the_page() {
+    let mut docs = Vec::new();
+    for v in 0..60 {
+        docs.push(doc(&format!("v{v:02}.get_weather"), "Get the weather forecast for a city.", &[("city", "City")]));
+    }
+    docs.push(doc("weather_alerts", "Severe weather alerts for a region.", &[("region", "Region")]));
+    docs.push(doc("air_quality", "Air quality index and weather pollution for a city.", &[("city", "City")]));
+    let index = SearchIndex::build(docs.clone());
+    let top3 = names(&index, &index.search(&Query::text("weather forecast city").with_limit(3), &|_| true).unwrap());
+    assert_eq!(top3.len(), 3);
+    assert_eq!(top3[0], "v00.get_weather");
+    assert!(top3.contains(&"weather_alerts".to_string()) && top3.contains(&"air_quality".to_string()), "{top3:?}");
+    // Pages agree with one long page.
+    let all = names(&index, &index.search(&Query::text("weather forecast city").with_limit(50), &|_| true).unwrap());
+    let second = index.search(&Query::text("weather forecast city").with_limit(10).with_offset(10), &|_| true).unwrap();
+    assert_eq!(names(&index, &second), all[10..20].to_vec());
+    // Off: the copies fill the page.
+    let plain = SearchIndex::build_with(docs, SearchConfig { diversify: false, ..SearchConfig::default() });
+    let top3 = names(&plain, &plain.search(&Query::text("weather forecast city").with_limit(3), &|_| true).unwrap());
+    assert!(top3.iter().all(|n| n.ends_with(".get_weather")), "{top3:?}");
+}
