@@ -1,6 +1,9 @@
 //! `cargo xtask bench`: the measured figures of `docs/BENCHMARKS.md`. Downloads the BFCL dev set
 //! (through `../shared/bench/bfcl_dev.py`, into `target/bfcl`, never committed), then runs the
-//! search evaluation, the surface-size report and the router's criterion benchmark.
+//! search evaluation (BFCL dev set and the MCP reference servers' tools, each with its tuning and
+//! check halves), search at scale (p50 at 1.4k and 10k tools, a no-match query at 50k, a 50k-tool
+//! catalog build with its peak memory), the surface-size report and the router's criterion
+//! benchmark.
 
 use anyhow::{Context, Result, bail};
 
@@ -30,6 +33,21 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
             .arg(&tools)
             .arg(&queries)
             .args(["--k", "1,5,10"]),
+    )?;
+    let data = ws.root.join("crates/catalog/data");
+    ws.run(
+        ws.cargo()
+            .args(["run", "--quiet", "--release", "-p", "quiver-catalog", "--example", "eval_search", "--"])
+            .arg(data.join("mcp_reference_tools.json"))
+            .arg(data.join("mcp_reference_queries.jsonl"))
+            .args(["--k", "1,5,10"]),
+    )?;
+    ws.run(
+        ws.cargo()
+            .args(["run", "--quiet", "--release", "-p", "quiver-catalog", "--example", "search_scale", "--"])
+            .arg(&tools)
+            .arg(&queries)
+            .args(["--build", "50000", "--sizes", "1437,10000", "--no-match", "50000"]),
     )?;
     ws.run(
         ws.cargo()

@@ -8,6 +8,7 @@
 //! - `e2e`: end-to-end tests with real MCP clients (the Python SDK over stdio).
 //! - `demo`: the main job: build and sign the bundled plugins, then a real MCP session on them.
 //! - `bench [--quick]`: the measured figures of `docs/BENCHMARKS.md`.
+//! - `wordnet [DIR]`: regenerate the related-words file of tool search from WordNet (Debian).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
 //!
 //! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
@@ -21,6 +22,7 @@ mod contract_test;
 mod demo;
 mod e2e;
 mod new_tool;
+mod wordnet;
 mod workspace;
 
 use clap::{Parser, Subcommand};
@@ -75,6 +77,12 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Regenerate crates/catalog/data/wordnet-related.txt from WordNet 3.0 (Debian wordnet-base).
+    Wordnet {
+        /// A WordNet dict folder (data.noun, index.noun, ...); default: download the Debian package
+        /// into target/wordnet.
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -89,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Command::Ci => ci::run(&ws),
         Command::Demo => demo::run(&ws),
         Command::Bench { quick } => bench::run(&ws, *quick),
+        Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

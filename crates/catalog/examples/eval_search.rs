@@ -2,21 +2,23 @@
 //!
 //! ```text
 //! cargo run --release -p quiver-catalog --example eval_search -- TOOLS.json QUERIES.jsonl \
-//!     [--k 1,5,10] [--misses] [--json]
+//!     [--k 1,5,10] [--misses] [--json] [--ablation]
 //! ```
 //!
 //! TOOLS.json is a JSON array of MCP tools or OpenAI function definitions; QUERIES.jsonl has one
 //! `{"query": "...", "expected": ["tool", ...]}` per line. Prints recall@k, MRR and latency
-//! (`--json`: the report as JSON; `--misses`: every query that missed at the smallest k).
+//! on all queries and on the tuning and check halves (`--json`: the report as JSON; `--misses`:
+//! every query that missed at the smallest k; `--ablation`: a Markdown table of every ablation
+//! variant of `quiver_catalog::eval::ablations` on both halves).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use quiver_catalog::eval::{evaluate, load_queries, load_tools};
+use quiver_catalog::eval::{Split, ablations, evaluate, load_queries, load_tools};
 use quiver_catalog::search::SearchIndex;
 
-const USAGE: &str = "usage: eval_search TOOLS.json QUERIES.jsonl [--k 1,5,10] [--misses] [--json]";
+const USAGE: &str = "usage: eval_search TOOLS.json QUERIES.jsonl [--k 1,5,10] [--misses] [--json] [--ablation]";
 
 struct Args {
     tools: PathBuf,
@@ -24,17 +26,19 @@ struct Args {
     ks: Vec<usize>,
     misses: bool,
     json: bool,
+    ablation: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut positional = Vec::new();
     let mut ks = vec![1, 5, 10];
-    let (mut misses, mut json) = (false, false);
+    let (mut misses, mut json, mut ablation) = (false, false, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--misses" => misses = true,
             "--json" => json = true,
+            "--ablation" => ablation = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
             "--k" => {
                 let list = args.next().ok_or("--k needs a value, e.g. --k 1,5,10")?;
@@ -51,7 +55,7 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     let [tools, queries]: [PathBuf; 2] = positional.try_into().map_err(|_| format!("expected two files\n{USAGE}"))?;
-    Ok(Args { tools, queries, ks, misses, json })
+    Ok(Args { tools, queries, ks, misses, json, ablation })
 }
 
 fn main() -> ExitCode {
@@ -70,6 +74,26 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if args.ablation {
+        println!("| variant | tune R@1 | tune R@5 | check R@1 | check R@5 | check MRR |");
+        println!("|---|---|---|---|---|---|");
+        for (label, config) in ablations() {
+            let index = SearchIndex::build_with(tools.clone(), config);
+            let report = evaluate(&index, &queries, &[1, 5]);
+            let half = |s: Split| report.splits.iter().find(|r| r.split == s).cloned();
+            let (Some(t), Some(c)) = (half(Split::Tune), half(Split::Check)) else { continue };
+            let r = |x: &quiver_catalog::eval::SplitReport, k| x.recall_at(k).unwrap_or(0.0);
+            println!(
+                "| {label} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                r(&t, 1),
+                r(&t, 5),
+                r(&c, 1),
+                r(&c, 5),
+                c.mrr
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
     let start = Instant::now();
     let index = SearchIndex::build(tools);
     let build_ms = start.elapsed().as_secs_f64() * 1e3;

@@ -10,9 +10,10 @@ fn main() {
     let path = std::env::args().nth(1).unwrap_or_else(|| "target/bfcl/tools.json".to_owned());
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
     let tools: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let n = tools.len();
     let catalog =
-        catalog_from_tool_list("external", &tools, LifecycleState::Deferred).unwrap_or_else(|e| panic!("{path}: {e}"));
-    println!("{} tools from {path}, all deferred", tools.len());
+        catalog_from_tool_list("external", tools, LifecycleState::Deferred).unwrap_or_else(|e| panic!("{path}: {e}"));
+    println!("{n} tools from {path}, all deferred");
     println!("| mode | typed tools | meta tools | surface bytes |");
     println!("|---|---|---|---|");
     for mode in [ExposureMode::Lazy, ExposureMode::Hybrid, ExposureMode::Adaptive, ExposureMode::Full] {

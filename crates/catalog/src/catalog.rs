@@ -1,7 +1,7 @@
 //! The catalog snapshot: every loaded tool and every name that reaches one.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use quiver_manifest::{AliasSpec, LifecycleState};
 use semver::Version;
@@ -197,8 +197,9 @@ pub struct Catalog {
     tools: Vec<ToolRef>,
     names: HashMap<String, NameTarget>,
     warnings: Vec<String>,
-    /// Serialized descriptor and its size, parallel to `tools`.
-    descriptors: Vec<(Arc<serde_json::Value>, usize)>,
+    /// Descriptor and its serialized size, parallel to `tools`; each built on first use (a
+    /// deferred tool that is never surfaced never pays for one).
+    descriptors: Vec<OnceLock<(Arc<serde_json::Value>, usize)>>,
     /// Search index over visible tools; document `i` is tool `search_tools[i]`.
     search: SearchIndex,
     search_tools: Vec<usize>,
@@ -256,7 +257,8 @@ impl Catalog {
                 plugins: owners.iter().map(|&i| plugins[i].id().to_owned()).collect(),
             });
         }
-        let is_contested = |n: &str| contested.iter().any(|(c, _)| *c == n);
+        let contested_names: std::collections::HashSet<&str> = contested.iter().map(|(c, _)| *c).collect();
+        let is_contested = |n: &str| contested_names.contains(n);
         let exposed = |pi: usize, n: &str| {
             if is_contested(n) { format!("{}.{n}", plugins[pi].id()) } else { n.to_owned() }
         };
@@ -278,15 +280,7 @@ impl Catalog {
         }
         let mut catalog = Catalog { plugins, tools, names, ..Catalog::empty() };
         catalog.warnings = catalog.check_replacements();
-        catalog.descriptors = catalog
-            .tools
-            .iter()
-            .map(|r| {
-                let d = crate::surface::descriptor(&catalog, r);
-                let n = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
-                (Arc::new(d), n)
-            })
-            .collect();
+        catalog.descriptors = (0..catalog.tools.len()).map(|_| OnceLock::new()).collect();
         let mut docs = Vec::new();
         for (i, r) in catalog.tools.iter().enumerate() {
             let def = catalog.def(r);
@@ -385,7 +379,11 @@ impl Catalog {
 
     /// The precomputed descriptor of a tool (index into [`Catalog::tools`]) and its size.
     pub fn descriptor(&self, tool: usize) -> (&Arc<serde_json::Value>, usize) {
-        let (d, n) = &self.descriptors[tool];
+        let (d, n) = self.descriptors[tool].get_or_init(|| {
+            let d = crate::surface::descriptor(self, &self.tools[tool]);
+            let n = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
+            (Arc::new(d), n)
+        });
         (d, *n)
     }
 

@@ -11,6 +11,12 @@
 //! Metrics: recall@k = |expected ∩ top-k| / |expected|, averaged over queries; MRR of the first
 //! expected hit within the top [`MRR_DEPTH`]; latency per query (p50, p99) in microseconds,
 //! measured around each search after one warm-up pass.
+//!
+//! Tuning protocol ([`split_of`]): queries are split deterministically into a *tuning* half and a
+//! *check* half, stratified by category (the id up to its trailing number: `multiple`,
+//! `live_multiple`) and ordered within a category by a stable hash of the id. Ranking changes are
+//! tuned on the tuning half only; the check half says whether they carry over. Every report
+//! gives both halves.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -20,10 +26,72 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::search::{Query, SearchDoc, SearchIndex};
+use crate::search::{Field, Query, SearchConfig, SearchDoc, SearchIndex};
 
 /// Depth of the ranking MRR looks at.
 pub const MRR_DEPTH: usize = 50;
+
+/// Which half of a query set a query belongs to; see [`split_of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    /// Queries that ranking changes may be tuned on.
+    Tune,
+    /// Queries held out to check that a change carries over.
+    Check,
+}
+
+impl Split {
+    /// `tune` or `check`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Tune => "tune",
+            Split::Check => "check",
+        }
+    }
+}
+
+/// The category of a query id: the id without its trailing `_NUMBER` part
+/// (`live_multiple_2-1-0` → `live_multiple`, `multiple_41` → `multiple`); ids without one are
+/// their own category (`""` for none).
+pub fn category(id: &str) -> &str {
+    match id.rsplit_once('_') {
+        Some((head, tail)) if tail.starts_with(|c: char| c.is_ascii_digit()) => head,
+        _ => "",
+    }
+}
+
+/// A stable hash (unlike `std`'s, it never changes between Rust releases): 64-bit FNV-1a, then
+/// the MurmurHash3 finaliser so that the last bytes of similar ids (`multiple_1`, `multiple_2`)
+/// reach the high bits too.
+pub fn stable_hash(text: &str) -> u64 {
+    let mut h = text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// The split of each query, in input order. Within each category, queries are ordered by
+/// ([`stable_hash`] of the id, id) and the first half (rounded up) is [`Split::Tune`]. Queries
+/// without id are keyed by their text.
+pub fn split_of(queries: &[EvalQuery]) -> Vec<Split> {
+    let key = |q: &EvalQuery| q.id.clone().unwrap_or_else(|| q.query.clone());
+    let mut by_cat: std::collections::BTreeMap<String, Vec<(u64, String, usize)>> = Default::default();
+    for (i, q) in queries.iter().enumerate() {
+        let k = key(q);
+        by_cat.entry(category(&k).to_owned()).or_default().push((stable_hash(&k), k, i));
+    }
+    let mut out = vec![Split::Check; queries.len()];
+    for list in by_cat.values_mut() {
+        list.sort();
+        for (_, _, i) in &list[..list.len().div_ceil(2)] {
+            out[*i] = Split::Tune;
+        }
+    }
+    out
+}
 
 /// Where in an input file an error is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,6 +325,26 @@ pub struct Miss {
     pub returned: Vec<String>,
 }
 
+/// Recall and MRR over one half of the queries ([`split_of`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SplitReport {
+    /// Which half.
+    pub split: Split,
+    /// Number of its queries.
+    pub queries: usize,
+    /// Recall at each cut-off, ascending.
+    pub recall: Vec<RecallAt>,
+    /// Mean reciprocal rank.
+    pub mrr: f64,
+}
+
+impl SplitReport {
+    /// Recall at cut-off `k`, if it was evaluated.
+    pub fn recall_at(&self, k: usize) -> Option<f64> {
+        self.recall.iter().find(|r| r.k == k).map(|r| r.recall)
+    }
+}
+
 /// The outcome of [`evaluate`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EvalReport {
@@ -268,6 +356,8 @@ pub struct EvalReport {
     pub recall: Vec<RecallAt>,
     /// Mean reciprocal rank of the first expected tool within the top [`MRR_DEPTH`].
     pub mrr: f64,
+    /// The same measures on the tuning half and on the check half ([`split_of`]).
+    pub splits: Vec<SplitReport>,
     /// Per-query search latency.
     pub latency: Latency,
     /// Expected tool names that are not in the index (each counts as a miss).
@@ -291,6 +381,17 @@ impl EvalReport {
             let _ = writeln!(s, "recall@{:<3} {:.3}", r.k, r.recall);
         }
         let _ = writeln!(s, "MRR@{MRR_DEPTH}     {:.3}", self.mrr);
+        for sp in &self.splits {
+            let cells: Vec<String> = sp.recall.iter().map(|r| format!("R@{} {:.3}", r.k, r.recall)).collect();
+            let _ = writeln!(
+                s,
+                "{:<5} half  {} queries  {}  MRR {:.3}",
+                sp.split.as_str(),
+                sp.queries,
+                cells.join("  "),
+                sp.mrr
+            );
+        }
         let _ = writeln!(
             s,
             "latency     p50 {:.1} µs  p99 {:.1} µs  mean {:.1} µs",
@@ -337,6 +438,58 @@ impl fmt::Display for EvalReport {
     }
 }
 
+/// The ablation variants: the default configuration, then each technique switched off (or, for
+/// the field weights, flattened) on its own. `(label, config)`.
+pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
+    let base = SearchConfig::default();
+    let with = |f: &dyn Fn(&mut SearchConfig)| {
+        let mut c = base.clone();
+        f(&mut c);
+        c
+    };
+    vec![
+        ("default", base.clone()),
+        (
+            "tuned field weights (name 3, alias 2.5, title 2, param names 1.5, ...)",
+            with(&|c| {
+                use Field::*;
+                for (field, w, b) in [
+                    (Name, 3.0, 0.5),
+                    (Alias, 2.5, 0.5),
+                    (Title, 2.0, 0.5),
+                    (Description, 1.0, 0.75),
+                    (Domain, 1.5, 0.0),
+                    (Capability, 1.5, 0.3),
+                    (ParamName, 1.5, 0.5),
+                    (ParamDesc, 0.8, 0.5),
+                    (Snippet, 0.8, 0.75),
+                    (Example, 1.0, 0.75),
+                ] {
+                    c.weights[field as usize] = w;
+                    c.b[field as usize] = b;
+                }
+            }),
+        ),
+        ("no parameter descriptions", with(&|c| c.weights[Field::ParamDesc as usize] = 0.0)),
+        ("no synonym table (generic rows)", with(&|c| c.synonym_weight = 0.0)),
+        ("no WordNet related words", with(&|c| c.related_weight = 0.0)),
+        (
+            "neither synonym table nor WordNet",
+            with(&|c| {
+                c.synonym_weight = 0.0;
+                c.related_weight = 0.0;
+            }),
+        ),
+        ("no name-coverage boost", with(&|c| c.name_coverage = 0.0)),
+        ("no filler down-weighting", with(&|c| c.filler_weight = 1.0)),
+        ("no prefix completion", with(&|c| c.prefix_weight = 0.0)),
+        ("no exact-name tier", with(&|c| c.name_match_first = false)),
+        ("no typo tolerance", with(&|c| c.typo_weight = 0.0)),
+        ("no near-duplicate collapsing", with(&|c| c.diversify = false)),
+        ("with multi-intent splitting (off by default)", with(&|c| c.split_intents = true)),
+    ]
+}
+
 /// Runs every query through `index` (text mode, no filter) and measures recall at each of `ks`
 /// (sorted and deduplicated; empty means `[1, 5, 10]`; each search returns at most
 /// [`Query::MAX_LIMIT`] hits, so larger cut-offs see only those), MRR and latency. One untimed
@@ -361,11 +514,14 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
         known.insert(d.name.as_str());
     });
     let mut unknown: Vec<String> = Vec::new();
-    let mut recall_sum = vec![0f64; ks.len()];
-    let mut rr_sum = 0f64;
+    let splits = split_of(queries);
+    // Sums of recall@k per cut-off and of reciprocal ranks: all queries, tuning half, check half.
+    let mut recall_sum = vec![vec![0f64; ks.len()]; 3];
+    let mut rr_sum = [0f64; 3];
     let mut times = Vec::with_capacity(queries.len());
     let mut misses = Vec::new();
-    for q in queries {
+    for (q, &split) in queries.iter().zip(&splits) {
+        let parts = [0, if split == Split::Tune { 1 } else { 2 }];
         let start = Instant::now();
         let hits = run(q);
         times.push(start.elapsed().as_secs_f64() * 1e6);
@@ -380,7 +536,9 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
         let n_expected = q.expected.len().max(1) as f64;
         for (i, &k) in ks.iter().enumerate() {
             let found = ranks.iter().filter(|r| r.is_some_and(|r| r <= k)).count();
-            recall_sum[i] += found as f64 / n_expected;
+            for p in parts {
+                recall_sum[p][i] += found as f64 / n_expected;
+            }
             if i == 0 && found < q.expected.len() {
                 misses.push(Miss {
                     id: q.id.clone(),
@@ -392,10 +550,28 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
             }
         }
         if let Some(first) = ranks.iter().flatten().min() {
-            rr_sum += 1.0 / *first as f64;
+            for p in parts {
+                rr_sum[p] += 1.0 / *first as f64;
+            }
         }
     }
-    let nq = queries.len().max(1) as f64;
+    let counts = [
+        queries.len(),
+        splits.iter().filter(|&&s| s == Split::Tune).count(),
+        splits.iter().filter(|&&s| s == Split::Check).count(),
+    ];
+    let recall_of = |p: usize| -> Vec<RecallAt> {
+        ks.iter().zip(&recall_sum[p]).map(|(&k, &s)| RecallAt { k, recall: s / counts[p].max(1) as f64 }).collect()
+    };
+    let split_reports = [(1, Split::Tune), (2, Split::Check)]
+        .into_iter()
+        .map(|(p, split)| SplitReport {
+            split,
+            queries: counts[p],
+            recall: recall_of(p),
+            mrr: rr_sum[p] / counts[p].max(1) as f64,
+        })
+        .collect();
     times.sort_by(f64::total_cmp);
     let pct = |p: f64| -> f64 {
         if times.is_empty() {
@@ -413,8 +589,9 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
     EvalReport {
         queries: queries.len(),
         tools: index.len(),
-        recall: ks.iter().zip(&recall_sum).map(|(&k, &s)| RecallAt { k, recall: s / nq }).collect(),
-        mrr: rr_sum / nq,
+        recall: recall_of(0),
+        mrr: rr_sum[0] / counts[0].max(1) as f64,
+        splits: split_reports,
         latency,
         unknown_expected: unknown,
         misses,
@@ -510,6 +687,61 @@ mod tests {
         assert!(text.contains("no_such_tool (-)"), "{text}");
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["recall"][0]["k"], 1);
+    }
+
+    #[test]
+    fn split_is_stratified_balanced_and_stable() {
+        assert_eq!(category("live_multiple_2-1-0"), "live_multiple");
+        assert_eq!(category("multiple_41"), "multiple");
+        assert_eq!(category("noid"), "");
+        assert_eq!(category("a_b"), "");
+        let mk = |id: String| EvalQuery { id: Some(id), query: "q".into(), expected: vec!["t".into()] };
+        let mut queries: Vec<EvalQuery> = (0..21).map(|i| mk(format!("multiple_{i}"))).collect();
+        queries.extend((0..40).map(|i| mk(format!("live_multiple_{i}-0-1"))));
+        let splits = split_of(&queries);
+        let tuned = |cat: &str| {
+            queries
+                .iter()
+                .zip(&splits)
+                .filter(|(q, s)| category(q.id.as_deref().unwrap()) == cat && **s == Split::Tune)
+                .count()
+        };
+        assert_eq!(tuned("multiple"), 11);
+        assert_eq!(tuned("live_multiple"), 20);
+        // Order of the input does not matter; the id alone decides.
+        let mut reversed = queries.clone();
+        reversed.reverse();
+        let mut back = split_of(&reversed);
+        back.reverse();
+        assert_eq!(back, splits);
+        // Not a prefix/suffix cut: both halves take early and late ids.
+        let first_ten: Vec<Split> = splits[..10].to_vec();
+        assert!(first_ten.contains(&Split::Tune) && first_ten.contains(&Split::Check), "{first_ten:?}");
+        assert_eq!(stable_hash("multiple_0"), stable_hash("multiple_0"));
+        assert_ne!(stable_hash("multiple_0"), stable_hash("multiple_1"));
+    }
+
+    #[test]
+    fn report_has_both_halves() {
+        let index = SearchIndex::build(vec![
+            SearchDoc::new("get_weather", "Current weather forecast for a city"),
+            SearchDoc::new("read_file", "Read the contents of a file from disk"),
+        ]);
+        let queries: Vec<EvalQuery> = (0..8)
+            .map(|i| EvalQuery {
+                id: Some(format!("multiple_{i}")),
+                query: if i % 2 == 0 { "weather in Paris".into() } else { "zzzz".into() },
+                expected: vec!["get_weather".into()],
+            })
+            .collect();
+        let report = evaluate(&index, &queries, &[1]);
+        assert_eq!(report.splits.len(), 2);
+        assert_eq!(report.splits[0].split, Split::Tune);
+        assert_eq!(report.splits[0].queries + report.splits[1].queries, 8);
+        let halves = report.splits.iter().map(|s| s.recall_at(1).unwrap() * s.queries as f64).sum::<f64>();
+        assert!((halves / 8.0 - report.recall_at(1).unwrap()).abs() < 1e-9);
+        assert!((report.recall_at(1).unwrap() - 0.5).abs() < 1e-9);
+        assert!(report.render(false).contains("check half"));
     }
 
     #[test]

@@ -2,13 +2,14 @@
 //! OpenAI-style function definitions), for measuring search and surfaces on public tool sets.
 //! Its tools cannot be called.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use quiver_abi::{PluginInfo, ToolSchemas};
+use quiver_abi::PluginInfo;
 use quiver_manifest::{LifecycleSpec, LifecycleState, Manifest, PolicySpec, SideEffects, ToolSpec};
 use serde_json::{Value, json};
 
-use crate::{CallSink, Catalog, ConflictPolicy, PluginEntry, Provenance, ToolBackend};
+use crate::{CallSink, Catalog, ConflictPolicy, PluginEntry, Provenance, ToolBackend, ToolDef, compile_schema};
 
 struct NotCallable;
 
@@ -21,20 +22,40 @@ impl ToolBackend for NotCallable {
 
 /// Builds a catalog of one pseudo-plugin `id` from a JSON array of tool definitions, every tool
 /// in lifecycle state `state`. Errors name the array index and the field.
-pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) -> Result<Catalog, String> {
-    let mut specs = Vec::with_capacity(tools.len());
-    let mut schemas = Vec::with_capacity(tools.len());
-    for (i, t) in tools.iter().enumerate() {
-        let f = t.get("function").unwrap_or(t);
-        let name =
-            f.get("name").and_then(Value::as_str).ok_or_else(|| format!("tools[{i}].name: missing or not a string"))?;
-        let description = f.get("description").and_then(Value::as_str).unwrap_or_default();
-        let input =
-            f.get("inputSchema").or_else(|| f.get("parameters")).cloned().unwrap_or_else(|| json!({"type": "object"}));
-        specs.push(ToolSpec {
-            name: name.to_owned(),
-            title: f.get("title").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            description: description.to_owned(),
+///
+/// Linear in the number of tools: names are checked through one hash map, and no input validator
+/// is compiled per tool. The tools cannot be called (their backend refuses every call), so all of
+/// them share one permissive validator and a call gets the backend's clear refusal; their input
+/// schemas are still kept whole for surfaces and search.
+pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState) -> Result<Catalog, String> {
+    let permissive = Arc::new(compile_schema(&json!({}))?);
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(tools.len());
+    let mut defs = Vec::with_capacity(tools.len());
+    for (i, mut t) in tools.into_iter().enumerate() {
+        let mut f = match t.get_mut("function") {
+            Some(inner) => inner.take(),
+            None => t,
+        };
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("tools[{i}].name: missing or not a string"))?
+            .to_owned();
+        if let Some(first) = seen.insert(name.clone(), i) {
+            return Err(format!(
+                "tools[{i}].name: `{name}` is already the name of tools[{first}]; tool names must be unique"
+            ));
+        }
+        let description = f.get("description").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let title = f.get("title").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let input = f
+            .as_object_mut()
+            .and_then(|o| o.remove("inputSchema").or_else(|| o.remove("parameters")))
+            .unwrap_or_else(|| json!({"type": "object"}));
+        let spec = ToolSpec {
+            name,
+            title,
+            description,
             input_schema: None,
             output_schema: None,
             domain: String::new(),
@@ -48,12 +69,15 @@ pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) 
             lifecycle: LifecycleSpec { state, ..LifecycleSpec::default() },
             actions: Vec::new(),
             examples: Vec::new(),
-        });
-        schemas.push(ToolSchemas {
-            name: name.to_owned(),
-            input_schema: input,
-            output_schema: json!({"type": "object"}),
-            actions: Vec::new(),
+        };
+        defs.push(ToolDef {
+            policies: spec.policies.effective(spec.side_effects),
+            spec,
+            input_schema: Arc::new(input),
+            // Output schemas of external tools are unknown: do not advertise one.
+            output_schema: None,
+            input_validator: permissive.clone(),
+            output_validator: None,
         });
     }
     let manifest = Manifest {
@@ -65,25 +89,21 @@ pub fn catalog_from_tool_list(id: &str, tools: &[Value], state: LifecycleState) 
         abi: quiver_abi::ABI_VERSION,
         artifact: None,
         sandbox: Default::default(),
-        tools: specs,
+        // The tool specs live once, in the entry's tools; a pseudo-plugin has no signed manifest
+        // to keep a second copy of.
+        tools: Vec::new(),
     };
-    let info = PluginInfo {
-        abi_version: quiver_abi::ABI_VERSION,
-        sdk_version: String::new(),
-        manifest: String::new(),
-        tools: schemas,
-    };
-    let mut entry = PluginEntry::new(
+    let entry = PluginEntry {
         manifest,
-        &info,
-        Provenance { sha256: String::new(), signer_key_id: None, manifest_path: String::new() },
-        Arc::new(NotCallable),
-    )
-    .map_err(|e| e.to_string())?;
-    // Output schemas of external tools are unknown: do not advertise one.
-    for t in &mut entry.tools {
-        t.output_schema = None;
-        t.output_validator = None;
-    }
+        provenance: Provenance { sha256: String::new(), signer_key_id: None, manifest_path: String::new() },
+        tools: defs,
+        backend: Arc::new(NotCallable),
+        info: Arc::new(PluginInfo {
+            abi_version: quiver_abi::ABI_VERSION,
+            sdk_version: String::new(),
+            manifest: String::new(),
+            tools: Vec::new(),
+        }),
+    };
     Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).map_err(|e| e.to_string())
 }

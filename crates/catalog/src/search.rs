@@ -5,29 +5,33 @@
 //! weight is precomputed, so a query only analyses its words, looks up their terms and sums
 //! posting weights.
 //!
-//! Ranking ([`SearchConfig`] holds the knobs; the defaults are the tuned values):
+//! Ranking ([`SearchConfig`] holds the knobs):
 //! - identifier-aware tokenisation (`Movies_1_FindMovies` → `movies`, `find`, `movies`), a light
-//!   suffix stemmer and stop words ([`text`]);
-//! - BM25F over ten [`Field`]s with per-field weights and length normalisation; parameter names
-//!   and descriptions (with enum values) are fields of their own;
+//!   suffix stemmer and stop words; scripts without spaces (Han, kana, Thai, Hangul, ...) as
+//!   character bigrams ([`text`]);
+//! - BM25F over ten [`Field`]s with flat weights; parameter names and descriptions (with enum
+//!   values) are fields of their own, and so are a tool's examples and capabilities;
 //! - a name-coverage factor: how much of the tool's name (IDF-weighted) the query mentions;
-//! - per query word, the best of the word itself, its synonyms (a short table of generic
-//!   English and programming words) and, for words the catalog does not know, its prefix
-//!   completions, the alternatives at reduced weight; conversational filler (`help me`, `I need`)
-//!   at reduced weight;
+//! - per query word, the best of the word itself, its synonyms (a short table of generic action
+//!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
+//!   and the catalog words one edit away (typos), the alternatives at reduced weight;
+//!   conversational filler (`help me`, `I need`) at reduced weight;
 //! - exact names and aliases mentioned in the query first, then, for a one-word query, names it
 //!   is a prefix of;
 //! - ties broken by name ascending.
 //!
-//! Measured with `examples/eval_search.rs` on the BFCL dev set (1437 tools, 1253 queries; see
-//! `docs/RETRIEVAL.md`): recall@1 0.679, recall@5 0.902, recall@10 0.941, MRR 0.774, p50 about
-//! 25 µs per query. Plain BM25 over name, description and parameter names: 0.484 / 0.724.
+//! A query costs the postings of its terms, not the size of the catalog. Measured figures (both
+//! halves of the BFCL dev set, the MCP reference tool set, scale): `docs/BENCHMARKS.md`.
 
 mod schema;
 pub mod text;
 
 use std::collections::HashMap;
 use std::fmt;
+
+/// Hash maps keyed by words: foldhash is several times faster than SipHash on short strings.
+/// Only catalog text is inserted; query words are only looked up.
+type WordMap<V> = HashMap<Box<str>, V, foldhash::fast::FixedState>;
 
 use regex::RegexBuilder;
 use serde_json::Value;
@@ -172,6 +176,10 @@ pub const MAX_REGEX_LEN: usize = 256;
 const MAX_QUERY_WORDS: usize = 256;
 /// Most vocabulary terms an unknown query word is completed to.
 const MAX_PREFIX_TERMS: usize = 8;
+/// Ranks (from the top) within which copies of the same tool are moved behind distinct tools.
+const DIVERSIFY_WINDOW: usize = 4 * Query::MAX_LIMIT;
+/// Most vocabulary terms an unknown query word is corrected to.
+const MAX_TYPO_TERMS: usize = 8;
 /// Compiled-program size limit for regex queries, in bytes.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -246,8 +254,11 @@ pub struct SearchConfig {
     pub weights: [f32; FIELD_COUNT],
     /// Length normalisation of each field (0 = none, 1 = full).
     pub b: [f32; FIELD_COUNT],
-    /// Query weight of a synonym of a query word.
+    /// Query weight of a synonym of a query word (the short generic table, `text::SYNONYM_GROUPS`).
     pub synonym_weight: f32,
+    /// Query weight of a WordNet-related word of a query word ([`text::related_words`]); 0 turns
+    /// it off.
+    pub related_weight: f32,
     /// Query weight of a catalog word that an unknown query word is a prefix of.
     pub prefix_weight: f32,
     /// Shortest unknown query word that is completed by prefix.
@@ -258,40 +269,72 @@ pub struct SearchConfig {
     pub filler_weight: f32,
     /// Rank exact name/alias mentions, and names a one-word query is a prefix of, first.
     pub name_match_first: bool,
+    /// Query weight of a catalog word one edit (insertion, deletion, substitution, adjacent
+    /// transposition) away from a query word the catalog does not know; 0 turns typo tolerance
+    /// off.
+    pub typo_weight: f32,
+    /// Shortest unknown query word (in bytes, ASCII letters only) that typo tolerance corrects.
+    pub typo_min_len: usize,
+    /// Split a request into clauses (`;`, `then`, `and`, `also`, sentence ends) and interleave the
+    /// clauses' rankings with the whole request's, so that each thing asked for reaches the page.
+    pub split_intents: bool,
+    /// Within the first ranks, move the second and later copies of a tool (same description and
+    /// parameter names under another name) behind the distinct tools, so that copies do not
+    /// crowd a page.
+    pub diversify: bool,
 }
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        use Field::*;
-        let mut weights = [0.0; FIELD_COUNT];
-        let mut b = [0.75; FIELD_COUNT];
-        for (field, w, bf) in [
-            (Name, 3.0, 0.5),
-            (Alias, 2.5, 0.5),
-            (Title, 2.0, 0.5),
-            (Description, 1.0, 0.75),
-            (Domain, 1.5, 0.0),
-            (Capability, 1.5, 0.3),
-            (ParamName, 1.5, 0.5),
-            (ParamDesc, 0.8, 0.5),
-            (Snippet, 0.8, 0.75),
-            (Example, 1.0, 0.75),
-        ] {
-            weights[field as usize] = w;
-            b[field as usize] = bf;
-        }
         SearchConfig {
             k1: 1.2,
-            weights,
-            b,
+            // Flat: the per-field weights tuned on the BFCL dev set did worse than flat ones on a
+            // tool set of another shape (docs/BENCHMARKS.md, ablation).
+            weights: [1.0; FIELD_COUNT],
+            b: [0.75; FIELD_COUNT],
             synonym_weight: 0.5,
+            related_weight: 0.5,
             prefix_weight: 0.3,
             prefix_min_len: 4,
             name_coverage: 0.5,
             name_match_first: true,
             filler_weight: 0.3,
+            typo_weight: 0.5,
+            typo_min_len: 5,
+            // Off: it cost the dev set's tuning half 0.024 R@5 (single-intent requests that
+            // contain `and`) and gained nothing measurable on multi-intent requests
+            // (docs/BENCHMARKS.md).
+            split_intents: false,
+            diversify: true,
         }
     }
+}
+
+/// Per-document accumulators of one text query.
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    /// Score so far.
+    score: f32,
+    /// IDF mass of the name terms the query covered so far.
+    name_hit: f32,
+    /// Best alternative of the current concept.
+    best: f32,
+    /// Best name IDF of the current concept.
+    best_name: f32,
+}
+
+/// Reused per-thread query state: `acc` is all zero between queries.
+#[derive(Debug, Default)]
+struct Scratch {
+    acc: Vec<Acc>,
+    /// Documents with a non-zero accumulator.
+    docs: Vec<u32>,
+    /// Documents the current concept reached.
+    touched: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
 }
 
 /// One entry of a term's posting list.
@@ -311,17 +354,30 @@ pub struct SearchIndex {
     docs: Vec<SearchDoc>,
     /// Rank of each document's name in ascending order (ties: input order).
     name_rank: Vec<u32>,
-    /// Lower-cased names, for prefix matching.
-    lower_names: Vec<String>,
-    vocab: HashMap<Box<str>, u32>,
+    /// Documents in ascending name order (ties: input order).
+    by_name: Vec<u32>,
+    /// Lower-cased names and their documents, sorted, for prefix matching.
+    lower_names: Vec<(Box<str>, u32)>,
+    vocab: WordMap<u32>,
     /// Vocabulary sorted by term, for prefix completion.
     sorted_vocab: Vec<(Box<str>, u32)>,
+    /// Typo keys, sorted: `(hash, term)` for every ASCII-alphabetic term and for each of its
+    /// one-character deletions. A query word and a term one edit apart share a key.
+    typo_keys: Vec<(u64, u32)>,
+    /// Term id → term, for verifying typo candidates.
+    terms: Vec<Box<str>>,
     idf: Vec<f32>,
     /// `postings[post_start[t]..post_start[t + 1]]` belong to term `t`.
     post_start: Vec<u32>,
     postings: Vec<Posting>,
     /// Sum of IDF over each document's distinct name terms.
     name_mass: Vec<f32>,
+    /// Hash of each document's description and parameter names: equal for copies of a tool.
+    fingerprint: Vec<u64>,
+    /// True when two documents share a fingerprint (otherwise there is nothing to collapse).
+    has_copies: bool,
+    /// Per document: true when another document has its fingerprint.
+    copied: Vec<bool>,
     /// Stemmed word → ids of its synonyms present in the vocabulary.
     synonyms: HashMap<String, Vec<u32>>,
     /// Lower-cased name or alias → documents.
@@ -347,23 +403,57 @@ impl SearchIndex {
         Self::build_with(docs, SearchConfig::default())
     }
 
-    /// Builds the index with an explicit configuration.
+    /// Builds the index with an explicit configuration. Linear in the text of the documents.
     pub fn build_with(docs: Vec<SearchDoc>, config: SearchConfig) -> SearchIndex {
         let n = docs.len();
-        let mut vocab: HashMap<Box<str>, u32> = HashMap::new();
-        // Per document: (term, per-field term frequency), and per-field lengths.
-        let mut doc_terms: Vec<Vec<(u32, [u16; FIELD_COUNT])>> = Vec::with_capacity(n);
+        let mut vocab: WordMap<u32> = WordMap::default();
+        // Raw word → its term, or `u32::MAX` for a stop word: each distinct word is analysed once.
+        let mut seen_words: WordMap<u32> = WordMap::default();
+        // Every document's (term, per-field term frequency), flattened: document `d` owns
+        // `doc_terms[doc_start[d]..doc_start[d + 1]]`. Per-field lengths per document.
+        let mut doc_terms: Vec<(u32, [u16; FIELD_COUNT])> = Vec::new();
+        let mut doc_start: Vec<u32> = Vec::with_capacity(n + 1);
         let mut doc_lens: Vec<[u32; FIELD_COUNT]> = Vec::with_capacity(n);
-        let mut local: HashMap<u32, [u16; FIELD_COUNT]> = HashMap::new();
+        // Term id → its position in `doc_terms` while its document is being read.
+        let mut slot: Vec<u32> = Vec::new();
+        let mut stem_buf = String::new();
         for doc in &docs {
-            local.clear();
+            let first = doc_terms.len();
+            doc_start.push(first as u32);
             let mut lens = [0u32; FIELD_COUNT];
             let mut add = |field: Field, text: &str| {
-                analyze(text, |stemmed| {
-                    let next = vocab.len() as u32;
-                    let id = *vocab.entry(stemmed.into()).or_insert(next);
-                    let tf = local.entry(id).or_insert([0; FIELD_COUNT]);
-                    tf[field as usize] = tf[field as usize].saturating_add(1);
+                text::split_words(text, |w| {
+                    let id = match seen_words.get(w) {
+                        Some(&id) => id,
+                        None => {
+                            let id = if text::is_stop_word(w) {
+                                u32::MAX
+                            } else {
+                                text::stem_into(w, &mut stem_buf);
+                                match vocab.get(stem_buf.as_str()) {
+                                    Some(&id) => id,
+                                    None => {
+                                        let id = vocab.len() as u32;
+                                        vocab.insert(stem_buf.as_str().into(), id);
+                                        slot.push(u32::MAX);
+                                        id
+                                    }
+                                }
+                            };
+                            seen_words.insert(w.into(), id);
+                            id
+                        }
+                    };
+                    if id == u32::MAX {
+                        return;
+                    }
+                    let at = &mut slot[id as usize];
+                    if *at == u32::MAX {
+                        *at = doc_terms.len() as u32;
+                        doc_terms.push((id, [0; FIELD_COUNT]));
+                    }
+                    let tf = &mut doc_terms[*at as usize].1[field as usize];
+                    *tf = tf.saturating_add(1);
                     lens[field as usize] += 1;
                 });
             };
@@ -379,18 +469,19 @@ impl SearchIndex {
             }
             add(Field::Snippet, &doc.prompt_snippet);
             doc.examples.iter().for_each(|e| add(Field::Example, e));
-            let mut terms: Vec<_> = local.iter().map(|(&t, &tf)| (t, tf)).collect();
-            terms.sort_unstable_by_key(|&(t, _)| t);
-            doc_terms.push(terms);
+            for &(t, _) in &doc_terms[first..] {
+                slot[t as usize] = u32::MAX;
+            }
             doc_lens.push(lens);
         }
+        doc_start.push(doc_terms.len() as u32);
+        drop(slot);
+        drop(seen_words);
 
         let n_terms = vocab.len();
         let mut df = vec![0u32; n_terms];
-        for terms in &doc_terms {
-            for &(t, _) in terms {
-                df[t as usize] += 1;
-            }
+        for &(t, _) in &doc_terms {
+            df[t as usize] += 1;
         }
         let idf: Vec<f32> = df.iter().map(|&d| (1.0 + (n as f32 - d as f32 + 0.5) / (d as f32 + 0.5)).ln()).collect();
         let mut avg_len = [0f32; FIELD_COUNT];
@@ -411,9 +502,8 @@ impl SearchIndex {
         let mut fill = post_start.clone();
         let mut postings = vec![Posting { doc: 0, weight: 0.0, in_name: false }; post_start[n_terms] as usize];
         let mut name_mass = vec![0f32; n];
-        for (d, terms) in doc_terms.iter().enumerate() {
-            let lens = &doc_lens[d];
-            for &(t, tf) in terms {
+        for (d, lens) in doc_lens.iter().enumerate() {
+            for &(t, tf) in &doc_terms[doc_start[d] as usize..doc_start[d + 1] as usize] {
                 let mut pseudo_tf = 0f32;
                 for f in 0..FIELD_COUNT {
                     if tf[f] == 0 || avg_len[f] == 0.0 {
@@ -432,6 +522,7 @@ impl SearchIndex {
                 *slot += 1;
             }
         }
+        drop(doc_terms);
 
         let mut order: Vec<u32> = (0..n as u32).collect();
         order.sort_by(|&a, &b| docs[a as usize].name.cmp(&docs[b as usize].name));
@@ -471,19 +562,56 @@ impl SearchIndex {
 
         let mut sorted_vocab: Vec<(Box<str>, u32)> = vocab.iter().map(|(k, &v)| (k.clone(), v)).collect();
         sorted_vocab.sort_unstable();
-        let lower_names = docs.iter().map(|d| d.name.to_lowercase()).collect();
+        let mut terms: Vec<Box<str>> = vec![Box::from(""); vocab.len()];
+        let mut typo_keys = Vec::new();
+        let mut key_buf = Vec::new();
+        for (t, id) in &sorted_vocab {
+            let id = *id;
+            terms[id as usize] = t.clone();
+            if t.len() + 1 >= config.typo_min_len && t.bytes().all(|b| b.is_ascii_lowercase()) {
+                for_each_typo_key(t.as_bytes(), &mut key_buf, |h| typo_keys.push((h, id)));
+            }
+        }
+        typo_keys.sort_unstable();
+        typo_keys.dedup();
+        let fingerprint: Vec<u64> = docs
+            .iter()
+            .map(|d| {
+                let mut bytes = d.description.trim().to_lowercase().into_bytes();
+                for p in &d.params {
+                    bytes.push(0);
+                    bytes.extend_from_slice(p.name.as_bytes());
+                }
+                key_hash(&bytes)
+            })
+            .collect();
+        let copied: Vec<bool> = {
+            let mut count: HashMap<u64, u32> = HashMap::with_capacity(n);
+            fingerprint.iter().for_each(|f| *count.entry(*f).or_default() += 1);
+            fingerprint.iter().map(|f| count[f] > 1).collect()
+        };
+        let has_copies = copied.iter().any(|&c| c);
+        let mut lower_names: Vec<(Box<str>, u32)> =
+            docs.iter().enumerate().map(|(d, doc)| (doc.name.to_lowercase().into(), d as u32)).collect();
+        lower_names.sort_unstable();
 
         SearchIndex {
             config,
             docs,
             name_rank,
+            by_name: order,
             lower_names,
             vocab,
             sorted_vocab,
+            typo_keys,
+            terms,
             idf,
             post_start,
             postings,
             name_mass,
+            has_copies,
+            copied,
+            fingerprint,
             synonyms,
             exact,
         }
@@ -516,7 +644,8 @@ impl SearchIndex {
 
     /// Index of the document with exactly this canonical name, if any.
     pub fn position(&self, name: &str) -> Option<usize> {
-        self.docs.iter().position(|d| d.name == name)
+        let at = self.by_name.partition_point(|&d| self.docs[d as usize].name.as_str() < name);
+        self.by_name.get(at).map(|&d| d as usize).filter(|&d| self.docs[d].name == name)
     }
 
     /// Ranked hits, best first, deterministic (ties broken by name ascending). `filter(doc)`
@@ -533,37 +662,80 @@ impl SearchIndex {
     fn page(&self, ranked: &mut [(f32, u32)], query: &Query) -> SearchResult {
         let total = ranked.len();
         let end = query.offset.saturating_add(query.effective_limit()).min(total);
+        // Copies of a tool are collapsed within a window that does not depend on the page asked
+        // for, so that pages stay consistent.
+        let window = if self.config.diversify && self.has_copies && query.mode == QueryMode::Text {
+            DIVERSIFY_WINDOW.min(total)
+        } else {
+            0
+        };
         let cmp = |a: &(f32, u32), b: &(f32, u32)| {
             b.0.total_cmp(&a.0).then_with(|| self.name_rank[a.1 as usize].cmp(&self.name_rank[b.1 as usize]))
         };
-        if end > 0 && end < total {
-            ranked.select_nth_unstable_by(end - 1, cmp);
+        let sort_head = |ranked: &mut [(f32, u32)], upto: usize| {
+            if upto > 0 && upto < ranked.len() {
+                ranked.select_nth_unstable_by(upto - 1, cmp);
+            }
+            ranked[..upto].sort_unstable_by(cmp);
+        };
+        if window > 1 {
+            // The top `window` as a set first: only when it holds a copy is it sorted whole.
+            if window < total {
+                ranked.select_nth_unstable_by(window - 1, cmp);
+            }
+            if ranked[..window].iter().any(|h| self.copied[h.1 as usize]) {
+                ranked[..window].sort_unstable_by(cmp);
+                self.collapse_duplicates(&mut ranked[..window]);
+                if end > window {
+                    sort_head(&mut ranked[window..], end - window);
+                }
+            } else if end <= window {
+                sort_head(&mut ranked[..window], end);
+            } else {
+                sort_head(ranked, end);
+            }
+        } else {
+            sort_head(ranked, end);
         }
-        let head = &mut ranked[..end];
-        head.sort_unstable_by(cmp);
-        let hits = head.iter().skip(query.offset).map(|&(score, doc)| Hit { doc: doc as usize, score }).collect();
+        let hits =
+            ranked[..end].iter().skip(query.offset).map(|&(score, doc)| Hit { doc: doc as usize, score }).collect();
         SearchResult { hits, total }
+    }
+
+    /// Moves the second and later copies of a tool (same description and parameter names, see
+    /// `fingerprint`) behind every first copy, keeping the order otherwise.
+    fn collapse_duplicates(&self, ranked: &mut [(f32, u32)]) {
+        let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::with_capacity(ranked.len());
+        let mut first: Vec<(f32, u32)> = Vec::with_capacity(ranked.len());
+        let mut later: Vec<(f32, u32)> = Vec::new();
+        for &hit in ranked.iter() {
+            if seen.insert(self.fingerprint[hit.1 as usize]) { first.push(hit) } else { later.push(hit) }
+        }
+        if !later.is_empty() {
+            first.extend(later);
+            ranked.copy_from_slice(&first);
+        }
     }
 
     /// Analyses query text into concepts, one per distinct query word.
     fn concepts(&self, text: &str) -> Vec<Concept> {
-        // (stem, weight of the word)
-        let mut stems: Vec<(String, f32)> = Vec::new();
+        // (stem, weight of the word, the word as written, lower-cased)
+        let mut stems: Vec<(String, f32, String)> = Vec::new();
         text::split_words(text, |w| {
             if text::is_stop_word(w) || stems.len() >= MAX_QUERY_WORDS {
                 return;
             }
             let weight = if text::is_filler_word(w) { self.config.filler_weight } else { 1.0 };
             let s = text::stem(w);
-            match stems.iter_mut().find(|(x, _)| *x == s) {
-                Some((_, wt)) => *wt = wt.max(weight),
-                None => stems.push((s, weight)),
+            match stems.iter_mut().find(|(x, _, _)| *x == s) {
+                Some((_, wt, _)) => *wt = wt.max(weight),
+                None => stems.push((s, weight, w.to_owned())),
             }
         });
         let cfg = &self.config;
         let mut concepts: Vec<Concept> = stems
             .iter()
-            .map(|(s, weight)| {
+            .map(|(s, weight, _)| {
                 let original = self.vocab.get(s.as_str()).copied();
                 let mut c =
                     Concept { original, weight: *weight, alts: original.map(|id| (id, 1.0)).into_iter().collect() };
@@ -576,12 +748,15 @@ impl SearchIndex {
                         c.alts.push((*id, cfg.prefix_weight));
                     }
                 }
+                if original.is_none() && cfg.typo_weight > 0.0 {
+                    self.typo_alternatives(s, &mut c.alts);
+                }
                 c
             })
             .collect();
+        let originals: Vec<u32> = concepts.iter().filter_map(|c| c.original).collect();
         if cfg.synonym_weight > 0.0 {
-            let originals: Vec<u32> = concepts.iter().filter_map(|c| c.original).collect();
-            for (c, (s, _)) in concepts.iter_mut().zip(&stems) {
+            for (c, (s, _, _)) in concepts.iter_mut().zip(&stems) {
                 let Some(ids) = self.synonyms.get(s.as_str()) else {
                     continue;
                 };
@@ -592,8 +767,50 @@ impl SearchIndex {
                 }
             }
         }
+        if cfg.related_weight > 0.0 {
+            let mut buf = String::new();
+            for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
+                for related in text::related_words(word) {
+                    text::stem_into(related, &mut buf);
+                    if let Some(&id) = self.vocab.get(buf.as_str())
+                        && !originals.contains(&id)
+                        && !c.alts.iter().any(|&(t, _)| t == id)
+                    {
+                        c.alts.push((id, cfg.related_weight));
+                    }
+                }
+            }
+        }
         concepts.retain(|c| !c.alts.is_empty());
         concepts
+    }
+
+    /// Adds the vocabulary terms one edit away from the unknown word `word` to `alts` (at most
+    /// [`MAX_TYPO_TERMS`], in term order), at [`SearchConfig::typo_weight`].
+    fn typo_alternatives(&self, word: &str, alts: &mut Vec<(u32, f32)>) {
+        let cfg = &self.config;
+        if word.len() < cfg.typo_min_len || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+            return;
+        }
+        let mut found: Vec<u32> = Vec::new();
+        let mut key_buf = Vec::new();
+        for_each_typo_key(word.as_bytes(), &mut key_buf, |h| {
+            let start = self.typo_keys.partition_point(|&(k, _)| k < h);
+            for &(k, id) in &self.typo_keys[start..] {
+                if k != h {
+                    break;
+                }
+                if !found.contains(&id) && within_one_edit(word.as_bytes(), self.terms[id as usize].as_bytes()) {
+                    found.push(id);
+                }
+            }
+        });
+        found.sort_unstable_by(|&a, &b| self.terms[a as usize].cmp(&self.terms[b as usize]));
+        for id in found.into_iter().take(MAX_TYPO_TERMS) {
+            if !alts.iter().any(|&(t, _)| t == id) {
+                alts.push((id, cfg.typo_weight));
+            }
+        }
     }
 
     fn postings_of(&self, term: u32) -> &[Posting] {
@@ -601,78 +818,168 @@ impl SearchIndex {
         &self.postings[self.post_start[t] as usize..self.post_start[t + 1] as usize]
     }
 
-    /// Text-mode scoring: every matching document that passes `filter`, unsorted.
+    /// Text-mode scoring: every matching document that passes `filter`, unsorted. The work is
+    /// proportional to the postings of the query's terms (plus the analysis of the query): the
+    /// per-document accumulators are a per-thread scratch that only grows, and only the documents
+    /// a query touched are visited and reset.
     fn rank_text(&self, text: &str, filter: &dyn Fn(usize) -> bool) -> Vec<(f32, u32)> {
         let n = self.docs.len();
         if text.trim().is_empty() {
             return (0..n as u32).filter(|&d| filter(d as usize)).map(|d| (0.0, d)).collect();
         }
+        let mut matched = self.score_text(text);
+        if self.config.split_intents {
+            let clauses = intent_clauses(text);
+            if clauses.len() > 1 {
+                matched = self.interleave(matched, &clauses);
+            }
+        }
+        matched.into_iter().filter(|&(_, d)| filter(d as usize)).collect()
+    }
+
+    /// Every document `text` matches, with its score, unsorted.
+    fn score_text(&self, text: &str) -> Vec<(f32, u32)> {
         let concepts = self.concepts(text);
-        let mut score = vec![0f32; n];
-        let mut name_hit = vec![0f32; n];
-        // Per concept: best alternative per document, and which documents it touched.
-        let mut best_score = vec![0f32; n];
-        let mut best_name = vec![0f32; n];
-        let mut touched: Vec<u32> = Vec::new();
-        for c in &concepts {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.score_into(text, &concepts, &mut scratch),
+            // Re-entered from a filter on the same thread: use a scratch of its own.
+            Err(_) => self.score_into(text, &concepts, &mut Scratch::default()),
+        })
+    }
+
+    /// A multi-intent query's ranking: the whole query's best hit, then each clause's best, then
+    /// the whole query's second, each clause's second, ... (documents already placed skipped),
+    /// for the first [`Query::MAX_LIMIT`] places; then the rest of the whole query's ranking.
+    /// Scores become ordinal (higher first).
+    fn interleave(&self, whole: Vec<(f32, u32)>, clauses: &[&str]) -> Vec<(f32, u32)> {
+        let by_rank = |mut v: Vec<(f32, u32)>| {
+            v.sort_unstable_by(|a, b| {
+                b.0.total_cmp(&a.0).then_with(|| self.name_rank[a.1 as usize].cmp(&self.name_rank[b.1 as usize]))
+            });
+            v
+        };
+        let mut lists = vec![by_rank(whole)];
+        lists.extend(clauses.iter().map(|c| {
+            let mut v = by_rank(self.score_text(c));
+            v.truncate(Query::MAX_LIMIT);
+            v
+        }));
+        let mut order: Vec<u32> = Vec::new();
+        let mut placed: std::collections::HashSet<u32> = std::collections::HashSet::new();
+        let mut depth = 0;
+        while order.len() < Query::MAX_LIMIT && lists.iter().any(|l| depth < l.len()) {
+            for l in &lists {
+                if let Some(&(_, d)) = l.get(depth)
+                    && order.len() < Query::MAX_LIMIT
+                    && placed.insert(d)
+                {
+                    order.push(d);
+                }
+            }
+            depth += 1;
+        }
+        for &(_, d) in &lists[0] {
+            if placed.insert(d) {
+                order.push(d);
+            }
+        }
+        let n = order.len() as f32;
+        order.into_iter().enumerate().map(|(i, d)| (n - i as f32, d)).collect()
+    }
+
+    /// Scores the documents `concepts` reach, plus the exact-name and name-prefix tiers, and
+    /// leaves `scratch` all zero again.
+    fn score_into(&self, text: &str, concepts: &[Concept], scratch: &mut Scratch) -> Vec<(f32, u32)> {
+        let n = self.docs.len();
+        if scratch.acc.len() < n {
+            scratch.acc.resize(n, Acc::default());
+        }
+        let Scratch { acc, docs, touched } = scratch;
+        for c in concepts {
             for &(term, weight) in &c.alts {
                 let weight = weight * c.weight;
                 let idf = self.idf[term as usize];
                 for p in self.postings_of(term) {
-                    let d = p.doc as usize;
-                    if best_score[d] == 0.0 {
+                    let a = &mut acc[p.doc as usize];
+                    if a.best == 0.0 && a.best_name == 0.0 {
                         touched.push(p.doc);
                     }
-                    best_score[d] = best_score[d].max(weight * p.weight);
+                    a.best = a.best.max(weight * p.weight);
                     if p.in_name {
-                        best_name[d] = best_name[d].max(weight * idf);
+                        a.best_name = a.best_name.max(weight * idf);
                     }
                 }
             }
-            for &d in &touched {
-                let d = d as usize;
-                score[d] += best_score[d];
-                name_hit[d] += best_name[d];
-                best_score[d] = 0.0;
-                best_name[d] = 0.0;
+            for &d in touched.iter() {
+                let a = &mut acc[d as usize];
+                let fresh = a.score == 0.0 && a.name_hit == 0.0;
+                a.score += a.best;
+                a.name_hit += a.best_name;
+                a.best = 0.0;
+                a.best_name = 0.0;
+                if fresh && (a.score > 0.0 || a.name_hit > 0.0) {
+                    docs.push(d);
+                }
             }
             touched.clear();
         }
         let cfg = &self.config;
         let mut best = 0f32;
-        for d in 0..n {
-            if score[d] > 0.0 {
-                let nc = if self.name_mass[d] > 0.0 { (name_hit[d] / self.name_mass[d]).min(1.0) } else { 0.0 };
-                score[d] *= 1.0 + cfg.name_coverage * nc;
-                best = best.max(score[d]);
-            }
+        for &d in docs.iter() {
+            let a = &mut acc[d as usize];
+            let mass = self.name_mass[d as usize];
+            let nc = if mass > 0.0 { (a.name_hit / mass).min(1.0) } else { 0.0 };
+            a.score *= 1.0 + cfg.name_coverage * nc;
+            best = best.max(a.score);
         }
 
         // Exact names and aliases mentioned in the query go first; for a one-word query, names
         // it is a prefix of come next. A plain word (`help`, `translate`) counts as a name only
         // when it is the whole query: inside a sentence it is just a word.
         let tier = best + 1.0;
-        let trimmed = text.trim().to_lowercase();
-        let single = raw_words(text).nth(1).is_none();
-        for word in raw_words(text).filter(|_| cfg.name_match_first) {
-            if !single && !is_compound_name(word) {
-                continue;
+        let mut lift = |d: u32, by: f32| {
+            let a = &mut acc[d as usize];
+            if a.score == 0.0 && a.name_hit == 0.0 {
+                docs.push(d);
             }
-            if let Some(docs) = self.exact.get(&word.to_lowercase()) {
-                for &d in docs {
-                    score[d as usize] += 2.0 * tier;
+            a.score += by;
+        };
+        if cfg.name_match_first {
+            let single = raw_words(text).nth(1).is_none();
+            for word in raw_words(text) {
+                if !single && !is_compound_name(word) {
+                    continue;
+                }
+                if let Some(exact) = self.exact.get(&word.to_lowercase()) {
+                    for &d in exact {
+                        lift(d, 2.0 * tier);
+                    }
                 }
             }
-        }
-        if cfg.name_match_first && single && trimmed.len() >= 2 {
-            for (d, name) in self.lower_names.iter().enumerate() {
-                if name.starts_with(&trimmed) && name.len() > trimmed.len() {
-                    score[d] += tier;
+            let trimmed = text.trim().to_lowercase();
+            if single && trimmed.len() >= 2 {
+                let start = self.lower_names.partition_point(|(name, _)| name.as_ref() < trimmed.as_str());
+                for (name, d) in &self.lower_names[start..] {
+                    if !name.starts_with(trimmed.as_str()) {
+                        break;
+                    }
+                    if name.len() > trimmed.len() {
+                        lift(*d, tier);
+                    }
                 }
             }
         }
 
-        score.iter().enumerate().filter(|&(d, &s)| s > 0.0 && filter(d)).map(|(d, &s)| (s, d as u32)).collect()
+        let mut out = Vec::with_capacity(docs.len());
+        for &d in docs.iter() {
+            let a = &mut acc[d as usize];
+            if a.score > 0.0 {
+                out.push((a.score, d));
+            }
+            *a = Acc::default();
+        }
+        docs.clear();
+        out
     }
 
     /// Regex-mode scoring: the best field a case-insensitive match is found in (name 4, alias 3,
@@ -710,13 +1017,82 @@ impl SearchIndex {
     }
 }
 
-/// Runs the analysis pipeline over `text`: split into words, drop stop words, stem.
-fn analyze(text: &str, mut emit: impl FnMut(&str)) {
-    text::split_words(text, |w| {
-        if !text::is_stop_word(w) {
-            emit(&text::stem(w));
+/// The clauses of a request that asks for several things: split at `;`, sentence ends, `then`,
+/// `and`, `also`, `after that` (and their CJK punctuation), keeping clauses with at least two
+/// content words (not stop words). Fewer than two such clauses: one intent, an empty list.
+fn intent_clauses(text: &str) -> Vec<&str> {
+    const MAX_CLAUSES: usize = 4;
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let lower = text.to_ascii_lowercase();
+    for sep in [" and then ", " then ", " and also ", " also ", " after that ", " and "] {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(sep) {
+            let start = from + at;
+            if !cuts.iter().any(|&(a, b)| start < b && a < start + sep.len()) {
+                cuts.push((start, start + sep.len()));
+            }
+            from = start + sep.len();
         }
-    });
+    }
+    for (i, c) in text.char_indices() {
+        if matches!(c, ';' | '。' | '；' | '?' | '!') || (c == '.' && text[i + 1..].starts_with(' ')) {
+            cuts.push((i, i + c.len_utf8()));
+        }
+    }
+    cuts.sort_unstable();
+    let mut clauses = Vec::new();
+    let mut start = 0;
+    for (a, b) in cuts.into_iter().chain(std::iter::once((text.len(), text.len()))) {
+        if a < start {
+            continue;
+        }
+        let clause = text[start..a].trim();
+        let mut content = 0;
+        text::split_words(clause, |w| content += usize::from(!text::is_stop_word(w)));
+        if content >= 2 {
+            clauses.push(clause);
+        }
+        start = b;
+    }
+    if clauses.len() < 2 {
+        return Vec::new();
+    }
+    clauses.truncate(MAX_CLAUSES);
+    clauses
+}
+
+/// Calls `f` with the typo key of `word` itself and of each of its one-byte deletions.
+fn for_each_typo_key(word: &[u8], buf: &mut Vec<u8>, mut f: impl FnMut(u64)) {
+    f(key_hash(word));
+    for i in 0..word.len() {
+        buf.clear();
+        buf.extend_from_slice(&word[..i]);
+        buf.extend_from_slice(&word[i + 1..]);
+        f(key_hash(buf));
+    }
+}
+
+/// 64-bit FNV-1a with a MurmurHash3 finaliser.
+fn key_hash(bytes: &[u8]) -> u64 {
+    let mut h = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// True when `a` and `b` differ by at most one insertion, deletion, substitution or swap of two
+/// adjacent bytes.
+fn within_one_edit(a: &[u8], b: &[u8]) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let prefix = short.iter().zip(long).take_while(|(x, y)| x == y).count();
+    match long.len() - short.len() {
+        0 => {
+            let (s, l) = (&short[prefix..], &long[prefix..]);
+            s.len() <= 1 || s[1..] == l[1..] || (s.len() >= 2 && s[0] == l[1] && s[1] == l[0] && s[2..] == l[2..])
+        }
+        1 => short[prefix..] == long[prefix + 1..],
+        _ => false,
+    }
 }
 
 /// True for names that cannot be an ordinary word: they contain a separator or a digit, or are

@@ -388,3 +388,27 @@ proptest! {
         if query.trim().is_empty() { prop_assert_eq!(r.total, visible); }
     }
 }
+
+#[test]
+fn external_tool_lists_build_and_name_their_errors() {
+    let tools = vec![
+        serde_json::json!({"name": "a_tool", "description": "First", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}),
+        serde_json::json!({"type": "function", "function": {"name": "b_tool", "description": "Second", "parameters": {"type": "object"}}}),
+    ];
+    let catalog = crate::catalog_from_tool_list("ext", tools.clone(), LifecycleState::Deferred).unwrap();
+    assert_eq!(catalog.tools().iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a_tool", "b_tool"]);
+    let (d, n) = catalog.descriptor(0);
+    assert_eq!(d["inputSchema"]["properties"]["x"]["type"], "string");
+    assert_eq!(n, serde_json::to_vec(&**d).unwrap().len());
+    let (index, _) = catalog.search_index();
+    assert_eq!(index.len(), 2);
+
+    let mut dup = tools;
+    dup.push(serde_json::json!({"name": "a_tool"}));
+    let err = crate::catalog_from_tool_list("ext", dup, LifecycleState::Deferred).unwrap_err();
+    assert_eq!(err, "tools[2].name: `a_tool` is already the name of tools[0]; tool names must be unique");
+    let err =
+        crate::catalog_from_tool_list("ext", vec![serde_json::json!({"description": "x"})], LifecycleState::Deferred)
+            .unwrap_err();
+    assert_eq!(err, "tools[0].name: missing or not a string");
+}

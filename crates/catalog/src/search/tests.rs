@@ -249,3 +249,122 @@ fn huge_queries_are_bounded() {
     assert_eq!(result.total, 0);
     assert!(start.elapsed() < std::time::Duration::from_secs(2));
 }
+
+#[test]
+fn scratch_is_clean_between_queries_and_indexes() {
+    let big = catalog();
+    let small = SearchIndex::build(vec![doc("solo", "Only tool here.", &[])]);
+    let first = big.search(&Query::text("read the file"), &|_| true).unwrap();
+    // A query that matches nothing, one on another index, and one whose filter panics leave no
+    // trace in the next result.
+    assert_eq!(big.search(&Query::text("qzxv wkpj"), &|_| true).unwrap().total, 0);
+    assert_eq!(names(&small, &small.search(&Query::text("tool"), &|_| true).unwrap()), ["solo"]);
+    let panicked = std::panic::catch_unwind(|| big.search(&Query::text("file"), &|_| panic!("filter")));
+    assert!(panicked.is_err());
+    let again = big.search(&Query::text("read the file"), &|_| true).unwrap();
+    assert_eq!(first, again);
+    // A filter that searches the same index on the same thread gets its own scratch.
+    let nested = big
+        .search(&Query::text("file"), &|d| {
+            let inner = big.search(&Query::text("weather"), &|_| true).unwrap();
+            inner.total == 1 && d != 0
+        })
+        .unwrap();
+    assert!(nested.total >= 3, "{nested:?}");
+}
+
+#[test]
+fn position_finds_exact_names() {
+    let index = catalog();
+    for (i, d) in index.docs().iter().enumerate() {
+        assert_eq!(index.position(&d.name), Some(i));
+    }
+    assert_eq!(index.position("readfile"), None);
+    assert_eq!(index.position(""), None);
+}
+
+#[test]
+fn typos_of_unknown_words_find_the_catalog_word() {
+    let index = catalog();
+    assert_eq!(top(&index, "wether forecast"), "Weather_1_GetWeather");
+    assert_eq!(top(&index, "DELEET the file"), "delete_file");
+    assert_eq!(top(&index, "sned an emial"), "send_email");
+    // Known words are never "corrected", and nothing within one edit means no match.
+    let config = SearchConfig { typo_weight: 0.0, ..SearchConfig::default() };
+    let strict = SearchIndex::build_with(index.docs().to_vec(), config);
+    assert_eq!(strict.search(&Query::text("wether"), &|_| true).unwrap().total, 0);
+    assert_eq!(index.search(&Query::text("qzxvw"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
+fn edit_distance_one() {
+    for (a, b, ok) in [
+        ("complaint", "compaint", true),
+        ("drive", "driive", true),
+        ("weather", "wehather", true),
+        ("weather", "wheatre", false),
+        ("weather", "waether", true),
+        ("weather", "weathre", true),
+        ("weather", "wezther", true),
+        ("abc", "abc", true),
+        ("abcd", "badc", false),
+        ("abc", "abcde", false),
+    ] {
+        assert_eq!(within_one_edit(a.as_bytes(), b.as_bytes()), ok, "{a} {b}");
+    }
+}
+
+#[test]
+fn unspaced_scripts_match_on_shared_bigrams() {
+    let index = SearchIndex::build(vec![
+        doc("weather_cn", "查询城市的天气预报", &[]),
+        doc("news_kr", "최근 뉴스를 검색합니다", &[]),
+        doc("other", "Something else entirely", &[]),
+    ]);
+    assert_eq!(top(&index, "北京后天的天气如何？"), "weather_cn");
+    assert_eq!(top(&index, "박지성에 관한 뉴스를 찾아줘"), "news_kr");
+}
+
+#[test]
+fn multi_intent_requests_split_into_clauses() {
+    assert_eq!(
+        intent_clauses("read the file notes.txt and then send an email to Bob"),
+        ["read the file notes.txt", "send an email to Bob"]
+    );
+    assert_eq!(intent_clauses("weather in Paris; delete file old.log"), ["weather in Paris", "delete file old.log"]);
+    // One content word on a side: one intent.
+    assert!(intent_clauses("sides 3, 4 and 5").is_empty());
+    assert!(intent_clauses("read the file").is_empty());
+
+    let config = SearchConfig { split_intents: true, ..SearchConfig::default() };
+    let index = SearchIndex::build_with(catalog().docs().to_vec(), config);
+    let result = index
+        .search(&Query::text("read the file notes.txt and then send an email to Bob").with_limit(2), &|_| true)
+        .unwrap();
+    let mut top = names(&index, &result);
+    top.sort();
+    assert_eq!(top, ["readFile", "send_email"]);
+}
+
+#[test]
+fn copies_of_a_tool_do_not_crowd_the_page() {
+    let mut docs = Vec::new();
+    for v in 0..60 {
+        docs.push(doc(&format!("v{v:02}.get_weather"), "Get the weather forecast for a city.", &[("city", "City")]));
+    }
+    docs.push(doc("weather_alerts", "Severe weather alerts for a region.", &[("region", "Region")]));
+    docs.push(doc("air_quality", "Air quality index and weather pollution for a city.", &[("city", "City")]));
+    let index = SearchIndex::build(docs.clone());
+    let top3 = names(&index, &index.search(&Query::text("weather forecast city").with_limit(3), &|_| true).unwrap());
+    assert_eq!(top3.len(), 3);
+    assert_eq!(top3[0], "v00.get_weather");
+    assert!(top3.contains(&"weather_alerts".to_string()) && top3.contains(&"air_quality".to_string()), "{top3:?}");
+    // Pages agree with one long page.
+    let all = names(&index, &index.search(&Query::text("weather forecast city").with_limit(50), &|_| true).unwrap());
+    let second = index.search(&Query::text("weather forecast city").with_limit(10).with_offset(10), &|_| true).unwrap();
+    assert_eq!(names(&index, &second), all[10..20].to_vec());
+    // Off: the copies fill the page.
+    let plain = SearchIndex::build_with(docs, SearchConfig { diversify: false, ..SearchConfig::default() });
+    let top3 = names(&plain, &plain.search(&Query::text("weather forecast city").with_limit(3), &|_| true).unwrap());
+    assert!(top3.iter().all(|n| n.ends_with(".get_weather")), "{top3:?}");
+}
