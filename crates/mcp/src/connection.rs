@@ -11,8 +11,9 @@ use quiver_catalog::{Catalog, ExposureMode, LIST_TOOLS, RUN_TOOL, SearchRequest,
 use quiver_router::{Call, CallOutcome, Caller, Lane};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    InitializeRequestParams, InitializeResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{CallBridge, ClientSide, NOTIFICATION_QUEUE, level_rank};
 use crate::listing::Listing;
+use crate::resources;
 use crate::results::{call_result, json_result, tool_error, unknown_tool};
 use crate::server::Shared;
 
@@ -355,8 +357,12 @@ fn parse_search(arguments: Value) -> Result<SearchRequest, quiver_abi::ToolError
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
         let o = &self.shared.options;
-        let capabilities =
-            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .build();
         let mut info = ServerConfig::new(capabilities)
             .with_protocol_version(NEWEST_PROTOCOL)
             .with_server_info(Implementation::new(o.name.clone(), o.version.clone()).with_title("Quiver tool host"));
@@ -414,6 +420,35 @@ impl ServerHandler for Connection {
             return Ok(self.list_tools_meta(&live, arguments()));
         }
         self.dispatch(&live, params, context).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let live = self.live()?;
+        resources::list(&self.shared.source.catalog(), &live.caller.access)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.live()?;
+        resources::templates()
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let live = self.live()?;
+        let catalog = self.shared.source.catalog();
+        resources::read(&request.uri, &catalog, &live.caller.access, &self.shared.router, &live.caller.session_id)
+            .map(Into::into)
     }
 
     async fn set_level(

@@ -1,7 +1,7 @@
 //! A router outcome as an MCP `tools/call` result.
 
 use quiver_abi::{ErrorCode, Status, ToolError};
-use quiver_router::{CallMeta, CallOutcome};
+use quiver_router::{CallMeta, CallOutcome, Truncation};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -83,11 +83,28 @@ fn call_json(meta: &CallMeta) -> Value {
     Value::Object(m)
 }
 
+/// The `resource_link` block pointing at a cut result's full text.
+fn result_link(t: &Truncation) -> ContentBlock {
+    let link = json!({
+        "type": "resource_link",
+        "uri": t.uri,
+        "name": t.handle,
+        "title": "Full result",
+        "description": format!("The whole result ({} bytes of JSON); this answer was cut to {} bytes.", t.total_bytes, t.shown_bytes),
+        "mimeType": "application/json",
+        "size": t.total_bytes,
+    });
+    ContentBlock::deserialize(&link).unwrap_or_else(|_| ContentBlock::text(format!("Full result: {}", t.uri)))
+}
+
 /// The MCP result of a call: content blocks (the tool's own, else its structured output as
 /// JSON text), observations and the deprecation notice as text the model reads,
 /// `structuredContent` (the tool's `outputs` when they are an object), `isError`, and `_meta`
 /// under [`crate::META_PREFIX`]: `call` (request id, tool, plugin and version, lane, duration,
-/// result handle), `notice` for deprecated and compatibility names, `error` for failures.
+/// result handle), `notice` for deprecated and compatibility names, `error` for failures, and
+/// `truncation` for a result cut to its size limit (with a `resource_link` to the full result;
+/// a result that could not be cut to its output schema has no structured content and is marked
+/// `isError`, since clients require structured content from such tools otherwise).
 pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
     let CallOutcome { response, meta } = outcome;
     let mut pairs = Vec::with_capacity(3);
@@ -101,6 +118,15 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
             let mut r = CallToolResult::success(content);
             if response.outputs.is_object() {
                 r.structured_content = Some(response.outputs);
+            }
+            if let Some(t) = &meta.truncation {
+                r.content.push(result_link(t));
+                // Clients hold a tool with an output schema to structured content unless the
+                // result is an error: a result that could not be cut to its schema is one.
+                if !t.structured && t.has_output_schema {
+                    r.is_error = Some(true);
+                }
+                pairs.push(("truncation", serde_json::to_value(t).unwrap_or(Value::Null)));
             }
             r
         }

@@ -2,5 +2,6 @@
 //! JSON-RPC over the stdio framing and over HTTP.
 
 mod http;
+mod resources;
 mod stdio;
 mod support;
