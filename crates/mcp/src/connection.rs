@@ -7,7 +7,10 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use quiver_catalog::{Catalog, ExposureMode, LIST_TOOLS, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH};
+use quiver_catalog::{
+    Catalog, ExposureMode, LIST_TOOLS, ListToolsArgs, MetaSchema, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH,
+    ToolSearchArgs, list_tools_schema, tool_search_schema,
+};
 use quiver_router::{Call, CallOutcome, Caller, Lane};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation,
@@ -201,7 +204,7 @@ impl Connection {
 
     /// `tool_search`: search, load the hits into the session, tell the client its list changed.
     async fn tool_search(&self, live: &Live, arguments: Value) -> CallToolResponse {
-        let request = match parse_search(arguments) {
+        let request = match parse_args::<ToolSearchArgs>(TOOL_SEARCH, tool_search_schema(), arguments) {
             Ok(r) => r,
             Err(e) => return tool_error(e).into(),
         };
@@ -261,16 +264,10 @@ impl Connection {
 
     /// `list_tools`: everything `run_tool` can reach, filtered and paged; loads nothing.
     fn list_tools_meta(&self, live: &Live, arguments: Value) -> CallToolResponse {
-        let request = match parse_search(arguments) {
+        let request = match parse_args::<ListToolsArgs>(LIST_TOOLS, list_tools_schema(), arguments) {
             Ok(r) => r,
             Err(e) => return tool_error(e).into(),
         };
-        if request.load.is_some() || request.mode.is_some() {
-            return tool_error(quiver_abi::ToolError::invalid(
-                "list_tools takes query, domain, limit, offset and detail; `mode` and `load` belong to tool_search",
-            ))
-            .into();
-        }
         let catalog = self.shared.source.catalog();
         let response = {
             let mut state = live.lock();
@@ -347,11 +344,18 @@ impl Connection {
     }
 }
 
-fn parse_search(arguments: Value) -> Result<SearchRequest, quiver_abi::ToolError> {
-    serde_json::from_value::<SearchRequest>(arguments).map_err(|e| {
-        quiver_abi::ToolError::invalid(format!("invalid arguments: {e}"))
-            .with_details(json!({ "hint": "pass `query` (what you want to do, in plain words) and optionally domain, limit, offset, detail" }))
-    })
+/// A meta tool's arguments: checked against its advertised schema (repairable errors), then read
+/// into its type.
+fn parse_args<T: serde::de::DeserializeOwned + Into<SearchRequest>>(
+    tool: &str,
+    schema: &MetaSchema,
+    arguments: Value,
+) -> Result<SearchRequest, quiver_abi::ToolError> {
+    quiver_router::meta_arguments(tool, schema, &arguments)?;
+    // The schema was derived from `T`: what it accepts, `T` reads.
+    serde_json::from_value::<T>(arguments)
+        .map(Into::into)
+        .map_err(|e| quiver_abi::ToolError::invalid(format!("invalid arguments of `{tool}`: {e}")))
 }
 
 impl ServerHandler for Connection {

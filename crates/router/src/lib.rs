@@ -51,3 +51,4 @@ pub use results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, 
 pub use router::Router;
 pub use settings::RouterSettings;
 pub use tokio_util::sync::CancellationToken;
+pub use validate::meta_arguments;
