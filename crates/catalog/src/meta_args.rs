@@ -17,24 +17,25 @@ use crate::session::SearchRequest;
 /// How `query` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-#[schemars(crate = "quiver_abi::schemars")]
+#[schemars(crate = "quiver_abi::schemars", inline)]
 pub enum QueryMode {
-    /// Plain words, ranked.
+    // Plain words, ranked. (Plain comments: doc comments would turn the schema's `enum` into
+    // a longer `oneOf`.)
     #[default]
     Text,
-    /// A regular expression over names and descriptions.
+    // A regular expression over names and descriptions.
     Regex,
 }
 
 /// How much each entry says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-#[schemars(crate = "quiver_abi::schemars")]
+#[schemars(crate = "quiver_abi::schemars", inline)]
 pub enum Detail {
-    /// Name, summary, required arguments, whether it changes anything.
+    // Name, summary, required arguments, whether it changes anything.
     #[default]
     Compact,
-    /// Also each tool's input schema.
+    // Also each tool's input schema.
     Full,
 }
 
@@ -188,6 +189,9 @@ fn tidy(mut schema: Value) -> Value {
                     m.insert("type".into(), t);
                 }
                 crate::surface::strip_nonstandard_format(m);
+                if m.get("default") == Some(&Value::Null) {
+                    m.remove("default");
+                }
                 for c in m.values_mut() {
                     walk(c);
                 }
@@ -199,6 +203,7 @@ fn tidy(mut schema: Value) -> Value {
     if let Value::Object(m) = &mut schema {
         m.remove("$schema");
         m.remove("title");
+        m.remove("description");
     }
     walk(&mut schema);
     schema
@@ -245,7 +250,9 @@ mod tests {
         assert_eq!(s.schema["properties"]["limit"]["minimum"], 1);
         assert_eq!(s.schema["properties"]["limit"]["maximum"], 50);
         assert_eq!(s.schema["properties"]["domain"]["type"], "string");
-        assert!(!s.schema.to_string().contains("uint"), "{}", s.schema);
+        let text = s.schema.to_string();
+        assert!(!text.contains("uint") && !text.contains("$defs") && !text.contains("null"), "{text}");
+        assert_eq!(s.schema["properties"]["detail"]["enum"], json!(["compact", "full"]));
         assert!(s.validator.is_valid(&json!({"query": "x", "limit": 50, "detail": "full"})));
         for bad in [json!({}), json!({"query": "x", "limit": 0}), json!({"query": "x", "detail": "huge"})] {
             assert!(!s.validator.is_valid(&bad), "{bad}");

@@ -6,7 +6,6 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use quiver_catalog::{Catalog, Notice, Partition, Surface};
-use quiver_manifest::LifecycleState;
 use rmcp::model::{ErrorData, JsonObject, ListToolsResult, MetaObject, Tool};
 use serde_json::{Map, Value, json};
 
@@ -93,30 +92,6 @@ fn to_tool(mut descriptor: Value, meta: Map<String, Value>) -> Tool {
     }
 }
 
-/// Notices of a tool's deprecated and removed aliases (hidden-compatibility ones stay silent).
-fn alias_notices(catalog: &Catalog, i: usize) -> Vec<Value> {
-    let r = &catalog.tools()[i];
-    let def = catalog.def(r);
-    def.spec
-        .aliases
-        .iter()
-        .filter(|a| matches!(a.state, LifecycleState::Deprecated | LifecycleState::Removed))
-        .map(|a| {
-            let notice = Notice {
-                name: a.name.clone(),
-                state: a.state,
-                replacement: Some(r.name.clone()),
-                action: a.action.clone(),
-                first_deprecated_version: a.first_deprecated_version.clone(),
-                planned_removal_version: a.planned_removal_version.clone(),
-                removed_in_version: a.removed_in_version.clone(),
-                replay_supported: a.replay_supported,
-            };
-            notice_json(&notice)
-        })
-        .collect()
-}
-
 /// A notice as `_meta` carries it: its fields plus the sentence a model reads.
 pub(crate) fn notice_json(notice: &Notice) -> Value {
     let mut v = serde_json::to_value(notice).unwrap_or(Value::Null);
@@ -139,10 +114,8 @@ fn catalog_tool(catalog: &Catalog, i: usize) -> Tool {
     if let Some(k) = &plugin.provenance.signer_key_id {
         meta.insert(key("signer"), json!(k));
     }
-    let notices = alias_notices(catalog, i);
-    if !notices.is_empty() {
-        meta.insert(key("deprecations"), Value::Array(notices));
-    }
+    // Deprecation notices of aliases belong in the results of calls by those names, never in
+    // the listing (they would cost every client bytes on every turn).
     to_tool((**descriptor).clone(), meta)
 }
 

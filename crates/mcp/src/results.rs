@@ -1,6 +1,7 @@
 //! A router outcome as an MCP `tools/call` result.
 
 use quiver_abi::{ErrorCode, Status, ToolError};
+use quiver_manifest::LifecycleState;
 use quiver_router::{CallMeta, CallOutcome, Truncation};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use serde::Deserialize;
@@ -69,7 +70,8 @@ fn call_json(meta: &CallMeta) -> Value {
     if let Some(v) = &meta.plugin_version {
         m.insert("version".into(), Value::String(v.clone()));
     }
-    if let Some(s) = meta.lifecycle_state {
+    // A hidden-compatibility name dispatches with no visible trace (telemetry records it).
+    if let Some(s) = meta.lifecycle_state.filter(|s| *s != LifecycleState::HiddenCompatibility) {
         m.insert("state".into(), Value::String(s.as_str().to_owned()));
     }
     m.insert("lane".into(), Value::String(meta.lane.as_str().to_owned()));
@@ -142,7 +144,7 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
     for o in response.observations {
         result.content.push(ContentBlock::text(o));
     }
-    if let Some(n) = &meta.notice {
+    if let Some(n) = meta.notice.as_ref().filter(|n| n.state != LifecycleState::HiddenCompatibility) {
         result.content.push(ContentBlock::text(format!("Note: {}", n.message())));
         pairs.push(("notice", notice_json(n)));
     }
@@ -165,4 +167,62 @@ pub(crate) fn tool_error(error: ToolError) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
     r.meta = Some(meta_of([("error", error_json(error))]));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use quiver_abi::ToolResponse;
+    use quiver_catalog::Notice;
+    use quiver_router::Lane;
+
+    use super::*;
+
+    fn outcome(state: LifecycleState) -> CallOutcome {
+        let notice = Notice {
+            name: "old_name".into(),
+            state,
+            replacement: Some("new_name".into()),
+            action: None,
+            first_deprecated_version: None,
+            planned_removal_version: None,
+            removed_in_version: None,
+            replay_supported: false,
+        };
+        CallOutcome {
+            response: ToolResponse::ok(json!({"text": "hi"})),
+            meta: CallMeta {
+                request_id: "r1".into(),
+                called_name: "old_name".into(),
+                tool: Some("new_name".into()),
+                action: None,
+                plugin: Some("p".into()),
+                plugin_version: Some("1.0.0".into()),
+                sha256: None,
+                signer_key_id: None,
+                lifecycle_state: Some(state),
+                notice: Some(notice),
+                lane: Lane::Typed,
+                duration: Duration::from_millis(1),
+                retries: 0,
+                result_handle: None,
+                truncation: None,
+                policy: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn hidden_compatibility_names_leave_no_visible_trace() {
+        let r = serde_json::to_value(call_result(outcome(LifecycleState::HiddenCompatibility))).unwrap();
+        let text = r.to_string();
+        assert!(!text.contains("compatibility"), "{text}");
+        assert!(!text.contains("old_name"), "{text}");
+        assert_eq!(r["content"].as_array().unwrap().len(), 1, "{text}");
+        // A deprecated name still carries its notice, as text and in _meta.
+        let r = serde_json::to_value(call_result(outcome(LifecycleState::Deprecated))).unwrap();
+        assert!(r["_meta"]["io.github.quiver/notice"].is_object(), "{r}");
+        assert_eq!(r["content"].as_array().unwrap().len(), 2, "{r}");
+    }
 }
