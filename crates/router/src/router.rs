@@ -568,8 +568,16 @@ impl Router {
     }
 
     fn unknown_tool(catalog: &Catalog, access: &Access, name: &str) -> ToolError {
-        let suggestions = suggest::closest(catalog, access, name, 3);
-        let mut message = format!("no tool named `{name}` is available");
+        // A name is echoed back at most 64 characters long (a client may send megabytes), and
+        // one that long is like no tool name (they are short): no suggestions to compute.
+        const ECHO: usize = 64;
+        let suggestions = if name.len() <= 4 * ECHO { suggest::closest(catalog, access, name, 3) } else { Vec::new() };
+        let shown = if name.chars().count() <= ECHO {
+            name.to_owned()
+        } else {
+            format!("{}... ({} bytes)", name.chars().take(ECHO).collect::<String>(), name.len())
+        };
+        let mut message = format!("no tool named `{shown}` is available");
         if !suggestions.is_empty() {
             let list: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
             message.push_str(&format!("; did you mean {}?", list.join(", ")));
