@@ -299,3 +299,57 @@ fn bad_config_names_the_file_and_the_fix() {
 }
 
 mod surface;
+
+/// `quiver list | head`: a closed stdout ends the command quietly, with no panic.
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    let p = Project::new();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(QUIVER)
+        .current_dir(p.path(""))
+        .args(["list"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
+
+/// `--http 0` picks a free port (as the README says) and prints the bound address.
+#[test]
+fn serve_http_port_zero_picks_a_free_port() {
+    use std::io::{BufRead, BufReader};
+    let p = Project::new();
+    let mut child = Command::new(QUIVER)
+        .current_dir(p.path(""))
+        .args(["serve", "--http", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let bound = loop {
+        let Some(Ok(line)) = lines.next() else { break None };
+        if let Some(i) = line.find("http://127.0.0.1:") {
+            break Some(line[i..].to_owned());
+        }
+        seen.push(line);
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let bound = bound.unwrap_or_else(|| panic!("no bound address on stderr: {seen:?}"));
+    assert!(!bound.starts_with("http://127.0.0.1:0/"), "{bound}");
+}
+
+/// `eval search --misses`: the help says what the flag lists.
+#[test]
+fn eval_misses_help_matches_what_is_listed() {
+    let out = Command::new(QUIVER).args(["eval", "search", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = help.lines().skip_while(|l| !l.contains("--misses")).take(3).collect::<Vec<_>>().join(" ");
+    assert!(line.contains("smallest k"), "{line}");
+}
