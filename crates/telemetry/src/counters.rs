@@ -463,6 +463,7 @@ impl Counters {
                 last_total: self.last_total.load(Relaxed),
             },
             unreadable_lines: 0,
+            cut_last_line: false,
         }
     }
 }

@@ -2,7 +2,6 @@
 //! transcript file ([`stats_from_transcript`]).
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::Path;
 
 use quiver_abi::Status;
@@ -148,18 +147,20 @@ pub struct Stats {
     pub surfaces: SurfaceCounts,
     /// Transcript lines that could not be read (transcripts only).
     pub unreadable_lines: u64,
+    /// True when the last line was cut short (a crash while writing it) and left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut_last_line: bool,
 }
 
 /// Summarizes a transcript file (one [`TranscriptRecord`] per line). Unreadable lines are
 /// counted, not fatal; an unreadable file is an error.
 pub fn stats_from_transcript(path: &Path) -> std::io::Result<Stats> {
-    let file = std::fs::File::open(path)?;
-    let mut stats = Stats::default();
+    let (lines, cut) = crate::transcript::read_transcript_lines(path)?;
+    let mut stats = Stats { cut_last_line: cut, ..Stats::default() };
     let mut all = Vec::new();
     let mut per_lane: BTreeMap<String, (StatusCounts, Vec<f64>)> = BTreeMap::new();
     let mut per_tool: BTreeMap<String, (ToolStats, Vec<f64>)> = BTreeMap::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line?;
+    for line in lines {
         if line.trim().is_empty() {
             continue;
         }

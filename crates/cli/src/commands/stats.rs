@@ -30,6 +30,9 @@ pub fn run(g: &GlobalArgs, a: &StatsArgs) -> Result<()> {
     for (lane, l) in &stats.lanes {
         println!("lane {lane}: {} calls, success rate {:.1}%", l.calls, l.success_rate * 100.0);
     }
+    if stats.cut_last_line {
+        println!("the last line was cut short (the writer stopped mid-line) and was left out");
+    }
     if stats.unreadable_lines > 0 {
         println!("{} unreadable lines skipped", stats.unreadable_lines);
     }

@@ -122,4 +122,19 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
         changed.verdict,
         ReplayVerdict::Changed { diff: r#"outputs differ: /text: "same" -> "different""#.into() }
     );
+
+    // A crash cut the last line short (mid-character, no newline): that line is left out and
+    // reported, the rest replays.
+    let whole = text.lines().next().unwrap();
+    let mut cut = whole.as_bytes()[..whole.len() / 2].to_vec();
+    cut.extend_from_slice("é".as_bytes().split_at(1).0);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(&cut).unwrap();
+    drop(file);
+    let report = replay(&path, &after, everyone()).await.expect("a cut last line is no error");
+    assert_eq!((report.identical, report.changed, report.failed), (6, 1, 1));
+    assert!(report.cut_last_line, "the cut line is reported");
+    let stats = quiver_telemetry::stats_from_transcript(&path).unwrap();
+    assert_eq!(stats.calls, 7);
+    assert!(stats.cut_last_line);
 }
