@@ -347,6 +347,10 @@ impl Connection {
 
 /// A meta tool's arguments: checked against its advertised schema (repairable errors), then read
 /// into its type.
+fn is_error(r: &CallToolResponse) -> bool {
+    matches!(r, CallToolResponse::Complete(c) if c.is_error == Some(true))
+}
+
 fn parse_args<T: serde::de::DeserializeOwned + Into<SearchRequest>>(
     tool: &str,
     schema: &MetaSchema,
@@ -408,6 +412,12 @@ impl ServerHandler for Connection {
             listing
         };
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        if cursor.is_none() {
+            // A surface is sent once per listing, counted at its first page.
+            let n_meta = listing.tools.iter().filter(|t| quiver_catalog::META_TOOLS.contains(&t.name.as_ref())).count();
+            let n_total = listing.tools.len();
+            self.shared.router.record_surface(&live.caller, n_total - n_meta, n_total, listing.bytes);
+        }
         listing.page(cursor, self.shared.options.page_size)
     }
 
@@ -419,10 +429,14 @@ impl ServerHandler for Connection {
         let live = self.live()?.clone();
         let arguments = || Value::Object(params.arguments.clone().unwrap_or_default());
         if params.name == TOOL_SEARCH && Connection::offers(&live, TOOL_SEARCH) {
-            return Ok(self.tool_search(&live, arguments()).await);
+            let r = self.tool_search(&live, arguments()).await;
+            self.shared.router.record_meta_call(&live.caller, TOOL_SEARCH, !is_error(&r));
+            return Ok(r);
         }
         if params.name == LIST_TOOLS && Connection::offers(&live, LIST_TOOLS) {
-            return Ok(self.list_tools_meta(&live, arguments()));
+            let r = self.list_tools_meta(&live, arguments());
+            self.shared.router.record_meta_call(&live.caller, LIST_TOOLS, !is_error(&r));
+            return Ok(r);
         }
         self.dispatch(&live, params, context).await
     }

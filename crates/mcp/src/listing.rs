@@ -15,13 +15,15 @@ use crate::META_PREFIX;
 /// serialization) and then shared by every session: listing never re-serializes the catalog.
 pub(crate) struct CatalogTools {
     catalog: Arc<Catalog>,
-    tools: Vec<OnceLock<(Tool, u64)>>,
+    tools: Vec<OnceLock<(Tool, u64, usize)>>,
 }
 
-fn hash_of(tool: &Tool) -> u64 {
+/// Hash and length of a tool's serialization.
+fn hash_of(tool: &Tool) -> (u64, usize) {
     let mut h = DefaultHasher::new();
-    serde_json::to_vec(tool).unwrap_or_default().hash(&mut h);
-    h.finish()
+    let bytes = serde_json::to_vec(tool).unwrap_or_default();
+    bytes.hash(&mut h);
+    (h.finish(), bytes.len())
 }
 
 impl CatalogTools {
@@ -30,12 +32,12 @@ impl CatalogTools {
         CatalogTools { catalog, tools }
     }
 
-    /// The MCP tool of catalog tool `i`, and the hash of its serialization.
-    pub(crate) fn tool(&self, i: usize) -> &(Tool, u64) {
+    /// The MCP tool of catalog tool `i`, and the hash and length of its serialization.
+    pub(crate) fn tool(&self, i: usize) -> &(Tool, u64, usize) {
         self.tools[i].get_or_init(|| {
             let t = catalog_tool(&self.catalog, i);
-            let h = hash_of(&t);
-            (t, h)
+            let (h, n) = hash_of(&t);
+            (t, h, n)
         })
     }
 }
@@ -134,6 +136,8 @@ pub(crate) struct Listing {
     pub(crate) tools: Vec<Tool>,
     /// Hash of the serialized tools: equal fingerprints, identical listings.
     pub(crate) fingerprint: u64,
+    /// Bytes of the serialized tools (what the whole listing costs a client).
+    pub(crate) bytes: usize,
 }
 
 impl Listing {
@@ -141,18 +145,22 @@ impl Listing {
         let mut out = Vec::with_capacity(surface.entries.len());
         // The fingerprint hashes the tools' own hashes, in order: O(tools), no serialization.
         let mut h = DefaultHasher::new();
+        let mut bytes = 0;
         for e in &surface.entries {
             if e.partition == Partition::Meta {
                 let t = meta_tool(&e.descriptor);
-                hash_of(&t).hash(&mut h);
+                let (th, n) = hash_of(&t);
+                th.hash(&mut h);
+                bytes += n;
                 out.push(t);
             } else if let Some(i) = catalog.tool_index(&e.name) {
-                let (t, th) = tools.tool(i);
+                let (t, th, n) = tools.tool(i);
                 th.hash(&mut h);
+                bytes += n;
                 out.push(t.clone());
             }
         }
-        Listing { catalog: catalog.clone(), tools: out, fingerprint: h.finish() }
+        Listing { catalog: catalog.clone(), tools: out, fingerprint: h.finish(), bytes }
     }
 
     /// The page a cursor points at. Cursors are opaque to clients: they name the listing they

@@ -163,8 +163,10 @@ pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Re
         if line.trim().is_empty() {
             continue;
         }
-        let rec: TranscriptRecord = match serde_json::from_str(&line) {
-            Ok(r) => r,
+        let rec: TranscriptRecord = match quiver_telemetry::TranscriptLine::parse(&line) {
+            Ok(quiver_telemetry::TranscriptLine::Call(r)) => *r,
+            // Surfaces and meta tool calls are context, not calls to re-run.
+            Ok(quiver_telemetry::TranscriptLine::Event(_)) => continue,
             Err(e) => {
                 report.failed += 1;
                 report.entries.push(ReplayEntry {

@@ -11,7 +11,8 @@ use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
 use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, PluginEntry, RUN_TOOL, TOOL_SEARCH, ToolDef};
 use quiver_manifest::Execution;
 use quiver_telemetry::{
-    BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id,
+    BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptEvent, TranscriptRecord, TranscriptWriter,
+    next_request_id,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -363,6 +364,49 @@ impl Router {
             "next_offset": next,
             "text": text,
         })))
+    }
+
+    /// A surface was sent to a client (`tools/list`): counted, and written to the session's
+    /// transcript when transcripts are on.
+    pub fn record_surface(&self, caller: &Caller, n_typed: usize, n_total: usize, bytes: usize) {
+        self.counters.record_surface(n_typed, n_total);
+        if let Some(w) = &self.transcript {
+            w.event(TranscriptEvent {
+                format: quiver_telemetry::TRANSCRIPT_FORMAT,
+                event: "surface".into(),
+                at_ms: now_ms(),
+                session_id: caller.session_id.clone(),
+                client: caller.client.clone(),
+                tool: None,
+                ok: None,
+                typed: Some(n_typed as u64),
+                total: Some(n_total as u64),
+                bytes: Some(bytes as u64),
+            });
+        }
+    }
+
+    /// A meta tool the MCP layer serves itself (`tool_search`, `list_tools`) was called:
+    /// counted, and written to the session's transcript when transcripts are on.
+    pub fn record_meta_call(&self, caller: &Caller, tool: &str, ok: bool) {
+        match tool {
+            TOOL_SEARCH => self.counters.record_tool_search(ok),
+            _ => self.counters.record_list_tools(),
+        }
+        if let Some(w) = &self.transcript {
+            w.event(TranscriptEvent {
+                format: quiver_telemetry::TRANSCRIPT_FORMAT,
+                event: "meta_call".into(),
+                at_ms: now_ms(),
+                session_id: caller.session_id.clone(),
+                client: caller.client.clone(),
+                tool: Some(tool.to_owned()),
+                ok: Some(ok),
+                typed: None,
+                total: None,
+                bytes: None,
+            });
+        }
     }
 
     /// The transcript file of a session, when transcripts are on.

@@ -29,6 +29,6 @@ pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,
 };
 pub use transcript::{
-    DEFAULT_TRANSCRIPT_KEEP, DEFAULT_TRANSCRIPT_MAX_BYTES, TRANSCRIPT_FORMAT, TranscriptRecord, TranscriptWriter,
-    read_transcript_lines, transcript_file_name,
+    DEFAULT_TRANSCRIPT_KEEP, DEFAULT_TRANSCRIPT_MAX_BYTES, TRANSCRIPT_FORMAT, TranscriptEvent, TranscriptLine,
+    TranscriptRecord, TranscriptWriter, read_transcript_lines, transcript_file_name,
 };

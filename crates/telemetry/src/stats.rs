@@ -7,7 +7,7 @@ use std::path::Path;
 use quiver_abi::Status;
 use serde::{Deserialize, Serialize};
 
-use crate::{BreakerState, TranscriptRecord};
+use crate::BreakerState;
 
 /// Calls per outcome class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +107,12 @@ pub struct GenericStats {
     pub run_calls: u64,
     /// `run_tool` calls refused for invalid arguments.
     pub run_validation_failures: u64,
+    /// `tool_search` calls.
+    #[serde(default)]
+    pub search_calls: u64,
+    /// `tool_search` calls that failed (invalid arguments, bad regex).
+    #[serde(default)]
+    pub search_failures: u64,
 }
 
 /// Schema counts of the surfaces sent to clients.
@@ -164,9 +170,31 @@ pub fn stats_from_transcript(path: &Path) -> std::io::Result<Stats> {
         if line.trim().is_empty() {
             continue;
         }
-        let Ok(rec) = serde_json::from_str::<TranscriptRecord>(&line) else {
-            stats.unreadable_lines += 1;
-            continue;
+        let rec = match crate::TranscriptLine::parse(&line) {
+            Ok(crate::TranscriptLine::Call(r)) => r,
+            Ok(crate::TranscriptLine::Event(e)) => {
+                match (e.event.as_str(), e.tool.as_deref()) {
+                    ("surface", _) => {
+                        let s = &mut stats.surfaces;
+                        s.n_surfaces += 1;
+                        s.last_typed = e.typed.unwrap_or(0);
+                        s.last_total = e.total.unwrap_or(0);
+                        s.typed_schemas += s.last_typed;
+                        s.total_schemas += s.last_total;
+                    }
+                    ("meta_call", Some("tool_search")) => {
+                        stats.generic.search_calls += 1;
+                        stats.generic.search_failures += u64::from(e.ok == Some(false));
+                    }
+                    ("meta_call", Some("list_tools")) => stats.generic.list_calls += 1,
+                    _ => {}
+                }
+                continue;
+            }
+            Err(_) => {
+                stats.unreadable_lines += 1;
+                continue;
+            }
         };
         let status = rec.response.status;
         let ms = rec.duration_us as f64 / 1000.0;

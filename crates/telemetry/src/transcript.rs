@@ -92,7 +92,59 @@ pub fn transcript_file_name(session_id: &str) -> String {
 
 enum Message {
     Record(Box<TranscriptRecord>),
+    Event(Box<TranscriptEvent>),
     Flush(mpsc::SyncSender<()>),
+}
+
+/// A line of a transcript that is not a call: a surface sent to the client, or a meta tool
+/// call (`tool_search`, `list_tools`, served by the MCP layer, not the router). `replay` passes
+/// over these; `stats` counts them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptEvent {
+    /// [`TRANSCRIPT_FORMAT`].
+    pub format: u32,
+    /// `surface` or `meta_call`.
+    pub event: String,
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+    /// Session id.
+    pub session_id: String,
+    /// Client name.
+    pub client: String,
+    /// The meta tool called (`meta_call`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Whether the meta tool call succeeded (`meta_call`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// Typed tool schemas on the surface (`surface`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed: Option<u64>,
+    /// All tool schemas on the surface, meta tools included (`surface`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Bytes of the surface's serialized tools (`surface`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+/// A transcript line as readers see it.
+#[derive(Debug, Clone)]
+pub enum TranscriptLine {
+    /// A call.
+    Call(Box<TranscriptRecord>),
+    /// A surface or meta tool event.
+    Event(TranscriptEvent),
+}
+
+impl TranscriptLine {
+    /// Parses one line: a call record, else an event.
+    pub fn parse(line: &str) -> Result<TranscriptLine, serde_json::Error> {
+        match serde_json::from_str::<TranscriptRecord>(line) {
+            Ok(r) => Ok(TranscriptLine::Call(Box::new(r))),
+            Err(e) => serde_json::from_str::<TranscriptEvent>(line).map(TranscriptLine::Event).map_err(|_| e),
+        }
+    }
 }
 
 /// The lines of a transcript file, for readers (`replay`, `stats`): every line, invalid UTF-8
@@ -109,7 +161,7 @@ pub fn read_transcript_lines(path: &Path) -> std::io::Result<(Vec<String>, bool)
             None => (rest, false, &rest[rest.len()..]),
         };
         let text = String::from_utf8_lossy(line).into_owned();
-        if !terminated && serde_json::from_str::<TranscriptRecord>(&text).is_err() {
+        if !terminated && TranscriptLine::parse(&text).is_err() {
             cut = !text.trim().is_empty();
         } else {
             lines.push(text);
@@ -163,6 +215,13 @@ impl TranscriptWriter {
     pub fn record(&self, record: TranscriptRecord) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(Message::Record(Box::new(record)));
+        }
+    }
+
+    /// Queues an event line (never blocks on I/O).
+    pub fn event(&self, event: TranscriptEvent) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Message::Event(Box::new(event)));
         }
     }
 
@@ -222,9 +281,9 @@ fn run(dir: &Path, rotation: Rotation, rx: mpsc::Receiver<Message>) {
         let size = f.metadata().map(|m| m.len()).unwrap_or(0);
         Ok((BufWriter::new(f), size))
     };
-    let write = |files: &mut Open, rec: &TranscriptRecord| {
-        let name = transcript_file_name(&rec.session_id);
-        let line = match serde_json::to_string(rec) {
+    let write = |files: &mut Open, session_id: &str, line: serde_json::Result<String>| {
+        let name = transcript_file_name(session_id);
+        let line = match line {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "transcript record not serializable");
@@ -278,7 +337,8 @@ fn run(dir: &Path, rotation: Rotation, rx: mpsc::Receiver<Message>) {
         let mut next = Some(first);
         while let Some(msg) = next {
             match msg {
-                Message::Record(r) => write(&mut files, &r),
+                Message::Record(r) => write(&mut files, &r.session_id, serde_json::to_string(&r)),
+                Message::Event(e) => write(&mut files, &e.session_id, serde_json::to_string(&e)),
                 Message::Flush(ack) => acks.push(ack),
             }
             next = rx.try_recv().ok();

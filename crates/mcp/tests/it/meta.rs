@@ -54,3 +54,20 @@ async fn meta_tool_arguments_are_validated_against_their_advertised_schemas() {
     let r = c.call("tool_search", json!({"query": "echo text", "limit": 1, "detail": "full"})).await;
     assert_ne!(r["result"]["isError"], true, "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surfaces_list_tools_and_tool_search_are_counted() {
+    let f = Fixture::new(ExposureMode::Hybrid, ServerOptions::default());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("counting-test", json!({})).await;
+    let tools = c.list_all().await;
+    c.call("list_tools", json!({})).await;
+    c.call("tool_search", json!({"query": "echo text"})).await;
+    c.call("tool_search", json!({"limit": 0})).await;
+    let s = f.router.telemetry().snapshot();
+    assert!(s.surfaces.n_surfaces >= 1, "{:?}", s.surfaces);
+    assert_eq!(s.surfaces.last_total as usize, tools.len(), "{:?}", s.surfaces);
+    assert_eq!(s.generic.list_calls, 1);
+    assert_eq!(s.generic.search_calls, 2);
+    assert_eq!(s.generic.search_failures, 1);
+}
