@@ -353,3 +353,26 @@ fn eval_misses_help_matches_what_is_listed() {
     let line = help.lines().skip_while(|l| !l.contains("--misses")).take(3).collect::<Vec<_>>().join(" ");
     assert!(line.contains("smallest k"), "{line}");
 }
+
+/// A bundle the host rejects (its signed manifest names a tool the library lacks) makes
+/// `quiver list` say so and exit 1, while the good bundles are still listed.
+#[test]
+fn list_exits_non_zero_when_a_bundle_was_rejected() {
+    let p = Project::new();
+    p.quiver(&["list"]).success();
+    let dir = p.path("plugins/broken");
+    fs::create_dir_all(&dir).unwrap();
+    let lib = marker_library();
+    let lib_copy = dir.join(lib.file_name().unwrap());
+    fs::copy(lib, &lib_copy).unwrap();
+    let source = fs::read_to_string(repo_root().join("tests/plugins/marker-plugin/tool.yaml")).unwrap();
+    let text = source.replace("id: marker-plugin", "id: broken-plugin")
+        + "  - name: marker_missing\n    title: Missing\n    description: Not in the library.\n    domain: test\n    side_effects: read\n";
+    fs::write(dir.join("broken.tool.yaml"), text).unwrap();
+    p.quiver(&["sign", "plugins/broken/broken.tool.yaml", "--key", "keys/test.key", "--library"])
+        .arg_path(&lib_copy)
+        .success();
+    let run = p.quiver(&["list"]).failure(1);
+    assert!(run.stdout().contains("marker_echo"), "{}", run.stdout());
+    assert!(run.stderr().contains("rejected bundle"), "{}", run.stderr());
+}
