@@ -253,6 +253,20 @@ impl Connection {
                         if added.is_empty() && unlisted.is_empty() {
                             m.remove("loaded");
                             m.remove("note");
+                        } else {
+                            // Each newly loaded tool's prompt snippet: how to use it, shown the
+                            // moment it becomes callable.
+                            let snippets: serde_json::Map<String, Value> = added
+                                .iter()
+                                .chain(unlisted.iter())
+                                .filter_map(|n| {
+                                    let snippet = catalog.resolve(n)?.def.spec.prompt_snippet.trim().to_owned();
+                                    (!snippet.is_empty()).then(|| ((*n).clone(), Value::String(snippet)))
+                                })
+                                .collect();
+                            if !snippets.is_empty() {
+                                m.insert("how_to_use".into(), Value::Object(snippets));
+                            }
                         }
                     }
                     live.announce_if_changed(&self.shared).await;

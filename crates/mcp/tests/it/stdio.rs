@@ -178,6 +178,12 @@ async fn tool_search_loads_matches_and_announces_the_change() {
     let found = &r["result"]["structuredContent"];
     assert_eq!(found["tools"][0]["name"], "test_deferred_echo", "{r}");
     assert_eq!(found["loaded"], json!(["test_deferred_echo"]), "{r}");
+    // The moment a tool is loaded is when its prompt snippet is shown.
+    assert_eq!(
+        found["how_to_use"]["test_deferred_echo"],
+        "test_deferred_echo(text) returns text unchanged; use it to check a round trip.",
+        "{r}"
+    );
     // The change was announced before the answer.
     assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
     assert_eq!(c.notes[0]["method"], "notifications/tools/list_changed");
