@@ -45,6 +45,11 @@ fn make_root(dir: &Path) -> Result<PathBuf> {
     fs::create_dir_all(root.join("docs"))?;
     fs::write(root.join("notes.txt"), "first line\nthe needle is here\nlast line\n")?;
     fs::write(root.join("docs/guide.md"), "# Guide\n\nNo needle in this one.\n")?;
+    // Enough files that listing them all goes over fs_list's result limit (64 KiB).
+    fs::create_dir_all(root.join("many"))?;
+    for i in 0..3000 {
+        fs::write(root.join(format!("many/file-{i:04}.txt")), "x")?;
+    }
     Ok(root)
 }
 
