@@ -230,8 +230,8 @@ fn verify_names_the_failed_check_of_a_missing_signature() {
     let p = Project::new();
     fs::remove_file(p.path("plugins/marker/marker.tool.yaml.minisig")).unwrap();
     assert_eq!(failed_stage(&p), "signature");
-    // The tampered bundle is not loaded either.
-    let run = p.quiver(&["list"]).success();
+    // The tampered bundle is not loaded either, and `list` says so with exit code 1.
+    let run = p.quiver(&["list"]).failure(1);
     assert!(run.stderr().contains("signature"), "{}", run.stderr());
     assert!(!run.stdout().contains("marker_echo"));
 }
