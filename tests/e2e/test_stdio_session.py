@@ -82,8 +82,8 @@ async def scenario():
             check(meta.get(META + "plugin") == "fs-tools" and len(meta.get(META + "sha256", "")) == 64
                   and meta.get(META + "signer") and meta.get(META + "version"),
                   "tools carry plugin, version, sha256 and signer in _meta", meta)
-            check(any(n.get("name") == "read_file" for n in meta.get(META + "deprecations", [])),
-                  "fs_read lists its deprecated alias read_file", meta)
+            check(META + "deprecations" not in meta,
+                  "tools/list carries no deprecation notices (they belong in call results)", meta)
             check(fs_read.annotations is not None and fs_read.annotations.read_only_hint is True,
                   "annotations come from the manifest risk", fs_read.annotations)
 
@@ -109,6 +109,31 @@ async def scenario():
             check(notice.get("state") == "deprecated" and notice.get("replacement") == "fs_read"
                   and "deprecated" in notice.get("message", ""), "its notice is in _meta", old.meta)
             check("call `fs_read` instead" in text_of(old), "the notice is in the text too", text_of(old))
+
+            # A hidden-compatibility name dispatches with no visible trace.
+            cat = await session.call_tool("cat", {"path": "notes.txt"})
+            check(not cat.is_error and "needle" in text_of(cat) and "compatib" not in text_of(cat)
+                  and META + "notice" not in (cat.meta or {}), "the hidden name cat answers silently", cat.meta)
+
+            # A result over the tool's size limit is cut to still match its output schema (the
+            # SDK validates structuredContent against it and would raise otherwise), and links
+            # the full result, which resources/read returns.
+            big = await session.call_tool("run_tool", {"name": "fs_list",
+                                                       "arguments": {"path": "many", "max_entries": 5000}})
+            check(not big.is_error, "a cut result is no error", text_of(big)[:300])
+            cut = (big.meta or {}).get(META + "truncation", {})
+            check(cut.get("structured") is True and cut.get("total_bytes", 0) > cut.get("shown_bytes", 0),
+                  "the cut is described in _meta", cut)
+            links = [b for b in big.content if isinstance(b, types.ResourceLink)]
+            check(len(links) == 1 and str(links[0].uri) == cut.get("uri"), "a resource_link points at the full result",
+                  [type(b).__name__ for b in big.content])
+            typed = await session.call_tool("fs_list", {"path": "many", "max_entries": 5000}) \
+                if any(t.name == "fs_list" for t in tools) else big
+            check(not typed.is_error and len(typed.structured_content["entries"]) < 3000,
+                  "the typed call's cut output passes the SDK's schema check", typed.structured_content.keys())
+            full = await session.read_resource(cut["uri"])
+            entries = json.loads(full.contents[0].text)["entries"]
+            check(len(entries) == 3000, "resources/read returns the whole result", len(entries))
 
             # Invalid arguments: a tool error (not a protocol error) with JSON pointers.
             bad = await session.call_tool("fs_read", {"path": 5})

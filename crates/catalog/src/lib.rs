@@ -15,6 +15,7 @@ mod entry;
 pub mod eval;
 mod external;
 pub mod hints;
+mod meta_args;
 pub mod search;
 mod session;
 mod surface;
@@ -27,6 +28,10 @@ pub use backend::{
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
 pub use external::catalog_from_tool_list;
+pub use meta_args::{
+    Detail, ListToolsArgs, MetaSchema, QueryMode, RunToolArgs, ToolSearchArgs, list_tools_schema, run_tool_schema,
+    tool_search_schema,
+};
 pub use session::{
     MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SurfaceStats,
     partitions, search_catalog,

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::meta_args::{list_tools_schema, run_tool_schema, tool_search_schema};
 use crate::{Access, Catalog, ToolRef};
 
 /// How much of the catalog a session sees up front.
@@ -195,6 +196,70 @@ impl Surface {
     }
 }
 
+/// Formats JSON Schema 2020-12 defines; any other `format` (schemars' `uint64`, `int32`,
+/// `double`, ...) makes strict validators (Ajv in the TypeScript SDK) warn on every listing.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Removes a non-standard `format` from one schema object. An unsigned integer format
+/// (`uint`, `uint8` ... `uint64`) becomes `minimum: 0` when no minimum is given, so nothing
+/// the format said is lost.
+pub(crate) fn strip_nonstandard_format(m: &mut serde_json::Map<String, Value>) {
+    let Some(Value::String(f)) = m.get("format") else { return };
+    if STANDARD_FORMATS.contains(&f.as_str()) {
+        return;
+    }
+    let unsigned = f.starts_with("uint");
+    m.remove("format");
+    if unsigned && !m.contains_key("minimum") && !m.contains_key("exclusiveMinimum") {
+        m.insert("minimum".into(), json!(0));
+    }
+}
+
+/// A schema as advertised: non-standard formats removed everywhere (`properties`, `items`,
+/// `$defs`, ...; a property *named* `format` is left alone).
+pub(crate) fn advertised(mut schema: Value) -> Value {
+    fn walk(v: &mut Value, in_properties: bool) {
+        match v {
+            Value::Object(m) => {
+                if !in_properties {
+                    strip_nonstandard_format(m);
+                }
+                for (k, c) in m.iter_mut() {
+                    walk(
+                        c,
+                        !in_properties
+                            && matches!(k.as_str(), "properties" | "$defs" | "definitions" | "patternProperties"),
+                    );
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|c| walk(c, false)),
+            _ => {}
+        }
+    }
+    walk(&mut schema, false);
+    schema
+}
+
 /// Builds the MCP-shaped descriptor of a tool (no `_meta`: provenance is added by the server
 /// and is not part of what the budget counts).
 pub(crate) fn descriptor(catalog: &Catalog, r: &ToolRef) -> Value {
@@ -204,9 +269,9 @@ pub(crate) fn descriptor(catalog: &Catalog, r: &ToolRef) -> Value {
     d.insert("name".into(), Value::String(r.name.clone()));
     d.insert("title".into(), Value::String(s.title.clone()));
     d.insert("description".into(), Value::String(s.description.clone()));
-    d.insert("inputSchema".into(), (*def.input_schema).clone());
+    d.insert("inputSchema".into(), advertised((*def.input_schema).clone()));
     if let Some(o) = &def.output_schema {
-        d.insert("outputSchema".into(), (**o).clone());
+        d.insert("outputSchema".into(), advertised((**o).clone()));
     }
     let se = s.side_effects;
     d.insert(
@@ -233,22 +298,7 @@ pub(crate) fn meta_descriptor(name: &str, catalog: &Catalog, access: &Access, in
                 "description": format!(
                     "Search the tool catalog by what you want to do, and load the best matches so you can call them directly. Returns compact entries (name, summary, required arguments, whether it changes anything). Use before giving up on a task that needs a tool you do not see. {index}"
                 ),
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "description": "What you want to do, in plain words, or a regex when mode is regex."},
-                        "mode": {"type": "string", "enum": ["text", "regex"], "default": "text"},
-                        "domain": {"type": "string", "description": "Only tools of this domain."},
-                        "mutating": {"type": "boolean", "description": "true: only tools that change something; false: only read-only tools."},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
-                        "offset": {"type": "integer", "minimum": 0, "default": 0},
-                        "detail": {"type": "string", "enum": ["compact", "full"], "default": "compact", "description": "full adds each tool's input schema."},
-                        "load": {"type": "boolean", "default": true, "description": "Load the matches into this session's tool list."},
-                        "unload": {"type": "array", "items": {"type": "string"}, "description": "Tool names to drop from this session's tool list when you no longer need them (with query \"\" nothing else happens)."}
-                    },
-                    "required": ["query"],
-                    "additionalProperties": false
-                },
+                "inputSchema": tool_search_schema().schema.as_ref(),
                 "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
             })
         }
@@ -256,32 +306,14 @@ pub(crate) fn meta_descriptor(name: &str, catalog: &Catalog, access: &Access, in
             "name": LIST_TOOLS,
             "title": "List callable tools",
             "description": "List every tool you can call through run_tool, including ones not in your tool list, optionally filtered by a search query or domain. Returns compact entries; ask for detail=full to get input schemas.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "Optional words to rank by."},
-                    "domain": {"type": "string"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 20},
-                    "offset": {"type": "integer", "minimum": 0, "default": 0},
-                    "detail": {"type": "string", "enum": ["compact", "full"], "default": "compact"}
-                },
-                "additionalProperties": false
-            },
+            "inputSchema": list_tools_schema().schema.as_ref(),
             "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
         }),
         _ => json!({
             "name": RUN_TOOL,
             "title": "Run any tool",
             "description": "Call any tool by name, including tools not in your tool list (find them with list_tools or tool_search). The same checks apply as for a direct call: scopes, confirmation, argument validation.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "The tool's name."},
-                    "arguments": {"type": "object", "description": "The tool's arguments, as its input schema describes."}
-                },
-                "required": ["name"],
-                "additionalProperties": false
-            },
+            "inputSchema": run_tool_schema().schema.as_ref(),
             "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}
         }),
     }

@@ -149,7 +149,19 @@ fn init_logging(verbose: u8) {
     quiver_telemetry::init_logging();
 }
 
+/// A closed stdout (`quiver list | head`) ends the process quietly, as it does for other Unix
+/// tools, instead of a panic on the failed write (Rust ignores SIGPIPE by default).
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any thread exists; restoring a signal's
+    // default disposition has no other effect on the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     if matches!(cli.command, Command::Worker) {
         // Before logging or anything else that could start a thread: the worker sandboxes itself

@@ -130,6 +130,12 @@ impl Settings {
     /// Starts a plugin host and scans the plugins folder once. Rejected bundles and catalog
     /// warnings are reported on stderr; they do not stop the host.
     pub fn start_host(&self) -> Result<Arc<Host>> {
+        self.start_host_counting().map(|(host, _)| host)
+    }
+
+    /// [`Settings::start_host`], also returning how many bundles were rejected (for commands
+    /// that must exit non-zero then).
+    pub fn start_host_counting(&self) -> Result<(Arc<Host>, usize)> {
         if !self.host.plugins_dir.is_dir() {
             bail!(
                 "plugins folder {} does not exist (plugins_dir in {}, or --plugins); build the bundled plugins with `cargo xtask build-plugins`",
@@ -145,7 +151,7 @@ impl Settings {
         for w in host.catalog().warnings() {
             eprintln!("warning: {w}");
         }
-        Ok(Arc::new(host))
+        Ok((Arc::new(host), report.rejected.len()))
     }
 }
 

@@ -7,12 +7,17 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use quiver_catalog::{Catalog, ExposureMode, LIST_TOOLS, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH};
+use quiver_catalog::{
+    Catalog, ExposureMode, LIST_TOOLS, ListToolsArgs, MetaSchema, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH,
+    ToolSearchArgs, list_tools_schema, tool_search_schema,
+};
 use quiver_router::{Call, CallOutcome, Caller, Lane};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -22,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{CallBridge, ClientSide, NOTIFICATION_QUEUE, level_rank};
 use crate::listing::Listing;
+use crate::resources;
 use crate::results::{call_result, json_result, tool_error, unknown_tool};
 use crate::server::Shared;
 
@@ -199,7 +205,7 @@ impl Connection {
 
     /// `tool_search`: search, load the hits into the session, tell the client its list changed.
     async fn tool_search(&self, live: &Live, arguments: Value) -> CallToolResponse {
-        let request = match parse_search(arguments) {
+        let request = match parse_args::<ToolSearchArgs>(TOOL_SEARCH, tool_search_schema(), arguments) {
             Ok(r) => r,
             Err(e) => return tool_error(e).into(),
         };
@@ -247,6 +253,20 @@ impl Connection {
                         if added.is_empty() && unlisted.is_empty() {
                             m.remove("loaded");
                             m.remove("note");
+                        } else {
+                            // Each newly loaded tool's prompt snippet: how to use it, shown the
+                            // moment it becomes callable.
+                            let snippets: serde_json::Map<String, Value> = added
+                                .iter()
+                                .chain(unlisted.iter())
+                                .filter_map(|n| {
+                                    let snippet = catalog.resolve(n)?.def.spec.prompt_snippet.trim().to_owned();
+                                    (!snippet.is_empty()).then(|| ((*n).clone(), Value::String(snippet)))
+                                })
+                                .collect();
+                            if !snippets.is_empty() {
+                                m.insert("how_to_use".into(), Value::Object(snippets));
+                            }
                         }
                     }
                     live.announce_if_changed(&self.shared).await;
@@ -261,16 +281,10 @@ impl Connection {
 
     /// `list_tools`: everything `run_tool` can reach, filtered and paged; loads nothing.
     fn list_tools_meta(&self, live: &Live, arguments: Value) -> CallToolResponse {
-        let request = match parse_search(arguments) {
+        let request = match parse_args::<ListToolsArgs>(LIST_TOOLS, list_tools_schema(), arguments) {
             Ok(r) => r,
             Err(e) => return tool_error(e).into(),
         };
-        if request.load.is_some() || request.mode.is_some() {
-            return tool_error(quiver_abi::ToolError::invalid(
-                "list_tools takes query, domain, limit, offset and detail; `mode` and `load` belong to tool_search",
-            ))
-            .into();
-        }
         let catalog = self.shared.source.catalog();
         let response = {
             let mut state = live.lock();
@@ -385,18 +399,33 @@ impl Connection {
     }
 }
 
-fn parse_search(arguments: Value) -> Result<SearchRequest, quiver_abi::ToolError> {
-    serde_json::from_value::<SearchRequest>(arguments).map_err(|e| {
-        quiver_abi::ToolError::invalid(format!("invalid arguments: {e}"))
-            .with_details(json!({ "hint": "pass `query` (what you want to do, in plain words) and optionally domain, limit, offset, detail" }))
-    })
+/// A meta tool's arguments: checked against its advertised schema (repairable errors), then read
+/// into its type.
+fn is_error(r: &CallToolResponse) -> bool {
+    matches!(r, CallToolResponse::Complete(c) if c.is_error == Some(true))
+}
+
+fn parse_args<T: serde::de::DeserializeOwned + Into<SearchRequest>>(
+    tool: &str,
+    schema: &MetaSchema,
+    arguments: Value,
+) -> Result<SearchRequest, quiver_abi::ToolError> {
+    quiver_router::meta_arguments(tool, schema, &arguments)?;
+    // The schema was derived from `T`: what it accepts, `T` reads.
+    serde_json::from_value::<T>(arguments)
+        .map(Into::into)
+        .map_err(|e| quiver_abi::ToolError::invalid(format!("invalid arguments of `{tool}`: {e}")))
 }
 
 impl ServerHandler for Connection {
     fn get_info(&self) -> ServerConfig {
         let o = &self.shared.options;
-        let capabilities =
-            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build();
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .build();
         let mut info = ServerConfig::new(capabilities)
             .with_protocol_version(NEWEST_PROTOCOL)
             .with_server_info(Implementation::new(o.name.clone(), o.version.clone()).with_title("Quiver tool host"));
@@ -437,6 +466,12 @@ impl ServerHandler for Connection {
             listing
         };
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        if cursor.is_none() {
+            // A surface is sent once per listing, counted at its first page.
+            let n_meta = listing.tools.iter().filter(|t| quiver_catalog::META_TOOLS.contains(&t.name.as_ref())).count();
+            let n_total = listing.tools.len();
+            self.shared.router.record_surface(&live.caller, n_total - n_meta, n_total, listing.bytes);
+        }
         listing.page(cursor, self.shared.options.page_size)
     }
 
@@ -448,12 +483,45 @@ impl ServerHandler for Connection {
         let live = self.live()?.clone();
         let arguments = || Value::Object(params.arguments.clone().unwrap_or_default());
         if params.name == TOOL_SEARCH && Connection::offers(&live, TOOL_SEARCH) {
-            return Ok(self.tool_search(&live, arguments()).await);
+            let r = self.tool_search(&live, arguments()).await;
+            self.shared.router.record_meta_call(&live.caller, TOOL_SEARCH, !is_error(&r));
+            return Ok(r);
         }
         if params.name == LIST_TOOLS && Connection::offers(&live, LIST_TOOLS) {
-            return Ok(self.list_tools_meta(&live, arguments()));
+            let r = self.list_tools_meta(&live, arguments());
+            self.shared.router.record_meta_call(&live.caller, LIST_TOOLS, !is_error(&r));
+            return Ok(r);
         }
         self.dispatch(&live, params, context).await
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let live = self.live()?;
+        resources::list(&self.shared.source.catalog(), &live.caller.access)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.live()?;
+        resources::templates()
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let live = self.live()?;
+        let catalog = self.shared.source.catalog();
+        resources::read(&request.uri, &catalog, &live.caller.access, &self.shared.router, &live.caller.session_id)
+            .map(Into::into)
     }
 
     async fn set_level(
@@ -473,10 +541,30 @@ impl ServerHandler for Connection {
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!("Method not found: `{}` (this server serves tools: tools/list, tools/call)", request.method),
-            None,
-        ))
+        Err(crate::wire::method_not_found(&request.method))
+    }
+
+    async fn get_prompt(
+        &self,
+        _request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Err(crate::wire::method_not_found("prompts/get"))
+    }
+
+    async fn subscribe(
+        &self,
+        _request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Err(crate::wire::method_not_found("resources/subscribe"))
+    }
+
+    async fn unsubscribe(
+        &self,
+        _request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Err(crate::wire::method_not_found("resources/unsubscribe"))
     }
 }

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::QuiverServer;
-use crate::wire::{Refusal, parse, too_large};
+use crate::wire::{Refusal, error_json, parse, too_large};
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -72,23 +72,44 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         .with_max_request_body_bytes(max_bytes)
         .with_cancellation_token(opts.shutdown.child_token());
     let factory = server.clone();
-    let service =
-        StreamableHttpService::new(move || Ok(factory.connection()), Arc::new(LocalSessionManager::default()), config);
+    let sessions = Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(move || Ok(factory.connection()), sessions.clone(), config);
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(max_bytes, check_body));
+        .layer(axum::middleware::from_fn_with_state(max_bytes, check_body))
+        .layer(axum::middleware::from_fn_with_state(sessions, check_delete));
     tracing::info!(addr = %local, path = MCP_PATH, "serving MCP over streamable HTTP");
     let shutdown = opts.shutdown.clone();
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
 fn json_rpc_error(status: StatusCode, refusal: Refusal) -> Response {
-    let body = serde_json::to_vec(&JsonRpcError::new(refusal.id, refusal.error)).unwrap_or_default();
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body))
-        .unwrap_or_else(|_| Response::new(Body::empty()))
+    let body = error_json(&JsonRpcError::new(refusal.id, refusal.error)).unwrap_or_default();
+    let mut response = Response::builder().status(status).header(header::CONTENT_TYPE, "application/json");
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        // The rest of the body was not read: the connection cannot carry another request.
+        response = response.header(header::CONNECTION, "close");
+    }
+    response.body(Body::from(body)).unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+/// DELETE of a session that does not exist (never did, or already ended) is 404, as the
+/// streamable HTTP transport specifies; `rmcp` answers 202 to any DELETE.
+async fn check_delete(State(sessions): State<Arc<LocalSessionManager>>, request: Request, next: Next) -> Response {
+    if request.method() == Method::DELETE
+        && let Some(id) = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+        && !sessions.sessions.read().await.contains_key(id)
+    {
+        let refusal = Refusal {
+            id: None,
+            error: rmcp::model::ErrorData::invalid_request(
+                "Session not found: it never existed or has already ended; start a new one with initialize",
+                None,
+            ),
+        };
+        return json_rpc_error(StatusCode::NOT_FOUND, refusal);
+    }
+    next.run(request).await
 }
 
 /// Answers JSON POST bodies that are too large or not a JSON-RPC message with a JSON-RPC

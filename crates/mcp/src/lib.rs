@@ -20,6 +20,9 @@
 //!   notice). The meta tools are served here: `tool_search` loads its matches into the session
 //!   and sends `notifications/tools/list_changed`; `list_tools` lists everything `run_tool`
 //!   (dispatched by the router like any call) can reach, for clients that never refresh.
+//! - Resources: each visible tool's documentation (`quiver://tools/<name>`, Markdown) and the
+//!   full text of a result cut to its size limit (`quiver://results/<handle>`, for the session
+//!   that made it; a cut result links it with a `resource_link` block).
 //! - Host services reach the client through a per-call [`quiver_router::ClientBridge`]: plugin
 //!   logs become `notifications/message` (filtered by `logging/setLevel`), progress becomes
 //!   `notifications/progress` when the request carried a `progressToken`, elicitation and
@@ -31,13 +34,14 @@
 //! What this crate does not do: load or verify plugins (it takes a
 //! [`quiver_catalog::CatalogSource`] and a change feed; the CLI wires in the lifecycle host),
 //! decide policy (the router does), or read the configuration file (the CLI turns it into
-//! [`SessionProfile`]s and [`ServerOptions`]). It serves tools only: no resources, prompts or
-//! completions. **Architecture Invariant:** this is the only crate that speaks MCP.
+//! [`SessionProfile`]s and [`ServerOptions`]). It serves tools and the resources above: no
+//! prompts, completions or resource subscriptions. **Architecture Invariant:** this is the only crate that speaks MCP.
 
 mod bridge;
 mod connection;
 mod http;
 mod listing;
+mod resources;
 mod results;
 mod server;
 mod stdio;

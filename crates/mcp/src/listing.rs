@@ -6,7 +6,6 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use quiver_catalog::{Catalog, Notice, Partition, Surface};
-use quiver_manifest::LifecycleState;
 use rmcp::model::{ErrorData, JsonObject, ListToolsResult, MetaObject, Tool};
 use serde_json::{Map, Value, json};
 
@@ -16,13 +15,15 @@ use crate::META_PREFIX;
 /// serialization) and then shared by every session: listing never re-serializes the catalog.
 pub(crate) struct CatalogTools {
     catalog: Arc<Catalog>,
-    tools: Vec<OnceLock<(Tool, u64)>>,
+    tools: Vec<OnceLock<(Tool, u64, usize)>>,
 }
 
-fn hash_of(tool: &Tool) -> u64 {
+/// Hash and length of a tool's serialization.
+fn hash_of(tool: &Tool) -> (u64, usize) {
     let mut h = DefaultHasher::new();
-    serde_json::to_vec(tool).unwrap_or_default().hash(&mut h);
-    h.finish()
+    let bytes = serde_json::to_vec(tool).unwrap_or_default();
+    bytes.hash(&mut h);
+    (h.finish(), bytes.len())
 }
 
 impl CatalogTools {
@@ -31,12 +32,12 @@ impl CatalogTools {
         CatalogTools { catalog, tools }
     }
 
-    /// The MCP tool of catalog tool `i`, and the hash of its serialization.
-    pub(crate) fn tool(&self, i: usize) -> &(Tool, u64) {
+    /// The MCP tool of catalog tool `i`, and the hash and length of its serialization.
+    pub(crate) fn tool(&self, i: usize) -> &(Tool, u64, usize) {
         self.tools[i].get_or_init(|| {
             let t = catalog_tool(&self.catalog, i);
-            let h = hash_of(&t);
-            (t, h)
+            let (h, n) = hash_of(&t);
+            (t, h, n)
         })
     }
 }
@@ -93,30 +94,6 @@ fn to_tool(mut descriptor: Value, meta: Map<String, Value>) -> Tool {
     }
 }
 
-/// Notices of a tool's deprecated and removed aliases (hidden-compatibility ones stay silent).
-fn alias_notices(catalog: &Catalog, i: usize) -> Vec<Value> {
-    let r = &catalog.tools()[i];
-    let def = catalog.def(r);
-    def.spec
-        .aliases
-        .iter()
-        .filter(|a| matches!(a.state, LifecycleState::Deprecated | LifecycleState::Removed))
-        .map(|a| {
-            let notice = Notice {
-                name: a.name.clone(),
-                state: a.state,
-                replacement: Some(r.name.clone()),
-                action: a.action.clone(),
-                first_deprecated_version: a.first_deprecated_version.clone(),
-                planned_removal_version: a.planned_removal_version.clone(),
-                removed_in_version: a.removed_in_version.clone(),
-                replay_supported: a.replay_supported,
-            };
-            notice_json(&notice)
-        })
-        .collect()
-}
-
 /// A notice as `_meta` carries it: its fields plus the sentence a model reads.
 pub(crate) fn notice_json(notice: &Notice) -> Value {
     let mut v = serde_json::to_value(notice).unwrap_or(Value::Null);
@@ -140,10 +117,8 @@ fn catalog_tool(catalog: &Catalog, i: usize) -> Tool {
         meta.insert(key("signer"), json!(k));
     }
     meta.insert(key("isolation"), json!(plugin.backend.placement().isolation));
-    let notices = alias_notices(catalog, i);
-    if !notices.is_empty() {
-        meta.insert(key("deprecations"), Value::Array(notices));
-    }
+    // Deprecation notices of aliases belong in the results of calls by those names, never in
+    // the listing (they would cost every client bytes on every turn).
     to_tool((**descriptor).clone(), meta)
 }
 
@@ -162,6 +137,8 @@ pub(crate) struct Listing {
     pub(crate) tools: Vec<Tool>,
     /// Hash of the serialized tools: equal fingerprints, identical listings.
     pub(crate) fingerprint: u64,
+    /// Bytes of the serialized tools (what the whole listing costs a client).
+    pub(crate) bytes: usize,
 }
 
 impl Listing {
@@ -169,18 +146,22 @@ impl Listing {
         let mut out = Vec::with_capacity(surface.entries.len());
         // The fingerprint hashes the tools' own hashes, in order: O(tools), no serialization.
         let mut h = DefaultHasher::new();
+        let mut bytes = 0;
         for e in &surface.entries {
             if e.partition == Partition::Meta {
                 let t = meta_tool(&e.descriptor);
-                hash_of(&t).hash(&mut h);
+                let (th, n) = hash_of(&t);
+                th.hash(&mut h);
+                bytes += n;
                 out.push(t);
             } else if let Some(i) = catalog.tool_index(&e.name) {
-                let (t, th) = tools.tool(i);
+                let (t, th, n) = tools.tool(i);
                 th.hash(&mut h);
+                bytes += n;
                 out.push(t.clone());
             }
         }
-        Listing { catalog: catalog.clone(), tools: out, fingerprint: h.finish() }
+        Listing { catalog: catalog.clone(), tools: out, fingerprint: h.finish(), bytes }
     }
 
     /// The page a cursor points at. Cursors are opaque to clients: they name the listing they

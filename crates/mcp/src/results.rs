@@ -1,7 +1,8 @@
 //! A router outcome as an MCP `tools/call` result.
 
 use quiver_abi::{ErrorCode, Status, ToolError};
-use quiver_router::{CallMeta, CallOutcome};
+use quiver_manifest::LifecycleState;
+use quiver_router::{CallMeta, CallOutcome, Truncation};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -69,7 +70,8 @@ fn call_json(meta: &CallMeta) -> Value {
     if let Some(v) = &meta.plugin_version {
         m.insert("version".into(), Value::String(v.clone()));
     }
-    if let Some(s) = meta.lifecycle_state {
+    // A hidden-compatibility name dispatches with no visible trace (telemetry records it).
+    if let Some(s) = meta.lifecycle_state.filter(|s| *s != LifecycleState::HiddenCompatibility) {
         m.insert("state".into(), Value::String(s.as_str().to_owned()));
     }
     m.insert("lane".into(), Value::String(meta.lane.as_str().to_owned()));
@@ -83,11 +85,28 @@ fn call_json(meta: &CallMeta) -> Value {
     Value::Object(m)
 }
 
+/// The `resource_link` block pointing at a cut result's full text.
+fn result_link(t: &Truncation) -> ContentBlock {
+    let link = json!({
+        "type": "resource_link",
+        "uri": t.uri,
+        "name": t.handle,
+        "title": "Full result",
+        "description": format!("The whole result ({} bytes of JSON); this answer was cut to {} bytes.", t.total_bytes, t.shown_bytes),
+        "mimeType": "application/json",
+        "size": t.total_bytes,
+    });
+    ContentBlock::deserialize(&link).unwrap_or_else(|_| ContentBlock::text(format!("Full result: {}", t.uri)))
+}
+
 /// The MCP result of a call: content blocks (the tool's own, else its structured output as
 /// JSON text), observations and the deprecation notice as text the model reads,
 /// `structuredContent` (the tool's `outputs` when they are an object), `isError`, and `_meta`
 /// under [`crate::META_PREFIX`]: `call` (request id, tool, plugin and version, lane, duration,
-/// result handle), `notice` for deprecated and compatibility names, `error` for failures.
+/// result handle), `notice` for deprecated and compatibility names, `error` for failures, and
+/// `truncation` for a result cut to its size limit (with a `resource_link` to the full result;
+/// a result that could not be cut to its output schema has no structured content and is marked
+/// `isError`, since clients require structured content from such tools otherwise).
 pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
     let CallOutcome { response, meta } = outcome;
     let mut pairs = Vec::with_capacity(3);
@@ -101,6 +120,15 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
             let mut r = CallToolResult::success(content);
             if response.outputs.is_object() {
                 r.structured_content = Some(response.outputs);
+            }
+            if let Some(t) = &meta.truncation {
+                r.content.push(result_link(t));
+                // Clients hold a tool with an output schema to structured content unless the
+                // result is an error: a result that could not be cut to its schema is one.
+                if !t.structured && t.has_output_schema {
+                    r.is_error = Some(true);
+                }
+                pairs.push(("truncation", serde_json::to_value(t).unwrap_or(Value::Null)));
             }
             r
         }
@@ -116,7 +144,7 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
     for o in response.observations {
         result.content.push(ContentBlock::text(o));
     }
-    if let Some(n) = &meta.notice {
+    if let Some(n) = meta.notice.as_ref().filter(|n| n.state != LifecycleState::HiddenCompatibility) {
         result.content.push(ContentBlock::text(format!("Note: {}", n.message())));
         pairs.push(("notice", notice_json(n)));
     }
@@ -139,4 +167,62 @@ pub(crate) fn tool_error(error: ToolError) -> CallToolResult {
     let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
     r.meta = Some(meta_of([("error", error_json(error))]));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use quiver_abi::ToolResponse;
+    use quiver_catalog::Notice;
+    use quiver_router::Lane;
+
+    use super::*;
+
+    fn outcome(state: LifecycleState) -> CallOutcome {
+        let notice = Notice {
+            name: "old_name".into(),
+            state,
+            replacement: Some("new_name".into()),
+            action: None,
+            first_deprecated_version: None,
+            planned_removal_version: None,
+            removed_in_version: None,
+            replay_supported: false,
+        };
+        CallOutcome {
+            response: ToolResponse::ok(json!({"text": "hi"})),
+            meta: CallMeta {
+                request_id: "r1".into(),
+                called_name: "old_name".into(),
+                tool: Some("new_name".into()),
+                action: None,
+                plugin: Some("p".into()),
+                plugin_version: Some("1.0.0".into()),
+                sha256: None,
+                signer_key_id: None,
+                lifecycle_state: Some(state),
+                notice: Some(notice),
+                lane: Lane::Typed,
+                duration: Duration::from_millis(1),
+                retries: 0,
+                result_handle: None,
+                truncation: None,
+                policy: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn hidden_compatibility_names_leave_no_visible_trace() {
+        let r = serde_json::to_value(call_result(outcome(LifecycleState::HiddenCompatibility))).unwrap();
+        let text = r.to_string();
+        assert!(!text.contains("compatibility"), "{text}");
+        assert!(!text.contains("old_name"), "{text}");
+        assert_eq!(r["content"].as_array().unwrap().len(), 1, "{text}");
+        // A deprecated name still carries its notice, as text and in _meta.
+        let r = serde_json::to_value(call_result(outcome(LifecycleState::Deprecated))).unwrap();
+        assert!(r["_meta"]["io.github.quiver/notice"].is_object(), "{r}");
+        assert_eq!(r["content"].as_array().unwrap().len(), 2, "{r}");
+    }
 }

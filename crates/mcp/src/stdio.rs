@@ -180,7 +180,11 @@ where
 }
 
 fn encode(message: &ServerJsonRpcMessage) -> io::Result<Vec<u8>> {
-    let mut frame = serde_json::to_vec(message).map_err(io::Error::other)?;
+    let mut frame = match message {
+        rmcp::model::JsonRpcMessage::Error(e) => crate::wire::error_json(e),
+        other => serde_json::to_vec(other),
+    }
+    .map_err(io::Error::other)?;
     frame.push(b'\n');
     Ok(frame)
 }

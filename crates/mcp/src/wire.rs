@@ -121,8 +121,8 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
         (Some(Value::String(method)), Some(id)) => Err(Refusal {
             id: Some(id),
             error: ErrorData::invalid_params(
-                format!("Invalid params for `{method}`: {typed}"),
-                Some(json!({ "method": method })),
+                format!("Invalid params for `{}`: {}", echo(method), echo(&typed.to_string())),
+                Some(json!({ "method": echo(method) })),
             ),
         }),
         // A notification or a response we cannot read: JSON-RPC forbids answering either.
@@ -136,6 +136,42 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
             ),
         }),
     }
+}
+
+/// An error reply's JSON. When the request's id could not be read, `"id": null` (JSON-RPC 2.0
+/// §5 and MCP up to 2025-11-25 require the member; `rmcp` omits it, and the Python SDK then
+/// waits for an answer that never matches).
+pub(crate) fn error_json(error: &rmcp::model::JsonRpcError) -> serde_json::Result<Vec<u8>> {
+    let mut v = serde_json::to_value(error)?;
+    if let Value::Object(m) = &mut v {
+        m.entry("id").or_insert(Value::Null);
+    }
+    serde_json::to_vec(&v)
+}
+
+/// At most this many characters of a name a client sent are echoed back in messages.
+pub(crate) const ECHO_CHARS: usize = 64;
+
+/// `name` for an error message: whole when short, else its first [`ECHO_CHARS`] characters
+/// and how long it was.
+pub(crate) fn echo(name: &str) -> String {
+    if name.chars().count() <= ECHO_CHARS {
+        return name.to_owned();
+    }
+    let head: String = name.chars().take(ECHO_CHARS).collect();
+    format!("{head}... ({} bytes)", name.len())
+}
+
+/// The answer to a method this server does not serve: what it does serve.
+pub(crate) fn method_not_found(method: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!(
+            "Method not found: `{}`. This server serves tools (tools/list, tools/call), tool documentation and cut results as resources (resources/list, resources/templates/list, resources/read), logging/setLevel and ping; it has no prompts and no resource subscriptions.",
+            echo(method)
+        ),
+        None,
+    )
 }
 
 /// The answer to a message larger than the configured limit.

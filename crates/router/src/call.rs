@@ -239,6 +239,9 @@ pub struct CallMeta {
     pub retries: u32,
     /// Handle of the full result when it was truncated ([`crate::Router::fetch_result`]).
     pub result_handle: Option<String>,
+    /// How the result was cut to its size limit, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncation: Option<crate::Truncation>,
     /// Policy decisions, in pipeline order (e.g. `approval:not-required`, `breaker:closed`,
     /// `retry:1:tool_error`, `result:truncated`).
     pub policy: Vec<Cow<'static, str>>,
@@ -261,6 +264,7 @@ impl CallMeta {
             duration: Duration::ZERO,
             retries: 0,
             result_handle: None,
+            truncation: None,
             policy: Vec::with_capacity(8),
         }
     }

@@ -17,8 +17,11 @@
 //! 5. **circuit breaker** per tool; 6. **concurrency** limits (per tool and host-wide);
 //! 7. **invocation** on a blocking thread under the tool's deadline, cancellable; 8. **retries**
 //!    of retryable errors with exponential backoff and jitter;
-//! 9. **output** against the output schema; 10. **result size** (truncation to a preview, status
-//!    `partial`, the full text kept for [`Router::fetch_result`]); 11. the **notice** for
+//! 9. **output** against the output schema; 10. **result size** (the largest strings and arrays
+//!    cut with a marker until the output fits, checked against the output schema; status
+//!    `partial`; the full text kept for the session under a handle, served by
+//!    [`Router::read_result`], `run_tool` with [`READ_RESULT`] and, in `quiver-mcp`, as the
+//!    resource `quiver://results/<handle>`); 11. the **notice** for
 //!    deprecated or compatibility names in [`CallMeta`]; 12. **telemetry** and the
 //!    **transcript** line. [`replay`] re-runs a transcript against the current catalog.
 //!
@@ -44,6 +47,8 @@ mod validate;
 
 pub use call::{Approval, BoxFuture, Call, CallMeta, CallOutcome, Caller, ClientBridge, Lane, LogLevel, NullBridge};
 pub use replay::{ReplayEntry, ReplayReport, ReplayVerdict, replay};
+pub use results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, Truncation};
 pub use router::Router;
 pub use settings::RouterSettings;
 pub use tokio_util::sync::CancellationToken;
+pub use validate::meta_arguments;

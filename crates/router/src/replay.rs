@@ -1,7 +1,6 @@
 //! Replaying transcripts against the current catalog: the guarantee that recorded calls keep
 //! working across renames and deprecations.
 
-use std::io::BufRead;
 use std::path::Path;
 
 use quiver_abi::{Status, ToolResponse};
@@ -57,6 +56,8 @@ pub struct ReplayReport {
     pub changed: usize,
     /// Lines that failed.
     pub failed: usize,
+    /// True when the last line was cut short (a crash while writing it): it was left out.
+    pub cut_last_line: bool,
 }
 
 impl ReplayReport {
@@ -156,15 +157,16 @@ fn compare(old: &ToolResponse, new: &ToolResponse) -> ReplayVerdict {
 /// interactively are not, so `caller.approval` decides those (use `Approval::Allow` to replay
 /// confirmed side-effecting calls, `Deny` to never run them).
 pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Result<ReplayReport> {
-    let file = std::fs::File::open(path)?;
-    let mut report = ReplayReport::default();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line?;
+    let (lines, cut) = quiver_telemetry::read_transcript_lines(path)?;
+    let mut report = ReplayReport { cut_last_line: cut, ..ReplayReport::default() };
+    for (i, line) in lines.into_iter().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let rec: TranscriptRecord = match serde_json::from_str(&line) {
-            Ok(r) => r,
+        let rec: TranscriptRecord = match quiver_telemetry::TranscriptLine::parse(&line) {
+            Ok(quiver_telemetry::TranscriptLine::Call(r)) => *r,
+            // Surfaces and meta tool calls are context, not calls to re-run.
+            Ok(quiver_telemetry::TranscriptLine::Event(_)) => continue,
             Err(e) => {
                 report.failed += 1;
                 report.entries.push(ReplayEntry {

@@ -13,7 +13,8 @@ use quiver_catalog::{
     TOOL_SEARCH, ToolDef,
 };
 use quiver_telemetry::{
-    BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptRecord, TranscriptWriter, next_request_id,
+    BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptEvent, TranscriptRecord, TranscriptWriter,
+    next_request_id,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -21,7 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, Breaker, Verdict};
-use crate::results::ResultStore;
+use crate::results::{READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
 use crate::sink::{AbandonOnDrop, RouterSink};
 use crate::{Approval, Call, CallMeta, CallOutcome, Caller, ClientBridge, RouterSettings, codes, suggest, validate};
 
@@ -279,6 +280,137 @@ impl Router {
         self.results.get(handle, offset, len)
     }
 
+    /// A slice of a truncated result for the session that made it: its text (bytes
+    /// `[offset, offset + len)`, ends moved back to character boundaries) and the full text's
+    /// length; `None` when the handle is unknown, expired or another session's.
+    pub fn read_result(&self, handle: &str, session_id: &str, offset: usize, len: usize) -> Option<(String, usize)> {
+        self.results.get_for(handle, Some(session_id), offset, len)
+    }
+
+    /// `run_tool {"name": "quiver.read_result", "arguments": {"handle", "offset", "length"}}`.
+    fn read_result_call(&self, caller: &Caller, arguments: &Value) -> Result<ToolResponse, ToolError> {
+        let usage = "`quiver.read_result` takes {\"handle\": \"res-...\", \"offset\": 0, \"length\": 65536}";
+        let Some(m) = arguments.as_object() else {
+            return Err(invalid_at(
+                "/arguments",
+                "object",
+                "another JSON value",
+                "pass an object",
+                format!("{usage}."),
+            ));
+        };
+        if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "handle" | "offset" | "length")) {
+            return Err(invalid_at(
+                &format!("/arguments/{k}"),
+                "only `handle`, `offset`, `length`",
+                &format!("unexpected property `{k}`"),
+                &format!("remove `{k}`"),
+                format!("{usage}; unexpected property `{k}`."),
+            ));
+        }
+        let handle = match m.get("handle") {
+            Some(Value::String(h)) => h.as_str(),
+            Some(_) => {
+                return Err(invalid_at(
+                    "/arguments/handle",
+                    "string",
+                    "another JSON value",
+                    "pass the handle as a string",
+                    format!("{usage}."),
+                ));
+            }
+            None => {
+                return Err(invalid_at(
+                    "/arguments/handle",
+                    "required property `handle` (string)",
+                    "nothing (missing)",
+                    "add `handle`",
+                    format!("{usage}; `handle` is missing."),
+                ));
+            }
+        };
+        let number = |key: &str, default: usize, min: u64, max: u64| -> Result<usize, ToolError> {
+            match m.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(v) => match v.as_u64().filter(|n| (min..=max).contains(n)) {
+                    Some(n) => Ok(n as usize),
+                    None => Err(invalid_at(
+                        &format!("/arguments/{key}"),
+                        &format!("an integer from {min} to {max}"),
+                        &v.to_string().chars().take(40).collect::<String>(),
+                        &format!("pass `{key}` between {min} and {max}"),
+                        format!("{usage}; `{key}` must be an integer from {min} to {max}."),
+                    )),
+                },
+            }
+        };
+        let offset = number("offset", 0, 0, u64::MAX >> 1)?;
+        let length = number("length", READ_RESULT_DEFAULT_LEN, 1, READ_RESULT_DEFAULT_LEN as u64)?;
+        let Some((text, total)) = self.read_result(handle, &caller.session_id, offset, length) else {
+            return Err(invalid_at(
+                "/arguments/handle",
+                "the handle of a result of this session that has not expired",
+                &format!("`{}`", handle.chars().take(64).collect::<String>()),
+                "call the tool again for a fresh result",
+                "unknown or expired result handle; results are kept for a limited time and only for the session that made them. Call the tool again.".to_owned(),
+            ));
+        };
+        let start = offset.min(total);
+        let end = start + text.len();
+        let next = if end < total { json!(end) } else { Value::Null };
+        Ok(ToolResponse::ok(json!({
+            "handle": handle,
+            "offset": start,
+            "length": text.len(),
+            "total_bytes": total,
+            "next_offset": next,
+            "text": text,
+        })))
+    }
+
+    /// A surface was sent to a client (`tools/list`): counted, and written to the session's
+    /// transcript when transcripts are on.
+    pub fn record_surface(&self, caller: &Caller, n_typed: usize, n_total: usize, bytes: usize) {
+        self.counters.record_surface(n_typed, n_total);
+        if let Some(w) = &self.transcript {
+            w.event(TranscriptEvent {
+                format: quiver_telemetry::TRANSCRIPT_FORMAT,
+                event: "surface".into(),
+                at_ms: now_ms(),
+                session_id: caller.session_id.clone(),
+                client: caller.client.clone(),
+                tool: None,
+                ok: None,
+                typed: Some(n_typed as u64),
+                total: Some(n_total as u64),
+                bytes: Some(bytes as u64),
+            });
+        }
+    }
+
+    /// A meta tool the MCP layer serves itself (`tool_search`, `list_tools`) was called:
+    /// counted, and written to the session's transcript when transcripts are on.
+    pub fn record_meta_call(&self, caller: &Caller, tool: &str, ok: bool) {
+        match tool {
+            TOOL_SEARCH => self.counters.record_tool_search(ok),
+            _ => self.counters.record_list_tools(),
+        }
+        if let Some(w) = &self.transcript {
+            w.event(TranscriptEvent {
+                format: quiver_telemetry::TRANSCRIPT_FORMAT,
+                event: "meta_call".into(),
+                at_ms: now_ms(),
+                session_id: caller.session_id.clone(),
+                client: caller.client.clone(),
+                tool: Some(tool.to_owned()),
+                ok: Some(ok),
+                typed: None,
+                total: None,
+                bytes: None,
+            });
+        }
+    }
+
     /// The transcript file of a session, when transcripts are on.
     pub fn transcript_path(&self, session_id: &str) -> Option<PathBuf> {
         self.transcript.as_ref().map(|w| w.path_for(session_id))
@@ -312,6 +444,13 @@ impl Router {
         let Call { arguments, caller, request_id, confirmed, cancel, bridge, config, .. } = call;
         let recorded = self.transcript.is_some().then(|| arguments.clone());
         match envelope(arguments) {
+            Ok((name, arguments)) if name == READ_RESULT => {
+                let started = Instant::now();
+                let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), name, Lane::Generic);
+                meta.policy.push(Cow::Borrowed("run_tool:read_result"));
+                let response = self.read_result_call(&caller, &arguments).unwrap_or_else(ToolResponse::error);
+                self.finish(meta, response, started, now_ms(), None, &caller, confirmed, recorded)
+            }
             Ok((name, arguments)) => {
                 self.dispatch(Call {
                     name,
@@ -475,8 +614,16 @@ impl Router {
     }
 
     fn unknown_tool(catalog: &Catalog, access: &Access, name: &str) -> ToolError {
-        let suggestions = suggest::closest(catalog, access, name, 3);
-        let mut message = format!("no tool named `{name}` is available");
+        // A name is echoed back at most 64 characters long (a client may send megabytes), and
+        // one that long is like no tool name (they are short): no suggestions to compute.
+        const ECHO: usize = 64;
+        let suggestions = if name.len() <= 4 * ECHO { suggest::closest(catalog, access, name, 3) } else { Vec::new() };
+        let shown = if name.chars().count() <= ECHO {
+            name.to_owned()
+        } else {
+            format!("{}... ({} bytes)", name.chars().take(ECHO).collect::<String>(), name.len())
+        };
+        let mut message = format!("no tool named `{shown}` is available");
         if !suggestions.is_empty() {
             let list: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
             message.push_str(&format!("; did you mean {}?", list.join(", ")));
@@ -721,7 +868,7 @@ impl Router {
         let (mut response, raw_len) = result?;
 
         // 10. Result size.
-        self.limit_size(meta, &mut response, policies.max_result_bytes, raw_len);
+        self.limit_size(meta, &mut response, def, policies.max_result_bytes, raw_len, &caller.session_id);
         Ok(response)
     }
 
@@ -1021,9 +1168,22 @@ impl Router {
         }
     }
 
-    /// Truncates a result over `max` bytes: `outputs` becomes a preview of its JSON text, the
-    /// status `partial`, and the full text is kept under a handle for `result_handle_ttl`.
-    fn limit_size(&self, meta: &mut CallMeta, response: &mut ToolResponse, max: u64, raw_len: usize) {
+    /// Cuts a result over `max` bytes down to fit, keeping the tool's shape: the largest string
+    /// and array values of `outputs` are shortened (strings end with a marker naming the handle)
+    /// until the JSON fits, and the cut output is checked against the output schema. When no cut
+    /// fits or matches the schema, no structured output is sent: `outputs` becomes null and a
+    /// text preview of the JSON goes in `content`. Either way the status is `partial`, the full
+    /// text is kept under a handle for `result_handle_ttl` (for this session only), and
+    /// [`CallMeta::truncation`] says what was done.
+    fn limit_size(
+        &self,
+        meta: &mut CallMeta,
+        response: &mut ToolResponse,
+        def: &ToolDef,
+        max: u64,
+        raw_len: usize,
+        session: &str,
+    ) {
         if max == 0 || response.status == Status::Error || raw_len as u64 <= max {
             return;
         }
@@ -1033,31 +1193,71 @@ impl Router {
         }
         let max = max as usize;
         let handle = format!("res-{}", meta.request_id);
+        let uri = format!("{RESULT_URI_PREFIX}{handle}");
         let total = text.len();
-        let mut keep = max.saturating_sub(160);
-        let outputs = loop {
-            let mut cut = keep.min(total);
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let outputs =
-                json!({ "truncated": true, "total_bytes": total, "shown_bytes": cut, "preview": &text[..cut] });
-            let size = serde_json::to_string(&outputs).map(|s| s.len()).unwrap_or(usize::MAX);
-            if size <= max || keep == 0 {
-                break outputs;
-            }
-            // Escaping made the preview longer than its bytes: shrink in proportion and retry.
-            keep = keep.saturating_mul(max) / size.max(1) * 9 / 10;
+        let marker = |n: usize| format!("… [{n} more bytes cut; the full result is at {uri}]");
+        let mut cut = response.outputs.clone();
+        let has_output_schema =
+            def.output_schema.as_deref().is_some_and(|s| s.get("type").and_then(Value::as_str) == Some("object"));
+        let (structured, reason, cuts) = match fit(&mut cut, max, &marker) {
+            None => (
+                false,
+                Some(format!("no shortening of its strings and arrays brings the output under {max} bytes")),
+                Vec::new(),
+            ),
+            Some(cuts) => match &def.output_validator {
+                Some(v) if !v.is_valid(&cut) => {
+                    let why = v
+                        .iter_errors(&cut)
+                        .next()
+                        .map(|e| format!("`{}` at `{}`", e.kind().keyword(), e.instance_path().as_str()))
+                        .unwrap_or_default();
+                    (
+                        false,
+                        Some(format!("the shortened output no longer matches the output schema ({why})")),
+                        Vec::new(),
+                    )
+                }
+                _ => (true, None, cuts),
+            },
         };
-        let shown = outputs["shown_bytes"].as_u64().unwrap_or(0);
-        response.outputs = outputs;
+        let shown;
+        if structured {
+            shown = serde_json::to_vec(&cut).map(|b| b.len()).unwrap_or(0);
+            response.outputs = cut;
+            response.observations.push(format!(
+                "The result is {total} bytes, over this tool's limit of {max}; its longest values were shortened (each ends with a note saying how much was cut). Read the full result as resource {uri}, or with run_tool {{\"name\": \"{READ_RESULT}\", \"arguments\": {{\"handle\": \"{handle}\", \"offset\": 0, \"length\": {max}}}}}, for a limited time."
+            ));
+        } else {
+            let mut end = max.min(total);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            shown = end;
+            response.outputs = Value::Null;
+            response.content.push(json!({ "type": "text", "text": &text[..end] }));
+            response.observations.push(format!(
+                "The result is {total} bytes, over this tool's limit of {max}, and could not be shortened to fit its output schema; above are its first {end} bytes of JSON. Read the full result as resource {uri}, or with run_tool {{\"name\": \"{READ_RESULT}\", \"arguments\": {{\"handle\": \"{handle}\", \"offset\": {end}, \"length\": {max}}}}}, for a limited time."
+            ));
+        }
         response.status = Status::Partial;
-        response.observations.push(format!(
-            "The result is {total} bytes, over this tool's limit of {max}; `outputs.preview` holds its first {shown} bytes of JSON. The full result can be fetched by handle `{handle}` (byte offset and length) for a limited time."
-        ));
-        self.results.insert(handle.clone(), text);
+        self.results.insert(handle.clone(), session, text);
+        meta.truncation = Some(Truncation {
+            handle: handle.clone(),
+            uri,
+            total_bytes: total,
+            shown_bytes: shown,
+            limit_bytes: max,
+            structured,
+            reason,
+            has_output_schema,
+            cuts,
+        });
         meta.result_handle = Some(handle);
         meta.policy.push(Cow::Borrowed("result:truncated"));
+        if !structured {
+            meta.policy.push(Cow::Borrowed("result:unstructured"));
+        }
     }
 }
 

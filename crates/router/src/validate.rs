@@ -246,6 +246,21 @@ pub(crate) fn arguments(tool: &str, def: &ToolDef, args: &Value, include_schema:
     Err(ToolError::new(ErrorCode::INVALID_ARGUMENTS, message).with_details(details))
 }
 
+/// Checks a meta tool's arguments against its derived schema: the same validator and the same
+/// repairable errors (pointer, expected, got, hint) as a plugin tool's arguments.
+pub fn meta_arguments(tool: &str, schema: &quiver_catalog::MetaSchema, args: &Value) -> Result<(), ToolError> {
+    let Some((list, total)) = issues(&schema.validator, &schema.schema, args) else {
+        return Ok(());
+    };
+    let message = format!(
+        "arguments of `{tool}` do not match its input schema: {}. Fix {} and call again.",
+        summary(&list, total),
+        if total == 1 { "it" } else { "them" }
+    );
+    let details = json!({ "errors": list.iter().map(Issue::to_json).collect::<Vec<_>>() });
+    Err(ToolError::new(ErrorCode::INVALID_ARGUMENTS, message).with_details(details))
+}
+
 /// Checks a successful result against the tool's output schema.
 pub(crate) fn output(tool: &str, def: &ToolDef, outputs: &Value) -> Result<(), ToolError> {
     let (Some(validator), Some(schema)) = (&def.output_validator, &def.output_schema) else {

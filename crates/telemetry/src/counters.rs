@@ -297,6 +297,8 @@ pub struct Counters {
     retries: AtomicU64,
     errors: [AtomicU64; KNOWN_CODES.len()],
     list_calls: AtomicU64,
+    search_calls: AtomicU64,
+    search_failures: AtomicU64,
     run_calls: AtomicU64,
     run_validation_failures: AtomicU64,
     surfaces: AtomicU64,
@@ -366,6 +368,14 @@ impl Counters {
     /// A `list_tools` call on the generic lane.
     pub fn record_list_tools(&self) {
         self.list_calls.fetch_add(1, Relaxed);
+    }
+
+    /// A `tool_search` call, and whether it succeeded.
+    pub fn record_tool_search(&self, ok: bool) {
+        self.search_calls.fetch_add(1, Relaxed);
+        if !ok {
+            self.search_failures.fetch_add(1, Relaxed);
+        }
     }
 
     /// A `run_tool` call on the generic lane.
@@ -454,6 +464,8 @@ impl Counters {
                 list_calls: self.list_calls.load(Relaxed),
                 run_calls: self.run_calls.load(Relaxed),
                 run_validation_failures: self.run_validation_failures.load(Relaxed),
+                search_calls: self.search_calls.load(Relaxed),
+                search_failures: self.search_failures.load(Relaxed),
             },
             surfaces: SurfaceCounts {
                 n_surfaces: self.surfaces.load(Relaxed),
@@ -463,6 +475,7 @@ impl Counters {
                 last_total: self.last_total.load(Relaxed),
             },
             unreadable_lines: 0,
+            cut_last_line: false,
         }
     }
 }

@@ -28,4 +28,7 @@ pub use request_id::next_request_id;
 pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,
 };
-pub use transcript::{TRANSCRIPT_FORMAT, TranscriptRecord, TranscriptWriter, transcript_file_name};
+pub use transcript::{
+    DEFAULT_TRANSCRIPT_KEEP, DEFAULT_TRANSCRIPT_MAX_BYTES, TRANSCRIPT_FORMAT, TranscriptEvent, TranscriptLine,
+    TranscriptRecord, TranscriptWriter, read_transcript_lines, transcript_file_name,
+};

@@ -2,13 +2,12 @@
 //! transcript file ([`stats_from_transcript`]).
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::Path;
 
 use quiver_abi::Status;
 use serde::{Deserialize, Serialize};
 
-use crate::{BreakerState, TranscriptRecord};
+use crate::BreakerState;
 
 /// Calls per outcome class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,6 +107,12 @@ pub struct GenericStats {
     pub run_calls: u64,
     /// `run_tool` calls refused for invalid arguments.
     pub run_validation_failures: u64,
+    /// `tool_search` calls.
+    #[serde(default)]
+    pub search_calls: u64,
+    /// `tool_search` calls that failed (invalid arguments, bad regex).
+    #[serde(default)]
+    pub search_failures: u64,
 }
 
 /// Schema counts of the surfaces sent to clients.
@@ -148,24 +153,48 @@ pub struct Stats {
     pub surfaces: SurfaceCounts,
     /// Transcript lines that could not be read (transcripts only).
     pub unreadable_lines: u64,
+    /// True when the last line was cut short (a crash while writing it) and left out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut_last_line: bool,
 }
 
 /// Summarizes a transcript file (one [`TranscriptRecord`] per line). Unreadable lines are
 /// counted, not fatal; an unreadable file is an error.
 pub fn stats_from_transcript(path: &Path) -> std::io::Result<Stats> {
-    let file = std::fs::File::open(path)?;
-    let mut stats = Stats::default();
+    let (lines, cut) = crate::transcript::read_transcript_lines(path)?;
+    let mut stats = Stats { cut_last_line: cut, ..Stats::default() };
     let mut all = Vec::new();
     let mut per_lane: BTreeMap<String, (StatusCounts, Vec<f64>)> = BTreeMap::new();
     let mut per_tool: BTreeMap<String, (ToolStats, Vec<f64>)> = BTreeMap::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line?;
+    for line in lines {
         if line.trim().is_empty() {
             continue;
         }
-        let Ok(rec) = serde_json::from_str::<TranscriptRecord>(&line) else {
-            stats.unreadable_lines += 1;
-            continue;
+        let rec = match crate::TranscriptLine::parse(&line) {
+            Ok(crate::TranscriptLine::Call(r)) => r,
+            Ok(crate::TranscriptLine::Event(e)) => {
+                match (e.event.as_str(), e.tool.as_deref()) {
+                    ("surface", _) => {
+                        let s = &mut stats.surfaces;
+                        s.n_surfaces += 1;
+                        s.last_typed = e.typed.unwrap_or(0);
+                        s.last_total = e.total.unwrap_or(0);
+                        s.typed_schemas += s.last_typed;
+                        s.total_schemas += s.last_total;
+                    }
+                    ("meta_call", Some("tool_search")) => {
+                        stats.generic.search_calls += 1;
+                        stats.generic.search_failures += u64::from(e.ok == Some(false));
+                    }
+                    ("meta_call", Some("list_tools")) => stats.generic.list_calls += 1,
+                    _ => {}
+                }
+                continue;
+            }
+            Err(_) => {
+                stats.unreadable_lines += 1;
+                continue;
+            }
         };
         let status = rec.response.status;
         let ms = rec.duration_us as f64 / 1000.0;

@@ -92,8 +92,90 @@ pub fn transcript_file_name(session_id: &str) -> String {
 
 enum Message {
     Record(Box<TranscriptRecord>),
+    Event(Box<TranscriptEvent>),
     Flush(mpsc::SyncSender<()>),
 }
+
+/// A line of a transcript that is not a call: a surface sent to the client, or a meta tool
+/// call (`tool_search`, `list_tools`, served by the MCP layer, not the router). `replay` passes
+/// over these; `stats` counts them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptEvent {
+    /// [`TRANSCRIPT_FORMAT`].
+    pub format: u32,
+    /// `surface` or `meta_call`.
+    pub event: String,
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+    /// Session id.
+    pub session_id: String,
+    /// Client name.
+    pub client: String,
+    /// The meta tool called (`meta_call`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Whether the meta tool call succeeded (`meta_call`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// Typed tool schemas on the surface (`surface`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed: Option<u64>,
+    /// All tool schemas on the surface, meta tools included (`surface`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Bytes of the surface's serialized tools (`surface`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+/// A transcript line as readers see it.
+#[derive(Debug, Clone)]
+pub enum TranscriptLine {
+    /// A call.
+    Call(Box<TranscriptRecord>),
+    /// A surface or meta tool event.
+    Event(TranscriptEvent),
+}
+
+impl TranscriptLine {
+    /// Parses one line: a call record, else an event.
+    pub fn parse(line: &str) -> Result<TranscriptLine, serde_json::Error> {
+        match serde_json::from_str::<TranscriptRecord>(line) {
+            Ok(r) => Ok(TranscriptLine::Call(Box::new(r))),
+            Err(e) => serde_json::from_str::<TranscriptEvent>(line).map(TranscriptLine::Event).map_err(|_| e),
+        }
+    }
+}
+
+/// The lines of a transcript file, for readers (`replay`, `stats`): every line, invalid UTF-8
+/// replaced, except a last line without its newline that does not parse as a record (a write
+/// cut short by a crash): that one is left out and the flag returned is true.
+pub fn read_transcript_lines(path: &Path) -> std::io::Result<(Vec<String>, bool)> {
+    let bytes = fs::read(path)?;
+    let mut lines: Vec<String> = Vec::new();
+    let mut cut = false;
+    let mut rest: &[u8] = &bytes;
+    while !rest.is_empty() {
+        let (line, terminated, next) = match rest.iter().position(|b| *b == b'\n') {
+            Some(i) => (&rest[..i], true, &rest[i + 1..]),
+            None => (rest, false, &rest[rest.len()..]),
+        };
+        let text = String::from_utf8_lossy(line).into_owned();
+        if !terminated && TranscriptLine::parse(&text).is_err() {
+            cut = !text.trim().is_empty();
+        } else {
+            lines.push(text);
+        }
+        rest = next;
+    }
+    Ok((lines, cut))
+}
+
+/// Transcript files rotate at this size by default (`DIR/<session>.jsonl` becomes
+/// `<session>.1.jsonl`, and so on).
+pub const DEFAULT_TRANSCRIPT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+/// Rotated files kept per session by default; older ones are deleted.
+pub const DEFAULT_TRANSCRIPT_KEEP: u32 = 4;
 
 /// Appends records to `DIR/<session>.jsonl` from a background thread.
 #[derive(Debug)]
@@ -104,12 +186,23 @@ pub struct TranscriptWriter {
 }
 
 impl TranscriptWriter {
-    /// Creates the folder if needed and starts the writer thread.
+    /// Creates the folder if needed and starts the writer thread; files rotate at
+    /// [`DEFAULT_TRANSCRIPT_MAX_BYTES`], keeping [`DEFAULT_TRANSCRIPT_KEEP`] old ones.
     pub fn open(dir: &Path) -> std::io::Result<TranscriptWriter> {
+        TranscriptWriter::open_with(dir, DEFAULT_TRANSCRIPT_MAX_BYTES, DEFAULT_TRANSCRIPT_KEEP)
+    }
+
+    /// [`TranscriptWriter::open`] with another rotation size (a file is rotated before a line
+    /// would take it past `max_bytes`; a single longer line still goes whole into a file of its
+    /// own) and number of rotated files kept (`<session>.1.jsonl` is the newest).
+    pub fn open_with(dir: &Path, max_bytes: u64, keep: u32) -> std::io::Result<TranscriptWriter> {
         fs::create_dir_all(dir)?;
         let (tx, rx) = mpsc::channel::<Message>();
         let dir_owned = dir.to_owned();
-        let thread = std::thread::Builder::new().name("quiver-transcript".into()).spawn(move || run(&dir_owned, rx))?;
+        let rotation = Rotation { max_bytes: max_bytes.max(1), keep };
+        let thread = std::thread::Builder::new()
+            .name("quiver-transcript".into())
+            .spawn(move || run(&dir_owned, rotation, rx))?;
         Ok(TranscriptWriter { dir: dir.to_owned(), tx: Some(tx), thread: Some(thread) })
     }
 
@@ -122,6 +215,13 @@ impl TranscriptWriter {
     pub fn record(&self, record: TranscriptRecord) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(Message::Record(Box::new(record)));
+        }
+    }
+
+    /// Queues an event line (never blocks on I/O).
+    pub fn event(&self, event: TranscriptEvent) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Message::Event(Box::new(event)));
         }
     }
 
@@ -145,14 +245,75 @@ impl Drop for TranscriptWriter {
     }
 }
 
-fn run(dir: &Path, rx: mpsc::Receiver<Message>) {
-    let mut files: HashMap<String, BufWriter<fs::File>> = HashMap::new();
-    let write = |files: &mut HashMap<String, BufWriter<fs::File>>, rec: &TranscriptRecord| {
-        let name = transcript_file_name(&rec.session_id);
+#[derive(Debug, Clone, Copy)]
+struct Rotation {
+    max_bytes: u64,
+    keep: u32,
+}
+
+/// `<stem>.<n>.jsonl` for `<stem>.jsonl`.
+fn rotated_name(name: &str, n: u32) -> String {
+    let stem = name.strip_suffix(".jsonl").unwrap_or(name);
+    format!("{stem}.{n}.jsonl")
+}
+
+/// Moves `name` to `name.1`, `name.1` to `name.2`, ..., dropping what would go past `keep`.
+fn rotate(dir: &Path, name: &str, keep: u32) {
+    if keep == 0 {
+        let _ = fs::remove_file(dir.join(name));
+        return;
+    }
+    let _ = fs::remove_file(dir.join(rotated_name(name, keep)));
+    for n in (1..keep).rev() {
+        let _ = fs::rename(dir.join(rotated_name(name, n)), dir.join(rotated_name(name, n + 1)));
+    }
+    if let Err(e) = fs::rename(dir.join(name), dir.join(rotated_name(name, 1))) {
+        tracing::warn!(file = %dir.join(name).display(), error = %e, "cannot rotate the transcript");
+    }
+}
+
+type Open = HashMap<String, (BufWriter<fs::File>, u64)>;
+
+fn run(dir: &Path, rotation: Rotation, rx: mpsc::Receiver<Message>) {
+    let mut files: Open = HashMap::new();
+    let open = |name: &str| -> std::io::Result<(BufWriter<fs::File>, u64)> {
+        let f = fs::OpenOptions::new().create(true).append(true).open(dir.join(name))?;
+        let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok((BufWriter::new(f), size))
+    };
+    let write = |files: &mut Open, session_id: &str, line: serde_json::Result<String>| {
+        let name = transcript_file_name(session_id);
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "transcript record not serializable");
+                return;
+            }
+        };
+        let needed = line.len() as u64 + 1;
+        if let Some((f, size)) = files.get_mut(&name)
+            && *size > 0
+            && *size + needed > rotation.max_bytes
+        {
+            let _ = f.flush();
+            files.remove(&name);
+            rotate(dir, &name, rotation.keep);
+        }
         if !files.contains_key(&name) {
-            match fs::OpenOptions::new().create(true).append(true).open(dir.join(&name)) {
-                Ok(f) => {
-                    files.insert(name.clone(), BufWriter::new(f));
+            match open(&name) {
+                Ok(mut entry) => {
+                    if entry.1 > 0 && entry.1 + needed > rotation.max_bytes {
+                        drop(entry);
+                        rotate(dir, &name, rotation.keep);
+                        match open(&name) {
+                            Ok(e) => entry = e,
+                            Err(e) => {
+                                tracing::warn!(file = %dir.join(&name).display(), error = %e, "cannot open the transcript; dropping the record");
+                                return;
+                            }
+                        }
+                    }
+                    files.insert(name.clone(), entry);
                 }
                 Err(e) => {
                     tracing::warn!(file = %dir.join(&name).display(), error = %e, "cannot open the transcript; dropping the record");
@@ -160,20 +321,14 @@ fn run(dir: &Path, rx: mpsc::Receiver<Message>) {
                 }
             }
         }
-        let Some(f) = files.get_mut(&name) else { return };
-        let line = match serde_json::to_string(rec) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "transcript record not serializable");
-                return;
-            }
-        };
-        if let Err(e) = f.write_all(line.as_bytes()).and_then(|_| f.write_all(b"\n")) {
-            tracing::warn!(file = %name, error = %e, "cannot write the transcript");
+        let Some((f, size)) = files.get_mut(&name) else { return };
+        match f.write_all(line.as_bytes()).and_then(|_| f.write_all(b"\n")) {
+            Ok(()) => *size += needed,
+            Err(e) => tracing::warn!(file = %name, error = %e, "cannot write the transcript"),
         }
     };
-    let flush_all = |files: &mut HashMap<String, BufWriter<fs::File>>| {
-        for f in files.values_mut() {
+    let flush_all = |files: &mut Open| {
+        for (f, _) in files.values_mut() {
             let _ = f.flush();
         }
     };
@@ -182,7 +337,8 @@ fn run(dir: &Path, rx: mpsc::Receiver<Message>) {
         let mut next = Some(first);
         while let Some(msg) = next {
             match msg {
-                Message::Record(r) => write(&mut files, &r),
+                Message::Record(r) => write(&mut files, &r.session_id, serde_json::to_string(&r)),
+                Message::Event(e) => write(&mut files, &e.session_id, serde_json::to_string(&e)),
                 Message::Flush(ack) => acks.push(ack),
             }
             next = rx.try_recv().ok();
@@ -225,6 +381,29 @@ mod tests {
             result_handle: None,
             response,
         }
+    }
+
+    #[test]
+    fn transcripts_rotate_by_size_keeping_a_few_old_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = TranscriptWriter::open_with(dir.path(), 4096, 2).unwrap();
+        for i in 1..=200 {
+            w.record(record(i, "s1", Lane::Typed, ToolResponse::ok(json!({"text": "hi"}))));
+        }
+        w.flush();
+        let path = w.path_for("s1");
+        let one = dir.path().join("s1.1.jsonl");
+        let two = dir.path().join("s1.2.jsonl");
+        assert!(one.is_file() && two.is_file(), "{:?}", std::fs::read_dir(dir.path()).unwrap().collect::<Vec<_>>());
+        assert!(!dir.path().join("s1.3.jsonl").exists(), "only two old files are kept");
+        for p in [&path, &one, &two] {
+            let text = std::fs::read_to_string(p).unwrap();
+            assert!(text.len() <= 4096 + 1024, "{} is {} bytes", p.display(), text.len());
+            assert!(text.lines().all(|l| serde_json::from_str::<TranscriptRecord>(l).is_ok()));
+        }
+        // The newest record is in the current file.
+        let current = std::fs::read_to_string(&path).unwrap();
+        assert!(current.lines().last().unwrap().contains("\"r200\""), "{current}");
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub struct EvalSearchArgs {
     /// Cut-offs for recall@k, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,5,10")]
     pub k: Vec<usize>,
-    /// List the queries whose expected tools were not in the top k (largest k).
+    /// List the queries whose expected tools were not in the top k, at the smallest k given
+    /// (the strictest cut-off), with what was returned instead.
     #[arg(long)]
     pub misses: bool,
     /// Fail (exit 1) when recall at the largest k is below this.
@@ -49,7 +50,7 @@ pub fn run(g: &GlobalArgs, a: &EvalArgs) -> Result<()> {
     if a.k.is_empty() || a.k.contains(&0) {
         return Err(crate::UsageError("--k takes positive cut-offs such as 1,5,10".to_owned()).into());
     }
-    let (index, queries) = match &a.tools {
+    let (index, build_time, queries) = match &a.tools {
         Some(path) => {
             let Some(qpath) = &a.queries else {
                 return Err(crate::UsageError(
@@ -57,7 +58,10 @@ pub fn run(g: &GlobalArgs, a: &EvalArgs) -> Result<()> {
                 )
                 .into());
             };
-            (SearchIndex::build(load_tools(path)?), load_queries(qpath)?)
+            let docs = load_tools(path)?;
+            let started = std::time::Instant::now();
+            let index = SearchIndex::build(docs);
+            (index, started.elapsed(), load_queries(qpath)?)
         }
         None => {
             let settings = Settings::load(g)?;
@@ -74,16 +78,25 @@ pub fn run(g: &GlobalArgs, a: &EvalArgs) -> Result<()> {
                 d.examples.clear();
                 d
             });
-            (SearchIndex::build(docs.collect()), queries)
+            let docs: Vec<_> = docs.collect();
+            let started = std::time::Instant::now();
+            let index = SearchIndex::build(docs);
+            (index, started.elapsed(), queries)
         }
     };
     if queries.is_empty() {
         bail!("no queries to evaluate: give --queries, or add `examples` to the tools' manifests");
     }
     let report = evaluate(&index, &queries, &a.k);
+    let build_ms = build_time.as_secs_f64() * 1000.0;
     if g.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut v = serde_json::to_value(&report)?;
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert("index_build_ms".into(), serde_json::json!(build_ms));
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        println!("index built in {build_ms:.2} ms ({} tools)", report.tools);
         print!("{}", report.render(a.misses));
     }
     if let Some(min) = a.min_recall {

@@ -21,7 +21,7 @@ pub struct ListArgs {
 
 pub fn run(g: &GlobalArgs, a: &ListArgs) -> Result<()> {
     let settings = Settings::load(g)?;
-    let host = settings.start_host()?;
+    let (host, rejected) = settings.start_host_counting()?;
     let catalog = host.catalog();
     if catalog.plugins().is_empty() {
         eprintln!(
@@ -38,6 +38,10 @@ pub fn run(g: &GlobalArgs, a: &ListArgs) -> Result<()> {
             let at = p.backend.placement();
             eprintln!("plugin {} {}: {}: {}", p.id(), p.manifest.version, at.isolation, at.detail);
         }
+    }
+    if rejected > 0 {
+        eprintln!("{rejected} bundle(s) rejected (see above): the list is incomplete");
+        return Err(crate::Reported.into());
     }
     Ok(())
 }

@@ -63,7 +63,7 @@ pub fn run(g: &GlobalArgs, a: &ReplayArgs) -> Result<()> {
             })
             .collect();
         let out = json!({
-            "entries": entries, "identical": report.identical, "changed": report.changed, "failed": report.failed,
+            "entries": entries, "identical": report.identical, "changed": report.changed, "failed": report.failed, "cut_last_line": report.cut_last_line,
         });
         println!("{out:#}");
     } else {
@@ -80,6 +80,9 @@ pub fn run(g: &GlobalArgs, a: &ReplayArgs) -> Result<()> {
             .collect();
         print_table(&["LINE", "CALLED", "VERDICT", "DETAIL"], &rows);
         println!("{} identical, {} changed, {} failed", report.identical, report.changed, report.failed);
+        if report.cut_last_line {
+            println!("the last line was cut short (the writer stopped mid-line) and was left out");
+        }
     }
     if report.all_identical() { Ok(()) } else { Err(Reported.into()) }
 }

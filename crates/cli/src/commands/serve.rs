@@ -17,11 +17,20 @@ use tokio_util::sync::CancellationToken;
 use crate::GlobalArgs;
 use crate::settings::Settings;
 
+/// `--http` takes `IP:PORT`, or a bare port on the loopback address (`0` picks a free one).
+fn http_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse::<SocketAddr>()
+        .map_err(|e| format!("{e}: give IP:PORT (e.g. 127.0.0.1:8765) or a port (0 picks a free one)"))
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve streamable HTTP at ADDR instead of stdio [ADDR default: 127.0.0.1:8765; port 0
     /// picks a free one]. The endpoint is /mcp; the bound address is printed on stderr.
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765", env = "QUIVER_HTTP")]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765", value_parser = http_addr, env = "QUIVER_HTTP")]
     pub http: Option<SocketAddr>,
     /// Another Host name HTTP clients may use (only loopback names are accepted by default,
     /// against DNS rebinding). Repeatable.

@@ -30,6 +30,21 @@ pub fn run(g: &GlobalArgs, a: &StatsArgs) -> Result<()> {
     for (lane, l) in &stats.lanes {
         println!("lane {lane}: {} calls, success rate {:.1}%", l.calls, l.success_rate * 100.0);
     }
+    let (sf, gn) = (&stats.surfaces, &stats.generic);
+    println!(
+        "surfaces: {} sent, last {} typed of {} tools; tool_search {} calls ({} failed), list_tools {}, run_tool {} ({} refused)",
+        sf.n_surfaces,
+        sf.last_typed,
+        sf.last_total,
+        gn.search_calls,
+        gn.search_failures,
+        gn.list_calls,
+        gn.run_calls,
+        gn.run_validation_failures
+    );
+    if stats.cut_last_line {
+        println!("the last line was cut short (the writer stopped mid-line) and was left out");
+    }
     if stats.unreadable_lines > 0 {
         println!("{} unreadable lines skipped", stats.unreadable_lines);
     }

@@ -249,8 +249,8 @@ fn verify_names_the_failed_check_of_a_missing_signature() {
     let p = Project::new();
     fs::remove_file(p.path("plugins/marker/marker.tool.yaml.minisig")).unwrap();
     assert_eq!(failed_stage(&p), "signature");
-    // The tampered bundle is not loaded either.
-    let run = p.quiver(&["list"]).success();
+    // The tampered bundle is not loaded either, and `list` says so with exit code 1.
+    let run = p.quiver(&["list"]).failure(1);
     assert!(run.stderr().contains("signature"), "{}", run.stderr());
     assert!(!run.stdout().contains("marker_echo"));
 }
@@ -320,3 +320,80 @@ fn bad_config_names_the_file_and_the_fix() {
 mod isolation;
 mod setup;
 mod surface;
+
+/// `quiver list | head`: a closed stdout ends the command quietly, with no panic.
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    let p = Project::new();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(QUIVER)
+        .current_dir(p.path(""))
+        .args(["list"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
+
+/// `--http 0` picks a free port (as the README says) and prints the bound address.
+#[test]
+fn serve_http_port_zero_picks_a_free_port() {
+    use std::io::{BufRead, BufReader};
+    let p = Project::new();
+    let mut child = Command::new(QUIVER)
+        .current_dir(p.path(""))
+        .args(["serve", "--http", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let bound = loop {
+        let Some(Ok(line)) = lines.next() else { break None };
+        if let Some(i) = line.find("http://127.0.0.1:") {
+            break Some(line[i..].to_owned());
+        }
+        seen.push(line);
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let bound = bound.unwrap_or_else(|| panic!("no bound address on stderr: {seen:?}"));
+    assert!(!bound.starts_with("http://127.0.0.1:0/"), "{bound}");
+}
+
+/// `eval search --misses`: the help says what the flag lists.
+#[test]
+fn eval_misses_help_matches_what_is_listed() {
+    let out = Command::new(QUIVER).args(["eval", "search", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = help.lines().skip_while(|l| !l.contains("--misses")).take(3).collect::<Vec<_>>().join(" ");
+    assert!(line.contains("smallest k"), "{line}");
+}
+
+/// A bundle the host rejects (its signed manifest names a tool the library lacks) makes
+/// `quiver list` say so and exit 1, while the good bundles are still listed.
+#[test]
+fn list_exits_non_zero_when_a_bundle_was_rejected() {
+    let p = Project::new();
+    p.quiver(&["list"]).success();
+    let dir = p.path("plugins/broken");
+    fs::create_dir_all(&dir).unwrap();
+    let lib = marker_library();
+    let lib_copy = dir.join(lib.file_name().unwrap());
+    fs::copy(lib, &lib_copy).unwrap();
+    let source = fs::read_to_string(repo_root().join("tests/plugins/marker-plugin/tool.yaml")).unwrap();
+    let text = source.replace("id: marker-plugin", "id: broken-plugin")
+        + "  - name: marker_missing\n    title: Missing\n    description: Not in the library.\n    domain: test\n    side_effects: read\n";
+    fs::write(dir.join("broken.tool.yaml"), text).unwrap();
+    p.quiver(&["sign", "plugins/broken/broken.tool.yaml", "--key", "keys/test.key", "--library"])
+        .arg_path(&lib_copy)
+        .success();
+    let run = p.quiver(&["list"]).failure(1);
+    assert!(run.stdout().contains("marker_echo"), "{}", run.stdout());
+    assert!(run.stderr().contains("rejected bundle"), "{}", run.stderr());
+}

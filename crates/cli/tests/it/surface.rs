@@ -57,6 +57,57 @@ fn surface(dir: &Path, profile: &str) -> Vec<u8> {
     out.stdout
 }
 
+/// The `tools/list` responses of a real `quiver serve` session (stdio), exactly as the client
+/// reads them, `_meta` included, one line per page; only what differs per build and test run
+/// is replaced: library digests (`<sha256>`) and the throwaway signing key's id (`<signer>`).
+fn wire_listing(dir: &Path, profile: &str) -> Vec<u8> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(QUIVER)
+        .current_dir(dir)
+        .args(["serve", "--profile", profile])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "golden", "version": "1"}}}));
+    lines.next().unwrap().unwrap();
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for id in 2.. {
+        let params = match &cursor {
+            Some(c) => serde_json::json!({ "cursor": c }),
+            None => serde_json::json!({}),
+        };
+        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params}));
+        let mut line = lines.next().unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        for t in v["result"]["tools"].as_array().unwrap() {
+            for (k, placeholder) in [("io.github.quiver/sha256", "<sha256>"), ("io.github.quiver/signer", "<signer>")] {
+                if let Some(x) = t["_meta"][k].as_str() {
+                    line = line.replace(x, placeholder);
+                }
+            }
+        }
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+        cursor = v["result"]["nextCursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    out
+}
+
 fn check_golden(name: &str, bytes: &[u8]) {
     let path = repo_root().join("crates/cli/test_data").join(name);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
@@ -84,6 +135,12 @@ fn the_first_turn_surface_is_byte_stable_and_pinned() {
     assert_eq!(surface(dir.path(), "plan"), lazy);
     check_golden("surface-hybrid.json", &hybrid);
     check_golden("surface-lazy.json", &lazy);
+    // And what a client receives on the wire, `_meta` included.
+    let hybrid_wire = wire_listing(dir.path(), "agent");
+    check_golden("surface-hybrid.wire.jsonl", &hybrid_wire);
+    check_golden("surface-lazy.wire.jsonl", &wire_listing(dir.path(), "plan"));
+    let wire_text = String::from_utf8_lossy(&hybrid_wire);
+    assert!(!wire_text.contains("deprecations"), "deprecation notices leaked into tools/list: {wire_text}");
 
     // Modes that share a head serialize it identically, first.
     let parse = |b: &[u8]| serde_json::from_slice::<Vec<serde_json::Value>>(b).unwrap();

@@ -105,6 +105,11 @@ async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected(
         assert_eq!(header(&headers, "content-type"), Some("application/json"));
         let m: Value = serde_json::from_slice(&reply).expect("a JSON-RPC error body");
         assert_eq!(m["error"]["code"], code, "{m}");
+        assert!(m.get("id").is_some(), "an error reply always has an id (null when unreadable): {m}");
+        if status == 413 {
+            // The unread rest of the body must not be taken for the next request.
+            assert_eq!(header(&headers, "connection"), Some("close"), "{headers:?}");
+        }
         // Interleaved: the other session is served normally.
         let r = rpc(addr, &good, 10, "tools/call", json!({ "name": "test_simple_text", "arguments": {} })).await;
         assert_eq!(r["result"]["content"][0]["text"], "This is a simple text response for testing.", "{r}");
@@ -128,6 +133,13 @@ async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected(
     let (status, _, _) =
         http(addr, "POST", &[JSON, ACCEPT], br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).await;
     assert!((400..500).contains(&status), "{status}");
+    // DELETE ends a session once; an unknown or already deleted one is 404.
+    let (status, _, _) = http(addr, "DELETE", &[("Mcp-Session-Id", &bad)], b"").await;
+    assert!((200..300).contains(&status), "{status}");
+    let (status, _, _) = http(addr, "DELETE", &[("Mcp-Session-Id", &bad)], b"").await;
+    assert_eq!(status, 404);
+    let (status, _, _) = http(addr, "DELETE", &[("Mcp-Session-Id", "no-such-session")], b"").await;
+    assert_eq!(status, 404);
     shutdown.cancel();
 }
 

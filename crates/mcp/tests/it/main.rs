@@ -2,5 +2,7 @@
 //! JSON-RPC over the stdio framing and over HTTP.
 
 mod http;
+mod meta;
+mod resources;
 mod stdio;
 mod support;

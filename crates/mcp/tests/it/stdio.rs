@@ -33,7 +33,8 @@ async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
     // Garbage before initialize: a parse error, and the session still starts.
     c.send("this is not json").await;
     let m = c.recv().await;
-    assert_eq!((error_code(&m), &m["id"]), (-32700, &Value::Null), "{m}");
+    // JSON-RPC 2.0: an unreadable id is answered with `"id": null`, not without `id`.
+    assert_eq!((error_code(&m), m.get("id")), (-32700, Some(&Value::Null)), "{m}");
 
     c.initialize("bad-input-test", json!({})).await;
 
@@ -49,9 +50,21 @@ async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
         let m = c.recv().await;
         assert_eq!(error_code(&m), code, "{line} -> {m}");
     }
-    // Unknown method: -32601 with the id.
+    // Unknown method: -32601 with the id, saying what is served; a huge name is not echoed whole.
     let m = c.request("resources/not-a-method", json!({})).await;
     assert_eq!(error_code(&m), -32601, "{m}");
+    assert!(m["error"]["message"].as_str().unwrap().contains("tools/call"), "{m}");
+    for method in ["prompts/get", "resources/subscribe"] {
+        let m = c.request(method, json!({"name": "x", "uri": "quiver://tools/x"})).await;
+        assert_eq!(error_code(&m), -32601, "{m}");
+        assert!(m["error"]["message"].as_str().unwrap().contains("tools/call"), "{method}: {m}");
+    }
+    let m = c.request(&"m".repeat(3000), json!({})).await;
+    assert_eq!(error_code(&m), -32601, "{m}");
+    assert!(m.to_string().len() < 1000, "the method name was echoed whole: {} bytes", m.to_string().len());
+    let m = c.call(&"t".repeat(3000), json!({})).await;
+    assert_eq!(error_code(&m), -32602, "{m}");
+    assert!(m.to_string().len() < 1500, "the tool name was echoed whole: {} bytes", m.to_string().len());
     // Known method, invalid params: -32602 with the id.
     c.send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":42}}"#).await;
     let m = c.recv().await;
@@ -66,7 +79,7 @@ async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
     let big = format!(r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(5000));
     c.send(&big).await;
     let m = c.recv().await;
-    assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
+    assert_eq!((error_code(&m), m.get("id")), (-32600, Some(&Value::Null)), "{m}");
     assert_eq!(m["error"]["data"]["max_message_bytes"], 4096, "{m}");
     let fits =
         format!(r#"{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{"_meta":{{"pad":"{}"}}}}}}"#, "x".repeat(3000));
@@ -165,6 +178,12 @@ async fn tool_search_loads_matches_and_announces_the_change() {
     let found = &r["result"]["structuredContent"];
     assert_eq!(found["tools"][0]["name"], "test_deferred_echo", "{r}");
     assert_eq!(found["loaded"], json!(["test_deferred_echo"]), "{r}");
+    // The moment a tool is loaded is when its prompt snippet is shown.
+    assert_eq!(
+        found["how_to_use"]["test_deferred_echo"],
+        "test_deferred_echo(text) returns text unchanged; use it to check a round trip.",
+        "{r}"
+    );
     // The change was announced before the answer.
     assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
     assert_eq!(c.notes[0]["method"], "notifications/tools/list_changed");
@@ -376,7 +395,8 @@ async fn deprecated_names_carry_their_notice() {
     let tools = c.list_all().await;
     assert!(!names(&tools).contains(&"test_text_old".to_owned()));
     let simple = tools.iter().find(|t| t["name"] == "test_simple_text").unwrap();
-    assert_eq!(simple["_meta"]["io.github.quiver/deprecations"][0]["name"], "test_text_old", "{simple}");
+    // Notices belong in call results only: nothing about the alias in tools/list.
+    assert!(!simple.to_string().contains("test_text_old"), "{simple}");
     let r = c.call("test_text_old", json!({})).await;
     let notice = &r["result"]["_meta"]["io.github.quiver/notice"];
     assert_eq!(notice["replacement"], "test_simple_text", "{r}");

@@ -578,18 +578,34 @@ async fn thousands_of_concurrent_calls_across_tools_finish_without_deadlock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn big_results_are_truncated_and_retrievable_by_handle() {
+async fn big_results_are_cut_to_fit_their_output_schema_and_retrievable_by_handle() {
     let f = fixture(RouterSettings { result_handle_ttl: Duration::from_millis(400), ..RouterSettings::default() });
     let o = f.typed("marker_big", json!({"bytes": 5000}), everyone()).await;
     assert_eq!(o.response.status, Status::Partial);
+    // The cut result keeps the tool's shape: `{"text": ...}`, its longest string shortened,
+    // with a marker saying how much was cut and where the rest is.
     let out = &o.response.outputs;
-    assert_eq!(out["truncated"], true);
-    assert_eq!(out["total_bytes"], 5000 + r#"{"text":""}"#.len());
+    let keys: Vec<&String> = out.as_object().expect("an object").keys().collect();
+    assert_eq!(keys, ["text"], "{out}");
+    let text = out["text"].as_str().unwrap();
+    assert!(text.starts_with("0123456789"), "{text}");
     assert!(serde_json::to_string(out).unwrap().len() <= 1024);
-    assert!(out["preview"].as_str().unwrap().starts_with(r#"{"text":"0123456789"#));
-    assert!(o.response.observations.iter().any(|n| n.contains("handle")));
-    assert!(o.meta.policy.iter().any(|p| p == "result:truncated"));
     let handle = o.meta.result_handle.clone().unwrap();
+    assert!(text.contains(&format!("quiver://results/{handle}")), "{text}");
+    let t = o.meta.truncation.as_ref().expect("truncation recorded");
+    assert!(t.structured, "{t:?}");
+    assert_eq!(t.total_bytes, 5000 + r#"{"text":""}"#.len());
+    assert_eq!(t.cuts.len(), 1);
+    assert_eq!(t.cuts[0].pointer, "/text");
+    assert_eq!(t.cuts[0].total, 5000);
+    assert!(text.starts_with(&text[..t.cuts[0].kept]));
+    // The cut result validates against the tool's output schema.
+    let catalog = quiver_catalog::CatalogSource::catalog(f.host.as_ref());
+    let r = catalog.resolve("marker_big").unwrap();
+    let validator = r.def.output_validator.as_ref().expect("marker_big has an output schema");
+    assert!(validator.is_valid(out), "{out}");
+    assert!(o.response.observations.iter().any(|n| n.contains(&handle)));
+    assert!(o.meta.policy.iter().any(|p| p == "result:truncated"));
 
     let full = f.router.fetch_result(&handle, 0, usize::MAX).unwrap();
     let v: Value = serde_json::from_str(&full).unwrap();
@@ -597,6 +613,17 @@ async fn big_results_are_truncated_and_retrievable_by_handle() {
     assert_eq!(v, json!({"text": expected}));
     assert_eq!(f.router.fetch_result(&handle, 9, 5).unwrap(), "01234");
     assert_eq!(f.router.fetch_result("res-nope", 0, 10), None);
+
+    // The generic lane serves the handle to the session that made it, and to nobody else.
+    let o2 = f.generic("quiver.read_result", json!({"handle": handle, "offset": 9, "length": 5}), everyone()).await;
+    assert_eq!(o2.response.status, Status::Ok, "{:?}", o2.response.error);
+    assert_eq!(o2.response.outputs["text"], "01234");
+    assert_eq!(o2.response.outputs["total_bytes"], t.total_bytes);
+    assert_eq!(o2.response.outputs["next_offset"], 14);
+    let mut stranger = everyone();
+    stranger.session_id = "someone-else".into();
+    let o3 = f.generic("quiver.read_result", json!({"handle": handle}), stranger).await;
+    assert_eq!(code(&o3), ErrorCode::INVALID_ARGUMENTS);
 
     // Small results are untouched.
     let o = f.typed("marker_big", json!({"bytes": 100}), everyone()).await;

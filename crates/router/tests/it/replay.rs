@@ -122,4 +122,41 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
         changed.verdict,
         ReplayVerdict::Changed { diff: r#"outputs differ: /text: "same" -> "different""#.into() }
     );
+
+    // A crash cut the last line short (mid-character, no newline): that line is left out and
+    // reported, the rest replays.
+    let whole = text.lines().next().unwrap();
+    let mut cut = whole.as_bytes()[..whole.len() / 2].to_vec();
+    cut.extend_from_slice("é".as_bytes().split_at(1).0);
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(&cut).unwrap();
+    drop(file);
+    let report = replay(&path, &after, everyone()).await.expect("a cut last line is no error");
+    assert_eq!((report.identical, report.changed, report.failed), (6, 1, 1));
+    assert!(report.cut_last_line, "the cut line is reported");
+    let stats = quiver_telemetry::stats_from_transcript(&path).unwrap();
+    assert_eq!(stats.calls, 7);
+    assert!(stats.cut_last_line);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surfaces_and_meta_tool_calls_reach_the_transcript_and_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(RouterSettings { transcript_dir: Some(dir.path().to_owned()), ..RouterSettings::default() });
+    let caller = everyone();
+    f.router.record_surface(&caller, 4, 7, 5000);
+    f.router.record_meta_call(&caller, "tool_search", true);
+    f.router.record_meta_call(&caller, "tool_search", false);
+    f.router.record_meta_call(&caller, "list_tools", true);
+    f.typed("marker_echo", json!({"text": "x"}), caller.clone()).await;
+    f.router.flush_transcripts();
+    let path = f.router.transcript_path("test-session").unwrap();
+    let stats = quiver_telemetry::stats_from_transcript(&path).unwrap();
+    assert_eq!(stats.calls, 1);
+    assert_eq!(stats.unreadable_lines, 0);
+    assert_eq!((stats.surfaces.n_surfaces, stats.surfaces.last_typed, stats.surfaces.last_total), (1, 4, 7));
+    assert_eq!((stats.generic.search_calls, stats.generic.search_failures, stats.generic.list_calls), (2, 1, 1));
+    // Replay runs the calls and passes over the events.
+    let report = replay(&path, &f.router, everyone()).await.unwrap();
+    assert_eq!((report.identical, report.failed), (1, 0));
 }

@@ -104,14 +104,26 @@ impl Tool for Sleep {
     }
 }
 
+/// The line of `marker_echo` that `QUIVER_MARKER_ECHO_LINES` replaces.
+pub const ECHO_POLICIES_LINE: &str = "    policies: {execution: inline}";
+
 /// The embedded manifest. Tests build a second copy of this plugin with
 /// `QUIVER_MARKER_VERSION=0.2.0` set at compile time to get a genuinely different library whose
-/// embedded manifest declares that version (hot-swap and downgrade tests).
+/// embedded manifest declares that version (hot-swap and downgrade tests), and with
+/// `QUIVER_MARKER_ECHO_LINES` to give `marker_echo` other manifest lines in place of
+/// [`ECHO_POLICIES_LINE`] (result-size tests: a small limit, a stricter output schema).
 fn manifest() -> &'static str {
     const SOURCE: &str = include_str!("../tool.yaml");
-    match option_env!("QUIVER_MARKER_VERSION") {
-        Some(v) => Box::leak(SOURCE.replacen("version: 0.1.0", &format!("version: {v}"), 1).into_boxed_str()),
-        None => SOURCE,
+    let mut text = std::borrow::Cow::Borrowed(SOURCE);
+    if let Some(v) = option_env!("QUIVER_MARKER_VERSION") {
+        text = text.replacen("version: 0.1.0", &format!("version: {v}"), 1).into();
+    }
+    if let Some(lines) = option_env!("QUIVER_MARKER_ECHO_LINES") {
+        text = text.replacen(ECHO_POLICIES_LINE, lines, 1).into();
+    }
+    match text {
+        std::borrow::Cow::Borrowed(s) => s,
+        std::borrow::Cow::Owned(s) => Box::leak(s.into_boxed_str()),
     }
 }
 
