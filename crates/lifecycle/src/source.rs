@@ -149,12 +149,21 @@ pub struct BundleSource {
     settings: HostSettings,
     cache_dir: PathBuf,
     state: Mutex<ScanState>,
+    /// Runs right after each bundle's check (tests: files changing during a check).
+    #[cfg(test)]
+    after_check: Mutex<Option<Box<dyn FnMut(&Path) + Send>>>,
 }
 
 impl BundleSource {
     /// A source over `settings.plugins_dir`; nothing is read until the first refresh.
     pub fn new(settings: HostSettings, cache_dir: PathBuf) -> BundleSource {
-        BundleSource { settings, cache_dir, state: Mutex::new(ScanState::default()) }
+        BundleSource {
+            settings,
+            cache_dir,
+            state: Mutex::new(ScanState::default()),
+            #[cfg(test)]
+            after_check: Mutex::new(None),
+        }
     }
 
     /// Bundle manifests in the plugins folder, sorted: `*.tool.yaml` in it and in each direct
@@ -378,6 +387,10 @@ impl ToolSource for BundleSource {
             }
         }
 
+        // Oldest manifests first: when two bundles claim one name in the same scan (at start),
+        // the one that was there first keeps it and the newcomer is refused.
+        let mut found = found;
+        found.sort_by_cached_key(|p| (stamp(p).map(|s| s.mtime_ns).unwrap_or(i128::MAX), p.clone()));
         for path in found {
             let prev_lib = state.bundles.get(&path).and_then(|b| b.library_file.clone());
             let before = fingerprint(&path, prev_lib.as_deref());
@@ -389,6 +402,10 @@ impl ToolSource for BundleSource {
             }
             let previous_id = state.bundles.get(&path).and_then(|b| b.loaded_id.clone());
             let outcome = self.try_load(&path, state, previous_id.as_deref(), claims);
+            #[cfg(test)]
+            if let Some(hook) = self.after_check.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                hook(&path);
+            }
             let entry = state.bundles.entry(path.clone()).or_insert(BundleState {
                 fingerprint: before.clone(),
                 library_file: None,
@@ -445,5 +462,91 @@ impl ToolSource for BundleSource {
             }
         }
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quiver_manifest::{PublicKey, TrustedKeys};
+    use quiver_tests::{TestKey, plugin_library, write_bundle};
+
+    fn source(plugins: &Path, key: &TestKey) -> BundleSource {
+        let mut trusted = TrustedKeys::default();
+        trusted.add("test", "test", PublicKey::parse(&key.public_text()).unwrap());
+        let settings = HostSettings {
+            plugins_dir: plugins.to_owned(),
+            verify: crate::VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 256 << 20 },
+            cache_dir: None,
+            conflicts: ConflictPolicy::Error,
+            isolation: Default::default(),
+        };
+        BundleSource::new(settings, plugins.join(".cache"))
+    }
+
+    /// A bundle caught half-written (its new signature lands while the check runs) must be
+    /// checked again at the next scan, not recorded as seen: the fingerprint is the one taken
+    /// before the check.
+    #[test]
+    fn a_bundle_finished_during_its_check_loads_at_the_next_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        let key = TestKey::generate();
+        let bundle = write_bundle(&plugins, "marker-plugin", &plugin_library("marker-plugin", &[]), None, Some(&key));
+        // Half-written: the signature is not there yet.
+        let signature = std::fs::read(&bundle.signature).unwrap();
+        std::fs::remove_file(&bundle.signature).unwrap();
+        let src = source(&plugins, &key);
+        let sig_path = bundle.signature.clone();
+        *src.after_check.lock().unwrap() = Some(Box::new(move |_| {
+            // The writer finishes while the host is still looking at the old state.
+            if !sig_path.exists() {
+                std::fs::write(&sig_path, &signature).unwrap();
+            }
+        }));
+        let empty = Catalog::empty();
+        let first = src.refresh(&mut NameClaims::new(&empty, ConflictPolicy::Error));
+        assert_eq!(first.rejected.len(), 1, "{first:?}");
+        assert_eq!(first.rejected[0].stage, Stage::Signature);
+        let second = src.refresh(&mut NameClaims::new(&empty, ConflictPolicy::Error));
+        assert_eq!(second.added, vec![("marker-plugin".to_owned(), "0.1.0".to_owned())], "{second:?}");
+        // And a failure that does not change is reported once, not at every scan.
+        let third = src.refresh(&mut NameClaims::new(&empty, ConflictPolicy::Error));
+        assert!(third.rejected.is_empty() && !third.changed(), "{third:?}");
+    }
+
+    /// A newcomer claiming a name another plugin serves is refused with a message naming that
+    /// plugin; the plugin serving keeps its tools, now and after a restart (where the bundle
+    /// that was there first wins, whatever the path order).
+    #[test]
+    fn a_name_clash_refuses_the_newcomer_and_keeps_the_plugin_serving() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        let key = TestKey::generate();
+        let lib = plugin_library("marker-plugin", &[]);
+        write_bundle(&plugins.join("marker"), "marker-plugin", &lib, None, Some(&key));
+        let src = source(&plugins, &key);
+        let first = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+        assert_eq!(first.added.len(), 1, "{first:?}");
+        let serving = Catalog::build(src.entries(), ConflictPolicy::Error).unwrap();
+        // "a-impostor" sorts before "marker": path order must not matter.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let manifest = std::fs::read_to_string(quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml"))
+            .unwrap()
+            .replacen("id: marker-plugin", "id: impostor", 1);
+        write_bundle(&plugins.join("a-impostor"), "marker-plugin", &lib, Some(&manifest), Some(&key));
+        let second = src.refresh(&mut NameClaims::new(&serving, ConflictPolicy::Error));
+        assert_eq!(second.rejected.len(), 1, "{second:?}");
+        let e = &second.rejected[0];
+        assert_eq!(e.stage, Stage::Catalog);
+        assert!(e.message.contains("`marker_echo` is already served by plugin `marker-plugin`"), "{}", e.message);
+        assert!(e.message.contains("name_conflicts: namespace"), "{}", e.message);
+        assert!(second.removed.is_empty());
+        assert_eq!(src.entries().len(), 1);
+        // A restart: both bundles are found in one scan; the older one keeps its names.
+        let restarted = source(&plugins, &key);
+        let r = restarted.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+        assert_eq!(r.added, vec![("marker-plugin".to_owned(), "0.1.0".to_owned())], "{r:?}");
+        assert_eq!(r.rejected.len(), 1, "{r:?}");
     }
 }

@@ -599,9 +599,10 @@ impl Router {
                     Arc::new(ToolState {
                         key,
                         version: plugin.manifest.version.to_string(),
-                        semaphore: Arc::new(Semaphore::new(
-                            (def.policies.max_concurrency as usize).clamp(1, Semaphore::MAX_PERMITS),
-                        )),
+                        semaphore: Arc::new(Semaphore::new(tool_slots(
+                            def.policies.max_concurrency,
+                            self.settings.max_concurrency,
+                        ))),
                         breaker: Breaker::default(),
                         counters: self.counters.tool(&r.name),
                     })
@@ -1034,7 +1035,14 @@ impl Router {
         // The tool's own slot first: a saturated tool must not hold host-wide slots while it waits.
         let tool_permit =
             acquire(&state.semaphore, deadline, cancel, tool_name, "the tool's concurrency limit").await?;
-        let _global = acquire(&self.global, deadline, cancel, tool_name, "the host's call slots").await?;
+        let dispatch = plugin.backend.dispatch(tool);
+        // The host-wide slots bound the blocking threads; inline calls take no thread and remote
+        // calls run in their worker, so neither ever waits behind slow thread calls.
+        let _global = if dispatch == Dispatch::Thread {
+            Some(acquire(&self.global, deadline, cancel, tool_name, "the host's call slots").await?)
+        } else {
+            None
+        };
         let sink = Arc::new(RouterSink::new(
             bridge.clone(),
             cancel.clone(),
@@ -1043,7 +1051,7 @@ impl Router {
             state.counters.clone(),
         ));
         let timeout = || timeout_error(tool_name);
-        match plugin.backend.dispatch(tool) {
+        match dispatch {
             Dispatch::Inline => {
                 // The tool answers within microseconds and never blocks: run it on this task
                 // and skip the thread handoff; its deadline is checked after.
@@ -1259,6 +1267,14 @@ impl Router {
             meta.policy.push(Cow::Borrowed("result:unstructured"));
         }
     }
+}
+
+/// A tool's concurrency slots: what its manifest asks for, but never more than three quarters of
+/// the host's slots, so one slow tool cannot take every slot.
+fn tool_slots(requested: u32, host: usize) -> usize {
+    let host = host.clamp(1, Semaphore::MAX_PERMITS);
+    let cap = (host - host / 4).max(1);
+    (requested as usize).clamp(1, cap)
 }
 
 fn timeout_error(tool_name: &str) -> ToolError {

@@ -733,3 +733,32 @@ mod scope_leaks {
         }
     }
 }
+
+/// One slow thread tool cannot take every host slot, and inline calls never wait behind thread
+/// calls (issue: 300 slow calls in flight made a fast inline tool wait 7 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_tool_cannot_take_every_slot_and_inline_calls_never_wait_for_one() {
+    let f = Arc::new(fixture(RouterSettings { max_concurrency: 4, ..RouterSettings::default() }));
+    let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut slow = Vec::new();
+    for _ in 0..10 {
+        let (f, finished) = (f.clone(), finished.clone());
+        slow.push(tokio::spawn(async move {
+            let o = f.typed("marker_sleep", json!({"ms": 1500}), everyone()).await;
+            finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            o
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // An inline tool answers while every slow call is still running.
+    let echo = f.typed("marker_echo", json!({"text": "fast"}), everyone()).await;
+    assert_eq!(echo.response.status, Status::Ok, "{:?}", echo.response);
+    assert_eq!(finished.load(std::sync::atomic::Ordering::SeqCst), 0, "the inline call waited for the slow ones");
+    // Another thread tool still finds a host slot: marker_sleep holds at most 3 of the 4.
+    let other = f.typed("marker_panic", json!({"text": "x"}), everyone()).await;
+    assert_eq!(other.response.error.as_ref().map(|e| e.code.as_str()), Some("panic"), "{:?}", other.response);
+    assert_eq!(finished.load(std::sync::atomic::Ordering::SeqCst), 0, "the thread call waited for the slow ones");
+    for s in slow {
+        s.await.unwrap();
+    }
+}
