@@ -239,6 +239,12 @@ impl Host {
                     entry.fingerprint = Self::fingerprint(&path, lib_file.as_deref());
                     entry.loaded_id = Some(id.clone());
                     let new_version = plugin.manifest.version.to_string();
+                    // Security (issue 10): raise the persistent rollback record.
+                    if let Some(store) = &self.settings.verify.rollback
+                        && let Err(e) = store.record(&id, &plugin.manifest.version, &plugin.provenance.sha256)
+                    {
+                        tracing::error!(plugin = %id, error = %e, "cannot update the rollback record");
+                    }
                     if let Some(prev) = previous_id.filter(|p| *p != id) {
                         state.plugins.remove(&prev);
                         report.removed.push(prev);

@@ -18,9 +18,11 @@
 mod bundle;
 mod host;
 mod host_services;
+mod rollback;
 
 pub use bundle::{
     BundleError, MAX_MANIFEST_BYTES, Stage, VerifiedBundle, VerifyPolicy, load_verified, signature_path, verify_bundle,
 };
 pub use host::{Host, HostSettings, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;
+pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};

@@ -45,7 +45,12 @@ impl Fixture {
         let host = Arc::new(
             Host::new(HostSettings {
                 plugins_dir: dir.path().to_owned(),
-                verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 64 << 20 },
+                verify: VerifyPolicy {
+                    trusted,
+                    allow_unsigned: false,
+                    max_library_bytes: 64 << 20,
+                    ..VerifyPolicy::default()
+                },
                 cache_dir: None,
                 conflicts: Default::default(),
             })
