@@ -232,6 +232,102 @@ mod tests {
         assert!(a.authenticate(Some(&format!("Bearer {hash}"))).is_err());
     }
 
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    fn b64_decode(text: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (mut acc, mut bits) = (0u32, 0);
+        for c in text.trim().bytes().filter(|c| *c != b'=') {
+            let v = B64.iter().position(|b| *b == c).expect("base64") as u32;
+            acc = (acc << 6) | v;
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((acc >> bits) as u8);
+            }
+        }
+        out
+    }
+
+    fn b64url(bytes: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk.iter().fold(0u32, |a, b| (a << 8) | u32::from(*b)) << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                let c = B64[((n >> (18 - 6 * i)) & 63) as usize];
+                out.push(match c {
+                    b'+' => '-',
+                    b'/' => '_',
+                    c => c as char,
+                });
+            }
+        }
+        out
+    }
+
+    /// An Ed25519 key pair (made by minisign, whose secret key holds the seed) as a PKCS#8
+    /// signing key and a JWKS.
+    fn ed25519_jwt_key(kid: &str) -> (jsonwebtoken::EncodingKey, String) {
+        let pair = quiver_manifest::KeyPair::generate();
+        let secret = b64_decode(pair.secret_key_text().lines().nth(1).unwrap());
+        let seed = &secret[62..94];
+        let public = &b64_decode(pair.public_key().to_base64())[10..42];
+        let mut pkcs8 =
+            vec![0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20];
+        pkcs8.extend_from_slice(seed);
+        let jwks = serde_json::json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "kid": kid, "x": b64url(public)}]});
+        (jsonwebtoken::EncodingKey::from_ed_der(&pkcs8), jwks.to_string())
+    }
+
+    #[test]
+    fn jwts_are_checked_for_key_issuer_audience_and_expiry() {
+        let (key, jwks) = ed25519_jwt_key("k1");
+        let (other_key, _) = ed25519_jwt_key("k1");
+        let cfg = AuthConfig {
+            jwt: Some(quiver_manifest::JwtConfig {
+                issuer: "https://issuer.example".into(),
+                audience: "https://quiver.example/mcp".into(),
+                jwks_file: "jwks.json".into(),
+                leeway_s: 0,
+            }),
+            ..AuthConfig::default()
+        };
+        let auth = Authenticator::new(&cfg, Some(&jwks)).unwrap();
+        let now = jsonwebtoken::get_current_timestamp();
+        let token = |key: &jsonwebtoken::EncodingKey, claims: serde_json::Value| {
+            let mut header = jsonwebtoken::Header::new(Algorithm::EdDSA);
+            header.kid = Some("k1".into());
+            format!("Bearer {}", jsonwebtoken::encode(&header, &claims, key).unwrap())
+        };
+        let good = serde_json::json!({"sub": "alice", "iss": "https://issuer.example", "aud": "https://quiver.example/mcp", "exp": now + 300});
+        let p = auth.authenticate(Some(&token(&key, good.clone()))).unwrap();
+        assert_eq!((p.name.as_str(), p.method), ("alice", "jwt"));
+        let mut cases = vec![("other key", token(&other_key, good.clone()))];
+        for (label, field, value) in [
+            ("wrong issuer", "iss", serde_json::json!("https://evil.example")),
+            ("wrong audience", "aud", serde_json::json!("https://other.example/mcp")),
+            ("expired", "exp", serde_json::json!(now - 600)),
+        ] {
+            let mut claims = good.clone();
+            claims[field] = value;
+            cases.push((label, token(&key, claims)));
+        }
+        let mut no_sub = good.clone();
+        no_sub.as_object_mut().unwrap().remove("sub");
+        cases.push(("no subject", token(&key, no_sub)));
+        // A symmetric token (HS256) is refused whatever its secret: JWKS keys are public.
+        let hs = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(Algorithm::HS256),
+            &good,
+            &jsonwebtoken::EncodingKey::from_secret(b"guess"),
+        )
+        .unwrap();
+        cases.push(("HS256", format!("Bearer {hs}")));
+        for (label, t) in cases {
+            assert!(matches!(auth.authenticate(Some(&t)), Err(AuthFailure::Invalid(_))), "{label}");
+        }
+    }
+
     #[test]
     fn jwks_must_be_usable() {
         let cfg = AuthConfig {
