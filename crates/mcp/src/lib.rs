@@ -51,6 +51,8 @@ pub use http::{
 };
 pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
 pub use stdio::{serve_io, serve_stdio};
+#[doc(hidden)]
+pub use wire::fuzzing;
 
 /// Prefix of every `_meta` key Quiver writes (reverse-DNS, as the MCP specification asks).
 pub const META_PREFIX: &str = "io.github.quiver/";

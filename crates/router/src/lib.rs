@@ -47,3 +47,5 @@ pub use replay::{ReplayEntry, ReplayReport, ReplayVerdict, replay};
 pub use router::Router;
 pub use settings::RouterSettings;
 pub use tokio_util::sync::CancellationToken;
+#[doc(hidden)]
+pub use validate::fuzzing;
