@@ -35,7 +35,9 @@ const CARGO_DENY_VERSION: &str = "0.20.2";
 
 /// `cargo deny check advisories licenses sources` with `deny.toml` (each accepted advisory is
 /// explained there). cargo-deny is installed into `target/tools` by the suite itself when missing
-/// (`cargo install --locked`; about four minutes cold on two cores, then cached).
+/// (`cargo install --locked`: measured 47 minutes on two cores shared with other builds, so a
+/// cold 30-minute CI must cache `target/tools` or use a prebuilt binary; then cached). The
+/// advisory check needs the RustSec database from github.com.
 fn cargo_deny(ws: &Workspace) -> Result<()> {
     let tools = ws.target_dir()?.join("tools");
     let bin = tools.join("bin").join("cargo-deny");
