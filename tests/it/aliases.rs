@@ -28,7 +28,12 @@ fn setup() -> Setup {
     let host = Arc::new(
         Host::new(HostSettings {
             plugins_dir: plugins.path().to_owned(),
-            verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 64 << 20 },
+            verify: VerifyPolicy {
+                trusted,
+                allow_unsigned: false,
+                max_library_bytes: 64 << 20,
+                ..VerifyPolicy::default()
+            },
             cache_dir: None,
             conflicts: Default::default(),
             isolation: Default::default(),

@@ -26,7 +26,12 @@ fn host(plugins: &Path, keys: &[&TestKey]) -> Arc<Host> {
     Arc::new(
         Host::new(HostSettings {
             plugins_dir: plugins.to_owned(),
-            verify: VerifyPolicy { trusted: trusted(keys), allow_unsigned: false, max_library_bytes: 64 << 20 },
+            verify: VerifyPolicy {
+                trusted: trusted(keys),
+                allow_unsigned: false,
+                max_library_bytes: 64 << 20,
+                ..VerifyPolicy::default()
+            },
             cache_dir: None,
             conflicts: Default::default(),
             isolation: Default::default(),

@@ -180,7 +180,7 @@ pub fn write_bundle(
     let signature = dir.join(format!("{package}.tool.yaml.minisig"));
     match key {
         Some(k) => {
-            let sig = quiver_manifest::sign(&k.pair, text.as_bytes(), &format!("test bundle {package}"));
+            let sig = quiver_manifest::sign_bundle(&k.pair, &text, package).expect("the bundle manifest is valid");
             std::fs::write(&signature, sig).expect("write signature");
         }
         None => {

@@ -155,9 +155,19 @@ pub fn bundle(plugin: &PluginSource, library: &Path, key: &DevKey) -> Result<Bui
     let sig_path = signature_path(&manifest_path);
     let signed = fs::read_to_string(&sig_path)
         .ok()
-        .is_some_and(|sig| quiver_manifest::verify(&key.trusted(), text.as_bytes(), &sig).is_ok());
+        .and_then(|sig| quiver_manifest::verify(&key.trusted(), text.as_bytes(), &sig).ok())
+        .is_some_and(|v| {
+            // A signature in an older comment format is made again (the host refuses it).
+            quiver_manifest::check_bundle_comment(
+                &v.trusted_comment,
+                &manifest.id,
+                &manifest.version.to_string(),
+                &sha256,
+            )
+            .is_ok()
+        });
     if !signed {
-        let comment = format!("{} {} sha256:{sha256}", manifest.id, manifest.version);
+        let comment = quiver_manifest::bundle_comment(&manifest.id, &manifest.version.to_string(), &sha256);
         let sig = quiver_manifest::sign(&key.pair, text.as_bytes(), &comment);
         write_atomic(&sig_path, sig.as_bytes(), 0o644)?;
         changed = true;

@@ -26,7 +26,40 @@ fn steps() -> Vec<(&'static str, Step)> {
         ("new-tool", Step::Task(scaffold_check)),
         ("conformance", Step::Task(|ws| crate::conformance::run(ws, None))),
         ("e2e", Step::Task(crate::e2e::run)),
+        ("deny", Step::Task(cargo_deny)),
     ]
+}
+
+/// The cargo-deny version the suite installs (pinned: its checks and config format change).
+const CARGO_DENY_VERSION: &str = "0.20.2";
+
+/// `cargo deny check advisories licenses sources` with `deny.toml` (each accepted advisory is
+/// explained there). cargo-deny is installed into `target/tools` by the suite itself when missing
+/// (`cargo install --locked`: measured 47 minutes on two cores shared with other builds, so a
+/// cold 30-minute CI must cache `target/tools` or use a prebuilt binary; then cached). The
+/// advisory check needs the RustSec database from github.com.
+fn cargo_deny(ws: &Workspace) -> Result<()> {
+    let tools = ws.target_dir()?.join("tools");
+    let bin = tools.join("bin").join("cargo-deny");
+    let installed = std::process::Command::new(&bin)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(CARGO_DENY_VERSION));
+    if !installed {
+        eprintln!("installing cargo-deny {CARGO_DENY_VERSION} into {}", tools.display());
+        ws.run(
+            ws.cargo()
+                .args(["install", "cargo-deny", "--locked", "--version", CARGO_DENY_VERSION, "--root"])
+                .arg(&tools),
+        )?;
+    }
+    ws.run(std::process::Command::new(&bin).current_dir(&ws.root).args([
+        "--all-features",
+        "check",
+        "advisories",
+        "licenses",
+        "sources",
+    ]))
 }
 
 /// The untouched scaffold of `cargo xtask new-tool` builds, bundles and passes its contract test.

@@ -72,7 +72,7 @@ fn prepare_host(ws: &Workspace, dir: &Path, library: &Path) -> Result<PathBuf> {
     quiver_manifest::Manifest::from_yaml(&text, &manifest.display().to_string())?;
     write_atomic(&manifest, text.as_bytes(), 0o644)?;
     let key = KeyPair::generate();
-    let signature = quiver_manifest::sign(&key, text.as_bytes(), "conformance test bundle");
+    let signature = quiver_manifest::sign_bundle(&key, &text, &manifest.display().to_string())?;
     write_atomic(&signature_path(&manifest), signature.as_bytes(), 0o644)?;
     write_atomic(&dir.join("conformance.pub"), key.public_key_text().as_bytes(), 0o644)?;
     let config = dir.join("quiver.yaml");

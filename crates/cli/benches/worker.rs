@@ -31,7 +31,7 @@ fn router(isolation: Isolation, library: &std::path::Path, key: &TestKey, dir: &
     let host = Arc::new(
         Host::new(HostSettings {
             plugins_dir: plugins,
-            verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 256 << 20 },
+            verify: VerifyPolicy { trusted, max_library_bytes: 256 << 20, ..VerifyPolicy::default() },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
             isolation: policy,

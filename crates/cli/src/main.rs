@@ -71,6 +71,10 @@ enum Command {
     Keygen(commands::keygen::KeygenArgs),
     /// Sign a bundle manifest (optionally pinning its library first).
     Sign(commands::sign::SignArgs),
+    /// Roll a plugin back to a lower version on purpose (drops its rollback record; logged).
+    Rollback(commands::rollback::RollbackArgs),
+    /// Make a bearer token for the HTTP transport (prints the sha256 entry for quiver.yaml).
+    Token(commands::token::TokenArgs),
     /// Re-run a call transcript against the plugins loaded now and compare the answers.
     Replay(commands::replay::ReplayArgs),
     /// Summarize a call transcript (calls, outcomes, durations, errors per tool).
@@ -177,6 +181,8 @@ fn main() -> ExitCode {
         Command::Keygen(a) => commands::keygen::run(g, &a),
         Command::Sign(a) => commands::sign::run(g, &a),
         Command::Replay(a) => commands::replay::run(g, &a),
+        Command::Rollback(a) => commands::rollback::run(g, &a),
+        Command::Token(a) => commands::token::run(g, &a),
         Command::Stats(a) => commands::stats::run(g, &a),
         Command::Serve(a) => commands::serve::run(g, &a),
         Command::Search(a) => commands::search::run(g, &a),

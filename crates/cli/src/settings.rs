@@ -75,6 +75,12 @@ impl Settings {
                 trusted,
                 allow_unsigned: config.allow_unsigned,
                 max_library_bytes: config.max_library_bytes,
+                strict: config.strict,
+                revoked: config.revoked.clone(),
+                rollback: Some(Arc::new(
+                    quiver_lifecycle::RollbackStore::open(&base_dir.join(&config.state_dir))
+                        .map_err(|e| anyhow::anyhow!("{origin}: state_dir: {e}"))?,
+                )),
             },
             cache_dir: config.cache_dir.as_ref().map(|d| base_dir.join(d)),
             conflicts: match config.name_conflicts {
@@ -232,7 +238,15 @@ fn read_trusted_keys(config: &HostConfig, origin: &str, base_dir: &Path) -> Resu
             }
             (None, None) => bail!("{at}: give `path` or `key`"),
         };
-        keys.add(name, from, key);
+        match &source.plugins {
+            Some(globs) => {
+                keys.add_for(name, from, key, globs.clone());
+            }
+            None => {
+                tracing::warn!(key = %key.key_id(), "{at}: this key may sign ANY plugin id; list the ids it may sign in `plugins` (globs)");
+                keys.add(name, from, key);
+            }
+        }
     }
     Ok(keys)
 }

@@ -2,13 +2,15 @@
 
 use std::fs;
 use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use quiver_catalog::{Dispatch, PluginEntry, Provenance};
-use quiver_manifest::{Execution, Manifest, TrustedKeys, sha256_hex};
+use quiver_manifest::{Execution, Manifest, Revocations, TrustedKeys, sha256_hex};
 
 use crate::host_services::InProcessBackend;
+use crate::rollback::RollbackStore;
 
 /// Largest manifest or signature file read.
 pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
@@ -27,8 +29,12 @@ pub enum Stage {
     Library,
     /// The library's sha256 against the manifest.
     Checksum,
-    /// A lower version than the one loaded.
+    /// A lower version than the one loaded, or than the highest ever accepted (rollback record).
     Downgrade,
+    /// A revoked signing key or sha256.
+    Revoked,
+    /// A bundle file or folder others may write to (refused under `strict`).
+    Permissions,
     /// Opening the library and checking its ABI.
     Abi,
     /// The library's embedded manifest against the signed one, or its tool set.
@@ -49,6 +55,8 @@ impl Stage {
             Stage::Library => "library",
             Stage::Checksum => "checksum",
             Stage::Downgrade => "downgrade",
+            Stage::Revoked => "revoked",
+            Stage::Permissions => "permissions",
             Stage::Abi => "abi",
             Stage::Embedded => "embedded-manifest",
             Stage::Catalog => "catalog",
@@ -90,6 +98,28 @@ pub struct VerifyPolicy {
     pub allow_unsigned: bool,
     /// Largest library accepted.
     pub max_library_bytes: u64,
+    /// Production hardening: group/world-writable bundle files or folders, and a same-version
+    /// re-sign with other bytes, are refused instead of warned about.
+    pub strict: bool,
+    /// Revoked keys and sha256s.
+    pub revoked: Revocations,
+    /// The persistent rollback record; `None`: only the in-memory downgrade check.
+    pub rollback: Option<Arc<RollbackStore>>,
+}
+
+impl Default for VerifyPolicy {
+    /// No trusted keys, signed bundles only, 64 MiB libraries, strict, no revocations, no
+    /// persistent rollback record.
+    fn default() -> VerifyPolicy {
+        VerifyPolicy {
+            trusted: TrustedKeys::default(),
+            allow_unsigned: false,
+            max_library_bytes: 64 << 20,
+            strict: true,
+            revoked: Revocations::default(),
+            rollback: None,
+        }
+    }
 }
 
 /// A bundle whose signature, manifest and checksum have been checked. Holds the exact library
@@ -110,14 +140,96 @@ pub struct VerifiedBundle {
     pub signer_key_id: Option<String>,
 }
 
-fn read_capped(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
-    let f = fs::File::open(path)?;
-    let mut buf = Vec::new();
+/// What kind of file system object a non-regular file is, for messages.
+fn kind_of(ft: fs::FileType) -> &'static str {
+    if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens `path` only if it is a regular file, and reads at most `cap` bytes of it.
+///
+/// The path is `lstat`ed first, so a FIFO, socket or device is refused without being opened
+/// (opening some devices has effects); then it is opened with `O_NOFOLLOW | O_NONBLOCK` (a FIFO
+/// swapped in after the `lstat` cannot block the open, a symlink cannot be followed) and the
+/// *opened handle* is `fstat`ed: what is read is what was checked. The size is checked on the
+/// handle before reading, and the read stops at `cap + 1` bytes in case the file grows.
+/// `NotFound` is passed through so callers can tell a missing file from a bad one.
+pub(crate) fn read_capped(path: &Path, cap: u64) -> std::io::Result<(Vec<u8>, fs::Metadata)> {
+    let not_regular = |ft: fs::FileType| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is {}; only regular files are read from a bundle", path.display(), kind_of(ft)),
+        )
+    };
+    let pre = fs::symlink_metadata(path)?;
+    if !pre.file_type().is_file() {
+        return Err(not_regular(pre.file_type()));
+    }
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    let f = fs::OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path).map_err(|e| {
+        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} became a symbolic link while being checked; only regular files are read", path.display()),
+            )
+        } else {
+            e
+        }
+    })?;
+    let meta = f.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    if meta.len() > cap {
+        return Err(std::io::Error::other(format!("the file is {} bytes, over the {cap}-byte limit", meta.len())));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
     f.take(cap + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > cap {
-        return Err(std::io::Error::other(format!("file is larger than the {cap}-byte limit")));
+        return Err(std::io::Error::other(format!("the file is larger than the {cap}-byte limit")));
     }
-    Ok(buf)
+    Ok((buf, meta))
+}
+
+/// Group- or world-writable: anyone but the owner could swap the bytes between two scans.
+/// A folder with the sticky bit (like `/tmp`) lets others add entries but not replace ours.
+fn writable_by_others(meta: &fs::Metadata) -> bool {
+    let mode = meta.mode();
+    let open = mode & 0o022 != 0;
+    if meta.file_type().is_dir() { open && mode & 0o1000 == 0 } else { open }
+}
+
+/// Warns about (or, under `strict`, refuses) a bundle file or folder others may write to.
+fn check_permissions(what: &Path, meta: &fs::Metadata, strict: bool) -> Result<(), String> {
+    if !writable_by_others(meta) {
+        return Ok(());
+    }
+    let message = format!(
+        "{} is writable by {} (mode {:o}), so another user could replace it; run `chmod go-w {}`",
+        what.display(),
+        if meta.mode() & 0o002 != 0 { "every user" } else { "its group" },
+        meta.mode() & 0o7777,
+        what.display()
+    );
+    if strict {
+        Err(format!("{message} (refused because `strict` is on)"))
+    } else {
+        tracing::warn!(path = %what.display(), mode = format!("{:o}", meta.mode() & 0o7777), "{message}");
+        Ok(())
+    }
 }
 
 /// The signature file of a manifest: `NAME.tool.yaml.minisig`.
@@ -127,22 +239,33 @@ pub fn signature_path(manifest_path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Checks a bundle without loading any of its code: signature over the manifest bytes, manifest
-/// validation, library location/type/size, and the library's sha256.
+/// Checks a bundle without loading any of its code: the files are regular and not writable by
+/// others, the signature over the manifest bytes is by a trusted, unrevoked key allowed to sign
+/// this plugin id and its trusted comment names this id, version and library; the manifest is
+/// valid; the library is a regular file of bounded size whose sha256 matches and is not revoked;
+/// the version is not below the rollback record.
 pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<VerifiedBundle, BundleError> {
     let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.to_owned(), stage, message };
     let origin = manifest_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
 
-    let manifest_bytes = read_capped(manifest_path, MAX_MANIFEST_BYTES)
+    let (manifest_bytes, manifest_meta) = read_capped(manifest_path, MAX_MANIFEST_BYTES)
         .map_err(|e| fail(Stage::Read, format!("cannot read the manifest: {e}")))?;
+    check_permissions(manifest_path, &manifest_meta, policy.strict).map_err(|e| fail(Stage::Permissions, e))?;
+    let dir = manifest_path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    // The bundle folder and the one holding it (the plugins folder, for a bundle in a subfolder).
+    for folder in [Some(dir), dir.parent().filter(|d| !d.as_os_str().is_empty())].into_iter().flatten() {
+        if let Ok(meta) = fs::metadata(folder) {
+            check_permissions(folder, &meta, policy.strict).map_err(|e| fail(Stage::Permissions, e))?;
+        }
+    }
     let sig_path = signature_path(manifest_path);
-    let signer_key_id = match fs::symlink_metadata(&sig_path) {
+    let signature = match read_capped(&sig_path, MAX_MANIFEST_BYTES) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if !policy.allow_unsigned {
                 return Err(fail(
                     Stage::Signature,
                     format!(
-                        "no signature file {}; sign the manifest with `quiver sign {}` (or `minisign -S`) using a key listed in trusted_keys",
+                        "no signature file {}; sign the manifest with `quiver sign {}` using a key listed in trusted_keys",
                         sig_path.display(),
                         manifest_path.display()
                     ),
@@ -152,18 +275,33 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
             None
         }
         Err(e) => return Err(fail(Stage::Read, format!("cannot read {}: {e}", sig_path.display()))),
-        Ok(_) => {
-            let sig = read_capped(&sig_path, MAX_MANIFEST_BYTES)
-                .map_err(|e| fail(Stage::Read, format!("cannot read {}: {e}", sig_path.display())))?;
+        Ok((sig, sig_meta)) => {
+            check_permissions(&sig_path, &sig_meta, policy.strict).map_err(|e| fail(Stage::Permissions, e))?;
             let sig = String::from_utf8(sig).map_err(|_| {
                 fail(Stage::Signature, format!("{} is not a text minisign signature", sig_path.display()))
             })?;
             let verified = quiver_manifest::verify(&policy.trusted, &manifest_bytes, &sig)
                 .map_err(|e| fail(Stage::Signature, e.to_string()))?;
-            Some(verified.key_id)
+            if policy.revoked.key_revoked(&verified.key_id) {
+                return Err(fail(
+                    Stage::Revoked,
+                    format!(
+                        "signed by key {} ({}), which is revoked (revoked.keys in quiver.yaml); get the bundle re-signed with a current key",
+                        verified.key_id, verified.key_name
+                    ),
+                ));
+            }
+            Some(verified)
         }
     };
 
+    let manifest_sha256 = sha256_hex(&manifest_bytes);
+    if policy.revoked.sha256_revoked(&manifest_sha256) {
+        return Err(fail(
+            Stage::Revoked,
+            format!("this manifest (sha256 {manifest_sha256}) is revoked (revoked.sha256 in quiver.yaml)"),
+        ));
+    }
     let text = std::str::from_utf8(&manifest_bytes)
         .map_err(|_| fail(Stage::Manifest, format!("{origin} is not UTF-8 text")))?;
     let manifest = Manifest::from_yaml(text, &origin).map_err(|e| fail(Stage::Manifest, e.to_string()))?;
@@ -175,33 +313,41 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
             ),
         ));
     };
+    if let Some(v) = &signature {
+        if !v.plugins.is_empty() && !v.plugins.iter().any(|g| quiver_manifest::glob_matches(g, &manifest.id)) {
+            return Err(fail(
+                Stage::Signature,
+                format!(
+                    "key {} ({}) may sign only the plugins {} but this bundle is `{}`; sign it with the plugin's own key, or add the id to that key's `plugins` in quiver.yaml",
+                    v.key_id,
+                    v.key_name,
+                    v.plugins.join(", "),
+                    manifest.id
+                ),
+            ));
+        }
+        quiver_manifest::check_bundle_comment(
+            &v.trusted_comment,
+            &manifest.id,
+            &manifest.version.to_string(),
+            &artifact.sha256,
+        )
+        .map_err(|e| fail(Stage::Signature, e))?;
+    }
 
-    let dir = manifest_path.parent().unwrap_or(Path::new("."));
     let library_path = dir.join(&artifact.file);
-    let meta = fs::symlink_metadata(&library_path)
-        .map_err(|e| fail(Stage::Library, format!("library {} is missing: {e}", library_path.display())))?;
-    if !meta.file_type().is_file() {
-        return Err(fail(
+    let (library, library_meta) = read_capped(&library_path, policy.max_library_bytes).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => fail(Stage::Library, format!("library {} is missing", library_path.display())),
+        std::io::ErrorKind::InvalidInput => fail(
             Stage::Library,
-            format!(
-                "library {} must be a regular file inside the bundle folder, not a symlink or directory",
-                library_path.display()
-            ),
-        ));
-    }
-    if meta.len() > policy.max_library_bytes {
-        return Err(fail(
+            format!("{e}: the library must be a regular file inside the bundle folder, not a link, pipe or device"),
+        ),
+        _ => fail(
             Stage::Library,
-            format!(
-                "library {} is {} bytes, over the {}-byte limit (max_library_bytes in quiver.yaml)",
-                library_path.display(),
-                meta.len(),
-                policy.max_library_bytes
-            ),
-        ));
-    }
-    let library = read_capped(&library_path, policy.max_library_bytes)
-        .map_err(|e| fail(Stage::Library, format!("cannot read {}: {e}", library_path.display())))?;
+            format!("cannot read library {}: {e} (max_library_bytes in quiver.yaml)", library_path.display()),
+        ),
+    })?;
+    check_permissions(&library_path, &library_meta, policy.strict).map_err(|e| fail(Stage::Permissions, e))?;
     let sha256 = sha256_hex(&library);
     if sha256 != artifact.sha256 {
         return Err(fail(
@@ -213,13 +359,22 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
             ),
         ));
     }
+    if policy.revoked.sha256_revoked(&sha256) {
+        return Err(fail(
+            Stage::Revoked,
+            format!("library {} (sha256 {sha256}) is revoked (revoked.sha256 in quiver.yaml)", library_path.display()),
+        ));
+    }
+    if let Some(store) = &policy.rollback {
+        store.check(&manifest.id, &manifest.version, &sha256, policy.strict).map_err(|e| fail(Stage::Downgrade, e))?;
+    }
     Ok(VerifiedBundle {
         manifest_path: manifest_path.to_owned(),
         manifest,
         library_path,
         library,
         sha256,
-        signer_key_id,
+        signer_key_id: signature.map(|v| v.key_id),
     })
 }
 

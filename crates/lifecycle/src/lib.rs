@@ -1,12 +1,16 @@
 //! Plugin lifecycle: finds signed bundles in the plugins folder, verifies them, loads them and
 //! hot-swaps them without a restart.
 //!
-//! The order of checks is the security contract of Quiver (see `docs/ARCHITECTURE.md`):
-//! signature over the manifest bytes → manifest validation → library is a regular file of
-//! bounded size beside the manifest → its sha256 equals the signed one → downgrade check → the
-//! very bytes that were hashed are written to a new private path → only then is that copy opened
-//! → ABI check → the library's embedded manifest must equal the signed one. [`verify_bundle`]
-//! runs the checks that need no plugin code; [`load_verified`] the rest.
+//! The order of checks is the security contract of Quiver (see `docs/ARCHITECTURE.md` and
+//! `docs/SECURITY.md`): every file is a regular file read through the handle that was checked,
+//! size-capped, not writable by others (refused under `strict`) → signature over the manifest
+//! bytes by a trusted, unrevoked key → manifest validation → the key may sign this plugin id and
+//! the signature's trusted comment names this id, version and library sha256 → library is a
+//! regular file of bounded size beside the manifest → its sha256 equals the signed one and is not
+//! revoked → not below the persistent rollback record ([`RollbackStore`]) nor the loaded version
+//! → the very bytes that were hashed are written to a new private path → only then is that copy
+//! opened → ABI check → the library's embedded manifest must equal the signed one.
+//! [`verify_bundle`] runs the checks that need no plugin code; [`load_verified`] the rest.
 //!
 //! Principal types: [`Host`] (scan state, last good state per bundle, lock-free catalog
 //! snapshots), [`VerifiedBundle`], [`BundleError`] with its failed [`Stage`].
@@ -22,6 +26,7 @@ mod isolation;
 mod library;
 mod source;
 pub mod worker;
+mod rollback;
 
 pub use bundle::{
     BundleError, MAX_MANIFEST_BYTES, Stage, VerifiedBundle, VerifyPolicy, load_verified, signature_path, verify_bundle,
@@ -30,3 +35,4 @@ pub use host::{Host, HostSettings, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;
 pub use isolation::IsolationPolicy;
 pub use source::{BundleSource, NameClaims, ToolSource, sandbox_rules};
+pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};

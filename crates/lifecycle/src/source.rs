@@ -427,6 +427,12 @@ impl ToolSource for BundleSource {
                     entry.loaded_id = Some(id.clone());
                     entry.last_error = None;
                     let new_version = plugin.manifest.version.to_string();
+                    // Raise the persistent rollback record (only after a successful load).
+                    if let Some(store) = &self.settings.verify.rollback
+                        && let Err(e) = store.record(&id, &plugin.manifest.version, &plugin.provenance.sha256)
+                    {
+                        tracing::error!(plugin = %id, error = %e, "cannot update the rollback record");
+                    }
                     if let Some(prev) = previous_id.filter(|p| *p != id) {
                         state.plugins.remove(&prev);
                         claims.release(&prev);
@@ -476,7 +482,7 @@ mod tests {
         trusted.add("test", "test", PublicKey::parse(&key.public_text()).unwrap());
         let settings = HostSettings {
             plugins_dir: plugins.to_owned(),
-            verify: crate::VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 256 << 20 },
+            verify: crate::VerifyPolicy { trusted, max_library_bytes: 256 << 20, ..crate::VerifyPolicy::default() },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
             isolation: Default::default(),

@@ -44,6 +44,15 @@ pub struct HostConfig {
     /// DEVELOPMENT ONLY: load bundles that have no signature file (a bad signature is still
     /// refused). Default false.
     pub allow_unsigned: bool,
+    /// Production hardening, default true: group/world-writable bundle files and folders are
+    /// refused (else warned about), and a bundle re-signed with the same version but other
+    /// bytes is refused.
+    pub strict: bool,
+    /// State kept across restarts (the rollback record), relative to the configuration file's
+    /// folder. Default `.quiver-state`.
+    pub state_dir: PathBuf,
+    /// Revoked signing keys and sha256s. Default none.
+    pub revoked: Revocations,
     /// Where verified libraries are copied before loading; `None`: a private temporary folder.
     /// Default `None`.
     pub cache_dir: Option<PathBuf>,
@@ -160,6 +169,30 @@ pub struct KeySource {
     /// host process, the fast path. Default false: they run in sandboxed worker processes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub first_party: bool,
+    /// Plugin id globs this key may sign; `None`: any id (a warning is logged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<Vec<String>>,
+}
+
+/// Revoked signing keys and sha256s (of libraries or bundle manifests).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Revocations {
+    /// Key ids (16 hex digits).
+    pub keys: Vec<String>,
+    /// sha256s (64 lower-case hex digits).
+    pub sha256: Vec<String>,
+}
+
+impl Revocations {
+    /// True when the key id is revoked (any case).
+    pub fn key_revoked(&self, key_id: &str) -> bool {
+        self.keys.iter().any(|k| k.eq_ignore_ascii_case(key_id))
+    }
+    /// True when the sha256 is revoked.
+    pub fn sha256_revoked(&self, sha256: &str) -> bool {
+        self.sha256.iter().any(|s| s.eq_ignore_ascii_case(sha256))
+    }
 }
 
 impl KeySource {
@@ -299,12 +332,79 @@ pub struct ServerConfig {
     pub max_message_bytes: u64,
     /// Browser origins (`scheme://host[:port]`) allowed to reach the HTTP transport. Default none.
     pub allowed_origins: Vec<String>,
+    /// HTTP authentication; `None`: none (only a loopback bind is allowed then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthConfig>,
+    /// Most HTTP sessions at once, at least 1. Default 256.
+    pub max_sessions: u32,
+    /// Idle HTTP sessions are closed after this many milliseconds, at least 1000. Default 600000.
+    pub session_idle_timeout_ms: u64,
+    /// Most requests in flight per HTTP session, at least 1. Default 64.
+    pub max_requests_per_session: u32,
 }
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
-        ServerConfig { max_message_bytes: 4 * 1024 * 1024, allowed_origins: Vec::new() }
+        ServerConfig {
+            max_message_bytes: 4 * 1024 * 1024,
+            allowed_origins: Vec::new(),
+            auth: None,
+            max_sessions: 256,
+            session_idle_timeout_ms: 600_000,
+            max_requests_per_session: 64,
+        }
     }
+}
+
+/// HTTP authentication (the server is an OAuth 2.1 protected resource, as the MCP authorization
+/// spec describes).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// This server's canonical URI, advertised in the protected resource metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// Authorization servers' issuer URLs, advertised in the protected resource metadata.
+    pub authorization_servers: Vec<String>,
+    /// Static bearer tokens, stored as sha256 hashes.
+    pub tokens: Vec<BearerToken>,
+    /// JWT validation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwt: Option<JwtConfig>,
+    /// Profile per principal (token principal or JWT `sub`).
+    pub principals: BTreeMap<String, String>,
+}
+
+/// A static bearer token, stored as the sha256 of its text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BearerToken {
+    /// Who holds it.
+    pub principal: String,
+    /// sha256 (hex) of the token text.
+    pub sha256: String,
+    /// Profile for its sessions (overrides `principals`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+}
+
+/// JWT validation settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    /// Required `iss`.
+    pub issuer: String,
+    /// Required `aud`.
+    pub audience: String,
+    /// JWKS file, relative to the configuration file's folder (read by the caller).
+    pub jwks_file: PathBuf,
+    /// Allowed clock skew in seconds. Default 30.
+    #[serde(default = "default_leeway")]
+    pub leeway_s: u64,
+}
+
+fn default_leeway() -> u64 {
+    30
 }
 
 impl Default for HostConfig {
@@ -320,6 +420,9 @@ impl Default for HostConfig {
             rescan_interval_ms: 3000,
             trusted_keys: Vec::new(),
             allow_unsigned: false,
+            strict: true,
+            state_dir: PathBuf::from(".quiver-state"),
+            revoked: Revocations::default(),
             cache_dir: None,
             max_library_bytes: 64 * 1024 * 1024,
             name_conflicts: NameConflicts::Error,
@@ -393,7 +496,8 @@ impl HostConfig {
 }
 
 /// `*` matches any run of characters; everything else matches itself, ignoring ASCII case.
-pub(crate) fn glob_matches(glob: &str, text: &str) -> bool {
+/// Used for profile `clients` and trusted keys' `plugins`.
+pub fn glob_matches(glob: &str, text: &str) -> bool {
     let glob = glob.to_ascii_lowercase();
     let text = text.to_ascii_lowercase();
     let mut parts = glob.split('*');
@@ -577,6 +681,52 @@ fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
             format!("{} bytes is too small for MCP messages", cfg.server.max_message_bytes),
             "use at least 1024",
         );
+    }
+    if let Some(auth) = &cfg.server.auth {
+        let known = |p: &str| cfg.profiles.is_empty() || cfg.profiles.contains_key(p);
+        for (n, t) in auth.tokens.iter().enumerate() {
+            if let Some(p) = &t.profile
+                && !known(p)
+            {
+                push(
+                    field(&index("server.auth.tokens", n), "profile"),
+                    format!("profile `{}` is not among the profiles", excerpt(p)),
+                    "name one of the profiles",
+                );
+            }
+            if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                push(
+                    field(&index("server.auth.tokens", n), "sha256"),
+                    "a token is stored as its sha256: 64 lower-case hex digits".into(),
+                    "run `quiver token --principal NAME` and paste the sha256 it prints",
+                );
+            }
+        }
+        for (principal, p) in &auth.principals {
+            if !known(p) {
+                push(
+                    field("server.auth.principals", principal),
+                    format!("profile `{}` is not among the profiles", excerpt(p)),
+                    "name one of the profiles",
+                );
+            }
+        }
+        if auth.tokens.is_empty() && auth.jwt.is_none() {
+            push(
+                "server.auth".into(),
+                "authentication is configured without any `tokens` or `jwt`, so nobody could connect".into(),
+                "add a bearer token (`quiver token`) or a `jwt` section",
+            );
+        }
+    }
+    if cfg.server.max_sessions == 0 {
+        push("server.max_sessions".into(), "0 sessions would refuse every client".into(), "use at least 1");
+    }
+    if cfg.server.session_idle_timeout_ms < 1000 {
+        push("server.session_idle_timeout_ms".into(), "an idle timeout under 1 s".into(), "use at least 1000");
+    }
+    if cfg.server.max_requests_per_session == 0 {
+        push("server.max_requests_per_session".into(), "0 requests per session".into(), "use at least 1");
     }
     for (n, origin) in cfg.server.allowed_origins.iter().enumerate() {
         if !is_origin(origin) {

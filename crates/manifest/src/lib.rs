@@ -34,8 +34,9 @@ mod yaml;
 pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
 pub use checksum::sha256_hex;
 pub use config::{
-    ApprovalMode, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig, KeySource, NameConflicts,
-    Profile, RouterConfig, ServerConfig, TranscriptConfig, WorkerConfig,
+    ApprovalMode, AuthConfig, BearerToken, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig,
+    JwtConfig, KeySource, NameConflicts, Profile, Revocations, RouterConfig, ServerConfig, TranscriptConfig,
+    WorkerConfig, glob_matches,
 };
 pub use error::{Issue, ManifestError};
 pub use model::{
@@ -43,6 +44,9 @@ pub use model::{
     PathDefault, PathGrant, Policies, PolicySpec, SandboxSpec, SideEffects, ToolSpec,
 };
 pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA};
-pub use signature::{KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified, sign, verify};
+pub use signature::{
+    BUNDLE_COMMENT_PREFIX, KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified,
+    bundle_comment, check_bundle_comment, sign, sign_bundle, verify,
+};
 pub use validate::{MAX_NAME_LEN, SUPPORTED_ABI};
-pub use yaml::MAX_YAML_BYTES;
+pub use yaml::{MAX_YAML_BYTES, MAX_YAML_DEPTH};

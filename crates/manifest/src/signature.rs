@@ -113,6 +113,15 @@ pub struct TrustedKey {
     pub source: String,
     /// The key.
     pub key: PublicKey,
+    /// Plugin id globs this key may sign (see [`crate::glob_matches`]); empty: any id.
+    pub plugins: Vec<String>,
+}
+
+impl TrustedKey {
+    /// True when this key may sign the plugin `id`.
+    pub fn may_sign(&self, id: &str) -> bool {
+        self.plugins.is_empty() || self.plugins.iter().any(|g| crate::glob_matches(g, id))
+    }
 }
 
 /// The keys whose signatures are accepted. Assembled by the caller (which reads key files);
@@ -131,12 +140,23 @@ impl TrustedKeys {
     /// Adds a key; an empty `name` becomes the key id. Returns false (and keeps the first) when
     /// the same key is already present.
     pub fn add(&mut self, name: impl Into<String>, source: impl Into<String>, key: PublicKey) -> bool {
+        self.add_for(name, source, key, Vec::new())
+    }
+
+    /// Adds a key that may sign only the plugin ids matching `plugins` (globs; empty: any).
+    pub fn add_for(
+        &mut self,
+        name: impl Into<String>,
+        source: impl Into<String>,
+        key: PublicKey,
+        plugins: Vec<String>,
+    ) -> bool {
         if self.keys.iter().any(|k| k.key == key) {
             return false;
         }
         let name = name.into();
         let name = if name.is_empty() { key.key_id() } else { name };
-        self.keys.push(TrustedKey { name, source: source.into(), key });
+        self.keys.push(TrustedKey { name, source: source.into(), key, plugins });
         true
     }
 
@@ -176,6 +196,8 @@ pub struct Verified {
     pub key_name: String,
     /// The signed (trusted) comment of the signature.
     pub trusted_comment: String,
+    /// Plugin id globs the key may sign (empty: any).
+    pub plugins: Vec<String>,
 }
 
 /// Why a signature was refused.
@@ -247,6 +269,7 @@ pub fn verify(trusted: &TrustedKeys, data: &[u8], signature_text: &str) -> Resul
                     key_id,
                     key_name: candidate.name.clone(),
                     trusted_comment: signature.trusted_comment().to_owned(),
+                    plugins: candidate.plugins.clone(),
                 });
             }
             Err(minisign_verify::Error::UnexpectedAlgorithm) => {
@@ -373,6 +396,77 @@ pub fn sign(key: &KeyPair, data: &[u8], trusted_comment: &str) -> String {
     )
     .expect("signing with an unencrypted key fails only when the random number generator does")
     .into_string()
+}
+
+/// First word of a bundle signature's trusted comment.
+pub const BUNDLE_COMMENT_PREFIX: &str = "quiver-bundle";
+
+/// The trusted comment of a bundle signature: binds the plugin id, its version and the
+/// library's sha256, so a signature cannot be moved to another plugin or version even by a
+/// tool that shows only the comment (`minisign -V` prints it).
+pub fn bundle_comment(id: &str, version: &str, sha256: &str) -> String {
+    format!("{BUNDLE_COMMENT_PREFIX} id={id} version={version} sha256={sha256}")
+}
+
+/// Checks a verified bundle signature's trusted comment against the manifest it signs.
+/// Comments of other signers (`quiver sign` before this format, `minisign -S -t ...`) are
+/// refused with how to re-sign.
+pub fn check_bundle_comment(comment: &str, id: &str, version: &str, sha256: &str) -> Result<(), String> {
+    let mut words = comment.split(' ');
+    if words.next() != Some(BUNDLE_COMMENT_PREFIX) {
+        return Err(format!(
+            "the signature's trusted comment `{}` is not a Quiver bundle comment (`{BUNDLE_COMMENT_PREFIX} id=... version=... sha256=...`), which binds the signature to one plugin id, version and library; re-sign the bundle with `quiver sign` or `cargo xtask build-plugins`",
+            crate::error::excerpt(comment)
+        ));
+    }
+    let mut seen = [None, None, None];
+    for w in words {
+        let (k, v) = w.split_once('=').unwrap_or((w, ""));
+        let slot = match k {
+            "id" => 0,
+            "version" => 1,
+            "sha256" => 2,
+            _ => continue,
+        };
+        if seen[slot].replace(v).is_some() {
+            return Err(format!("the signature's trusted comment names `{k}` twice; re-sign the bundle"));
+        }
+    }
+    for ((name, want), got) in [("id", id), ("version", version), ("sha256", sha256)].into_iter().zip(seen) {
+        match got {
+            Some(got) if got == want => {}
+            Some(got) => {
+                return Err(format!(
+                    "the signature was made for {name} `{}` but the manifest says `{want}`: a signature cannot be reused for another plugin, version or library; re-sign the bundle",
+                    crate::error::excerpt(got)
+                ));
+            }
+            None => {
+                return Err(format!(
+                    "the signature's trusted comment lacks `{name}=`; re-sign the bundle with `quiver sign` or `cargo xtask build-plugins`"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Signs a bundle manifest (one with `artifact`), with the trusted comment of
+/// [`bundle_comment`]. Fails when the text is not a valid bundle manifest.
+pub fn sign_bundle(key: &KeyPair, manifest_text: &str, origin: &str) -> Result<String, crate::ManifestError> {
+    let manifest = crate::Manifest::from_yaml(manifest_text, origin)?;
+    let Some(artifact) = &manifest.artifact else {
+        return Err(crate::ManifestError::single(
+            origin,
+            crate::Issue::new(
+                "artifact",
+                "a bundle manifest must name its library",
+                "add the library with `quiver sign --library FILE` or build with `cargo xtask build-plugins`",
+            ),
+        ));
+    };
+    let comment = bundle_comment(&manifest.id, &manifest.version.to_string(), &artifact.sha256);
+    Ok(sign(key, manifest_text.as_bytes(), &comment))
 }
 
 /// Strict standard base64 (with padding).
@@ -502,6 +596,36 @@ mod tests {
         assert!(!keys.add("again", "b.pub", key.public_key().clone()));
         assert_eq!(keys.len(), 1);
         assert_eq!(keys.find(&key.key_id().to_lowercase()).unwrap().name, key.key_id());
+    }
+
+    #[test]
+    fn bundle_comments_bind_id_version_and_sha256() {
+        let sha = "a".repeat(64);
+        let c = bundle_comment("demo", "1.2.0", &sha);
+        assert_eq!(check_bundle_comment(&c, "demo", "1.2.0", &sha), Ok(()));
+        for (id, version, s) in
+            [("other", "1.2.0", sha.as_str()), ("demo", "1.1.0", sha.as_str()), ("demo", "1.2.0", "b")]
+        {
+            let e = check_bundle_comment(&c, id, version, s).unwrap_err();
+            assert!(e.contains("re-sign"), "{e}");
+        }
+        let legacy = check_bundle_comment("test bundle demo", "demo", "1.2.0", &sha).unwrap_err();
+        assert!(legacy.contains("not a Quiver bundle comment"), "{legacy}");
+        let partial = check_bundle_comment("quiver-bundle id=demo version=1.2.0", "demo", "1.2.0", &sha).unwrap_err();
+        assert!(partial.contains("lacks `sha256=`"), "{partial}");
+        let twice = format!("{c} id=other");
+        assert!(check_bundle_comment(&twice, "demo", "1.2.0", &sha).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn keys_are_scoped_to_plugin_ids() {
+        let key = KeyPair::generate();
+        let mut keys = TrustedKeys::new();
+        keys.add_for("acme", "t", key.public_key().clone(), vec!["acme-*".into()]);
+        let k = keys.find(&key.key_id()).unwrap();
+        assert!(k.may_sign("acme-fs") && !k.may_sign("fs-tools"));
+        let v = verify(&keys, DATA, &sign(&key, DATA, "c")).unwrap();
+        assert_eq!(v.plugins, ["acme-*"]);
     }
 
     #[test]

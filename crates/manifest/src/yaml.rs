@@ -13,6 +13,12 @@ use crate::error::{DOCUMENT, Issue, field, index};
 /// Largest manifest or configuration file accepted, in bytes (1 MiB).
 pub const MAX_YAML_BYTES: usize = 1024 * 1024;
 
+/// Deepest nesting accepted (block indentation levels, `-`/`?` entries and flow brackets,
+/// counted by the pre-scan before the parser sees the text). serde_yaml's cost grows with the
+/// square of the depth (issue 10: 200k levels ran for minutes); at 64 levels a 1 MiB document
+/// parses in milliseconds (test `deep_nesting_is_refused_before_parsing`).
+pub const MAX_YAML_DEPTH: usize = 64;
+
 /// Parses `text` into a JSON value, or the issues that prevent it.
 pub(crate) fn parse(text: &str) -> Result<Value, Vec<Issue>> {
     if text.len() > MAX_YAML_BYTES {
@@ -117,10 +123,21 @@ fn to_json(yaml: serde_yaml::Value, path: &str, issues: &mut Vec<Issue>) -> Valu
 }
 
 /// Finds the first anchor (`&a`), alias (`*a`) or tag (`!t`) at a position where a YAML node may
-/// start, outside quoted strings, comments and block scalars.
+/// start, outside quoted strings, comments and block scalars; and refuses nesting deeper than
+/// [`MAX_YAML_DEPTH`]. The depth count may over-estimate an unusual layout, never under-estimate
+/// by more than a factor of two, so the parser never sees a document deeper than twice the limit.
 fn scan_for_references(text: &str) -> Option<Issue> {
     let mut quote: Option<char> = None;
     let mut flow_depth = 0usize;
+    // Indentation columns of the enclosing block lines.
+    let mut indents: Vec<usize> = Vec::new();
+    let too_deep = |line_no: usize| {
+        Some(Issue::new(
+            DOCUMENT,
+            format!("the YAML nests deeper than {MAX_YAML_DEPTH} levels (line {})", line_no + 1),
+            "flatten the document; manifests and configurations never need this depth",
+        ))
+    };
     // Inside a block scalar (`|`, `>`): lines indented more than this are its content.
     let mut block_parent: Option<usize> = None;
     for (line_no, line) in text.lines().enumerate() {
@@ -133,6 +150,19 @@ fn scan_for_references(text: &str) -> Option<Issue> {
             block_parent = None;
         }
         let is_space = |i: usize| chars.get(i).is_none_or(|c| *c == ' ' || *c == '\t');
+        let content = line.trim_start_matches(' ');
+        if quote.is_none() && !content.is_empty() && !content.starts_with('#') {
+            while indents.last().is_some_and(|top| *top > indent) {
+                indents.pop();
+            }
+            if indents.last() != Some(&indent) {
+                indents.push(indent);
+            }
+            if indents.len() > MAX_YAML_DEPTH {
+                return too_deep(line_no);
+            }
+        }
+        let mut line_entries = 0usize;
         let mut expect_node = quote.is_none();
         // Column of the innermost key or `-` entry begun on this line: the parent of a block scalar.
         let mut parent_col = indent;
@@ -178,7 +208,12 @@ fn scan_for_references(text: &str) -> Option<Issue> {
                         scalar_col = i;
                         expect_node = false;
                     }
-                    '[' | '{' => flow_depth += 1,
+                    '[' | '{' => {
+                        flow_depth += 1;
+                        if indents.len() + line_entries + flow_depth > MAX_YAML_DEPTH {
+                            return too_deep(line_no);
+                        }
+                    }
                     ']' | '}' => {
                         flow_depth = flow_depth.saturating_sub(1);
                         expect_node = false;
@@ -188,6 +223,12 @@ fn scan_for_references(text: &str) -> Option<Issue> {
                     '-' | '?' | ':' if is_space(i + 1) => {
                         if c == '-' {
                             parent_col = i;
+                        }
+                        if c != ':' {
+                            line_entries += 1;
+                            if indents.len() + line_entries + flow_depth > MAX_YAML_DEPTH {
+                                return too_deep(line_no);
+                            }
                         }
                     }
                     '|' | '>' if flow_depth == 0 => {
@@ -248,6 +289,43 @@ mod tests {
         assert!(!refused("a: \"multi\n  *line\"\n"));
         assert!(!refused("- |\n  *x\n- b\n"));
         assert!(!refused("url: http://x/*y\n"));
+    }
+
+    /// The inputs of issue 10 (200k levels, about 400 kB) in each nesting form are refused by
+    /// the pre-scan, before serde_yaml sees them; at the limit, the parser is fast.
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let depth = 200_000;
+        let flow = format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+        let maps = format!("{}{}\n", "{a: ".repeat(depth), "}".repeat(depth));
+        let dashes = format!("{}x\n", "- ".repeat(depth));
+        let mut indented = String::new();
+        for n in 0..1_000 {
+            indented.push_str(&" ".repeat(n));
+            indented.push_str("k:\n");
+        }
+        for (name, doc) in [("flow", &flow), ("flow maps", &maps), ("dashes", &dashes), ("indentation", &indented)] {
+            let started = std::time::Instant::now();
+            let issues = parse(doc).unwrap_err();
+            assert!(issues[0].message.contains("nests deeper than 64"), "{name}: {issues:?}");
+            // Generous: the scan is linear (milliseconds); the unbounded parser took minutes.
+            assert!(started.elapsed() < std::time::Duration::from_secs(5), "{name}: {:?}", started.elapsed());
+        }
+        // At the limit it parses.
+        let ok = format!("a: {}{}\n", "[".repeat(MAX_YAML_DEPTH - 2), "]".repeat(MAX_YAML_DEPTH - 2));
+        assert!(parse(&ok).is_ok());
+        let mut ok = String::new();
+        for n in 0..MAX_YAML_DEPTH - 1 {
+            ok.push_str(&" ".repeat(n));
+            ok.push_str("k:\n");
+        }
+        assert!(parse(&ok).is_ok());
+        // Near the size cap, at the depth cap: still quick (serde_yaml under these limits).
+        let row = format!("- {}1{}\n", "[".repeat(MAX_YAML_DEPTH - 3), "]".repeat(MAX_YAML_DEPTH - 3));
+        let big = format!("a:\n{}", row.repeat((MAX_YAML_BYTES - 16) / row.len()));
+        let started = std::time::Instant::now();
+        assert!(parse(&big).is_ok());
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
     }
 
     #[test]

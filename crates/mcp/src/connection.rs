@@ -147,12 +147,25 @@ impl Connection {
         self.live.get().ok_or_else(not_initialized)
     }
 
-    fn start(&self, request: &InitializeRequestParams, peer: rmcp::service::Peer<RoleServer>) -> Arc<Live> {
+    fn start(
+        &self,
+        request: &InitializeRequestParams,
+        peer: rmcp::service::Peer<RoleServer>,
+        http: Option<&crate::HttpIdentity>,
+    ) -> Arc<Live> {
         let shared = &self.shared;
         let client_name = request.client_info.name.clone();
-        let profile = (shared.profiles)(&client_name);
+        // Stdio: the client is a local process the operator started, so its name may pick the
+        // profile. HTTP: only as the transport allows (see `HttpIdentity`).
+        let identity = crate::SessionIdentity {
+            client_name: &client_name,
+            principal: http.and_then(|h| h.principal.as_ref()),
+            client_hint: http.is_none_or(|h| h.client_hint),
+        };
+        let profile = (shared.profiles)(&identity);
+        let principal = identity.principal.map(|p| p.name.clone());
         let session_id = format!("mcp-{}", quiver_telemetry::next_request_id());
-        tracing::info!(session = %session_id, client = %client_name, profile = %profile.name, mode = profile.policy.mode.as_str(), "MCP session started");
+        tracing::info!(session = %session_id, client = %client_name, principal = ?principal, profile = %profile.name, mode = profile.policy.mode.as_str(), "MCP session started");
         let caller = Caller {
             session_id: session_id.clone(),
             client: client_name,
@@ -447,7 +460,11 @@ impl ServerHandler for Connection {
         }
         context.peer.set_peer_info(request.clone());
         let result = self.negotiate_initialize(&request)?;
-        let live = self.start(&request, context.peer.clone());
+        let http = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::HttpIdentity>());
+        let live = self.start(&request, context.peer.clone(), http);
         let _ = self.live.set(live);
         Ok(result)
     }

@@ -2,10 +2,23 @@
 //! axum. `rmcp` checks `Host` and `Origin` (403 for anything but the allowed ones: loopback by
 //! default); a layer in front of it answers bodies that are too large or not JSON-RPC with a
 //! JSON-RPC error, so every client sees a protocol error rather than a plain-text one.
+//!
+//! Security (issue 10): with `auth`, every `/mcp` request needs a valid bearer token (401 with
+//! `WWW-Authenticate: Bearer resource_metadata=...` otherwise, and the RFC 9728 metadata at
+//! `/.well-known/oauth-protected-resource[/mcp]`); a session belongs to the principal that
+//! opened it. Without `auth` only a loopback bind is served unless `insecure_no_auth`. Sessions
+//! are capped (503 beyond `max_sessions`), closed after `session_idle_timeout` without a request,
+//! and each has a bounded queue (`max_requests_per_session`); connections are capped and closed
+//! when idle (no byte either way) for the idle timeout, or when the first byte of a request does
+//! not arrive within [`FIRST_BYTE_TIMEOUT`].
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -14,18 +27,39 @@ use axum::middleware::Next;
 use axum::response::Response;
 use rmcp::model::JsonRpcError;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::local::SessionConfig;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::QuiverServer;
+use crate::auth::{AuthFailure, Authenticator, Principal};
 use crate::wire::{Refusal, error_json, parse, too_large};
+
+/// Where the protected resource metadata (RFC 9728) is served.
+pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// A connection whose first request byte does not arrive within this is closed.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who opened an HTTP request, as the transport established it; read by the session when it
+/// starts (through the request parts `rmcp` hands to the handler).
+#[derive(Debug, Clone)]
+pub struct HttpIdentity {
+    /// The authenticated principal; `None` when the server runs without authentication.
+    pub principal: Option<Principal>,
+    /// True when the client's self-declared name may pick the profile (loopback bind without
+    /// authentication only).
+    pub client_hint: bool,
+}
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
 
-/// Who may reach the HTTP transport.
-#[derive(Debug, Clone, Default)]
+/// Who may reach the HTTP transport, and the bounds of its sessions.
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     /// Browser origins (`scheme://host[:port]`, `:*` for any port) allowed besides the loopback
     /// ones (`http(s)://localhost`, `127.0.0.1`, `[::1]`, any port). A request whose `Origin`
@@ -37,6 +71,46 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Cancel to stop serving: open sessions end and `serve_http` returns.
     pub shutdown: CancellationToken,
+    /// Bearer authentication; `None`: none (then only a loopback bind is served, unless
+    /// `insecure_no_auth`).
+    pub auth: Option<Arc<Authenticator>>,
+    /// Serve a non-loopback address without authentication (the operator said so explicitly).
+    pub insecure_no_auth: bool,
+    /// Most sessions at once (503 beyond).
+    pub max_sessions: usize,
+    /// A session (and a connection) idle this long is closed.
+    pub session_idle_timeout: Duration,
+    /// Queue bound of each session.
+    pub max_requests_per_session: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> HttpOptions {
+        HttpOptions {
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            shutdown: CancellationToken::new(),
+            auth: None,
+            insecure_no_auth: false,
+            max_sessions: 256,
+            session_idle_timeout: Duration::from_secs(600),
+            max_requests_per_session: 64,
+        }
+    }
+}
+
+impl HttpOptions {
+    /// The options of `server` in a configuration (auth is built by the caller, which reads the
+    /// JWKS file).
+    pub fn from_config(config: &quiver_manifest::ServerConfig) -> HttpOptions {
+        HttpOptions {
+            allowed_origins: config.allowed_origins.clone(),
+            max_sessions: config.max_sessions as usize,
+            session_idle_timeout: Duration::from_millis(config.session_idle_timeout_ms),
+            max_requests_per_session: config.max_requests_per_session as usize,
+            ..HttpOptions::default()
+        }
+    }
 }
 
 const LOOPBACK_ORIGINS: [&str; 6] = [
@@ -57,6 +131,18 @@ pub async fn serve_http(server: QuiverServer, addr: SocketAddr, opts: HttpOption
 /// [`serve_http`] on a listener the caller bound (e.g. to port 0, reading the port from it).
 pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: HttpOptions) -> io::Result<()> {
     let local = listener.local_addr()?;
+    let loopback = local.ip().is_loopback();
+    if opts.auth.is_none() && !loopback {
+        if !opts.insecure_no_auth {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing to serve MCP on {local} without authentication: anyone who can reach it could run the tools. Configure server.auth (bearer tokens: `quiver token`, or jwt) in quiver.yaml, bind a loopback address, or pass --insecure-no-auth if a proxy in front authenticates"
+                ),
+            ));
+        }
+        tracing::warn!(addr = %local, "serving MCP WITHOUT AUTHENTICATION on a non-loopback address (--insecure-no-auth); every profile choice falls back to the default profile");
+    }
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     if !local.ip().is_unspecified() && !local.ip().is_loopback() {
         hosts.push(local.ip().to_string());
@@ -72,15 +158,255 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         .with_max_request_body_bytes(max_bytes)
         .with_cancellation_token(opts.shutdown.child_token());
     let factory = server.clone();
-    let sessions = Arc::new(LocalSessionManager::default());
+    let mut sessions = LocalSessionManager::default();
+    let mut session_config = SessionConfig::default();
+    session_config.keep_alive = Some(opts.session_idle_timeout);
+    session_config.channel_capacity = opts.max_requests_per_session.max(1);
+    session_config.init_timeout = Some(opts.session_idle_timeout.min(Duration::from_secs(30)));
+    sessions.session_config = session_config;
+    let sessions = Arc::new(sessions);
     let service = StreamableHttpService::new(move || Ok(factory.connection()), sessions.clone(), config);
+    let known_sessions = sessions.clone();
+    let gate = Arc::new(Gate {
+        auth: opts.auth.clone(),
+        client_hint: loopback && opts.auth.is_none(),
+        sessions,
+        max_sessions: opts.max_sessions.max(1),
+        owners: Mutex::new(HashMap::new()),
+    });
+    let metadata = axum::routing::get(resource_metadata).with_state(gate.clone());
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
         .layer(axum::middleware::from_fn_with_state(max_bytes, check_body))
-        .layer(axum::middleware::from_fn_with_state(sessions, check_delete));
-    tracing::info!(addr = %local, path = MCP_PATH, "serving MCP over streamable HTTP");
+        .layer(axum::middleware::from_fn_with_state(known_sessions, check_delete))
+        .layer(axum::middleware::from_fn_with_state(gate.clone(), admit))
+        .route(RESOURCE_METADATA_PATH, metadata.clone())
+        .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), metadata);
+    tracing::info!(addr = %local, path = MCP_PATH, auth = opts.auth.is_some(), "serving MCP over streamable HTTP");
     let shutdown = opts.shutdown.clone();
+    let listener = GuardedListener {
+        inner: listener,
+        slots: Arc::new(Semaphore::new(opts.max_sessions.max(1).saturating_mul(4))),
+        idle: opts.session_idle_timeout,
+    };
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
+
+/// Authentication, session ownership and the session cap, in front of `rmcp`.
+struct Gate {
+    auth: Option<Arc<Authenticator>>,
+    client_hint: bool,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+    /// Session id → the principal that opened it.
+    owners: Mutex<HashMap<String, String>>,
+}
+
+impl Gate {
+    /// `resource_metadata` URL for `WWW-Authenticate`: from the configured resource, else from
+    /// the request's `Host`.
+    fn metadata_url(&self, request_host: Option<&str>) -> String {
+        match self.auth.as_ref().and_then(|a| a.resource.as_deref()).and_then(split_url) {
+            Some((origin, path)) => format!("{origin}{RESOURCE_METADATA_PATH}{path}"),
+            None => format!("http://{}{RESOURCE_METADATA_PATH}{MCP_PATH}", request_host.unwrap_or("localhost")),
+        }
+    }
+}
+
+/// `https://host[:port]/path` → (`https://host[:port]`, `/path`).
+fn split_url(url: &str) -> Option<(&str, &str)> {
+    let scheme_end = url.find("://")? + 3;
+    match url[scheme_end..].find('/') {
+        Some(slash) => Some((&url[..scheme_end + slash], &url[scheme_end + slash..])),
+        None => Some((url, "")),
+    }
+}
+
+async fn resource_metadata(State(gate): State<Arc<Gate>>, request: Request) -> Response {
+    let Some(auth) = &gate.auth else {
+        return Response::builder().status(StatusCode::NOT_FOUND).body(Body::empty()).unwrap_or_default();
+    };
+    let mut doc = auth.metadata.clone();
+    if doc.get("resource").is_none() {
+        let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+        doc["resource"] = serde_json::Value::String(format!("http://{host}{MCP_PATH}"));
+    }
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(doc.to_string()))
+        .unwrap_or_default()
+}
+
+fn plain_error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap_or_default()
+}
+
+/// Authenticates, keeps sessions with their principal, and caps new sessions.
+async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
+    let principal = match &gate.auth {
+        None => None,
+        Some(auth) => {
+            let value = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+            match auth.authenticate(value) {
+                Ok(p) => Some(p),
+                Err(failure) => {
+                    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok());
+                    let mut challenge = format!("Bearer resource_metadata=\"{}\"", gate.metadata_url(host));
+                    if let AuthFailure::Invalid(why) = &failure {
+                        tracing::warn!(reason = %why, "HTTP request refused: invalid credentials");
+                        challenge.push_str(", error=\"invalid_token\"");
+                    }
+                    let mut response = plain_error(
+                        StatusCode::UNAUTHORIZED,
+                        "authentication required: send `Authorization: Bearer TOKEN`",
+                    );
+                    if let Ok(v) = challenge.parse() {
+                        response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                    }
+                    return response;
+                }
+            }
+        }
+    };
+    let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let who = principal.as_ref().map(|p| p.name.clone()).unwrap_or_default();
+    match &session {
+        Some(id) => {
+            // A session is its opener's: another principal holding its id gets "no such session".
+            let owner = gate.owners.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned();
+            if gate.auth.is_some() && owner.as_deref() != Some(who.as_str()) {
+                return plain_error(StatusCode::NOT_FOUND, "no such session");
+            }
+        }
+        None if request.method() == Method::POST => {
+            let open = gate.sessions.sessions.read().await.len();
+            if open >= gate.max_sessions {
+                tracing::warn!(open, max = gate.max_sessions, "HTTP session refused: the session cap is reached");
+                return plain_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too many open sessions; retry later (server.max_sessions)",
+                );
+            }
+        }
+        None => {}
+    }
+    request.extensions_mut().insert(HttpIdentity { principal, client_hint: gate.client_hint });
+    let response = next.run(request).await;
+    if session.is_none()
+        && let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
+    {
+        let live = gate.sessions.sessions.read().await;
+        let mut owners = gate.owners.lock().unwrap_or_else(|e| e.into_inner());
+        // Forget the owners of sessions that ended (idle timeout, DELETE).
+        if owners.len() > gate.max_sessions {
+            owners.retain(|k, _| live.keys().any(|s| s.as_ref() == k.as_str()));
+        }
+        owners.insert(id.to_owned(), who);
+    }
+    response
+}
+
+/// Accepts connections up to a cap; each is closed when idle (see [`IdleIo`]).
+struct GuardedListener {
+    inner: TcpListener,
+    slots: Arc<Semaphore>,
+    idle: Duration,
+}
+
+impl axum::serve::Listener for GuardedListener {
+    type Io = IdleIo;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (IdleIo, SocketAddr) {
+        loop {
+            let permit = match self.slots.clone().acquire_owned().await {
+                Ok(p) => p,
+                Err(_) => std::future::pending().await,
+            };
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    let io = IdleIo {
+                        inner: stream,
+                        idle: self.idle,
+                        deadline: Box::pin(tokio::time::sleep(FIRST_BYTE_TIMEOUT.min(self.idle))),
+                        _permit: permit,
+                    };
+                    return (io, addr);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection that fails with `TimedOut` when no byte moved either way before its deadline
+/// (first: [`FIRST_BYTE_TIMEOUT`]; then the idle timeout), and frees its slot when dropped.
+struct IdleIo {
+    inner: TcpStream,
+    idle: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl IdleIo {
+    fn touch(&mut self) {
+        self.deadline.as_mut().reset(tokio::time::Instant::now() + self.idle);
+    }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "HTTP connection idle")
+}
+
+impl AsyncRead for IdleIo {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.touch();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(timed_out())),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl AsyncWrite for IdleIo {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if let Poll::Ready(Ok(n)) = r
+            && n > 0
+        {
+            self.touch();
+        }
+        r
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 fn json_rpc_error(status: StatusCode, refusal: Refusal) -> Response {

@@ -37,6 +37,7 @@
 //! [`SessionProfile`]s and [`ServerOptions`]). It serves tools and the resources above: no
 //! prompts, completions or resource subscriptions. **Architecture Invariant:** this is the only crate that speaks MCP.
 
+mod auth;
 mod bridge;
 mod connection;
 mod http;
@@ -47,10 +48,15 @@ mod server;
 mod stdio;
 mod wire;
 
+pub use auth::{AuthFailure, Authenticator, Principal};
 pub use connection::Connection;
-pub use http::{HttpOptions, MCP_PATH, serve_http, serve_http_on};
-pub use server::{Profiles, QuiverServer, ServerOptions, SessionProfile};
+pub use http::{
+    FIRST_BYTE_TIMEOUT, HttpIdentity, HttpOptions, MCP_PATH, RESOURCE_METADATA_PATH, serve_http, serve_http_on,
+};
+pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
 pub use stdio::{serve_io, serve_stdio};
+#[doc(hidden)]
+pub use wire::fuzzing;
 
 /// Prefix of every `_meta` key Quiver writes (reverse-DNS, as the MCP specification asks).
 pub const META_PREFIX: &str = "io.github.quiver/";

@@ -55,20 +55,42 @@ impl SessionProfile {
         }
     }
 
-    /// How a configuration picks profiles: `forced` for every session when given, else the
-    /// first profile whose `clients` glob matches the client name, else the default profile
-    /// ([`HostConfig::profile_for`]).
+    /// How a configuration picks profiles: `forced` (the operator's `--profile`) for every
+    /// session when given; else, for an authenticated principal, its credential's `profile`,
+    /// then `server.auth.principals`, then the default profile (the client's self-declared name
+    /// is ignored: it is not a security boundary); else, only where the client name may serve
+    /// as a hint (stdio, loopback HTTP without auth), the first profile whose `clients` glob
+    /// matches it ([`HostConfig::profile_for`]); else the default profile.
     pub fn resolver(config: &HostConfig, forced: Option<String>) -> Profiles {
         let config = config.clone();
-        Arc::new(move |client: &str| {
-            let (name, profile) = config.profile_for(client, forced.as_deref());
+        Arc::new(move |who: &SessionIdentity<'_>| {
+            let requested = forced.clone().or_else(|| {
+                who.principal.and_then(|p| {
+                    p.profile
+                        .clone()
+                        .or_else(|| config.server.auth.as_ref().and_then(|a| a.principals.get(&p.name).cloned()))
+                })
+            });
+            let hint = if who.principal.is_none() && who.client_hint { who.client_name } else { "" };
+            let (name, profile) = config.profile_for(hint, requested.as_deref());
             SessionProfile::from_config(name, profile)
         })
     }
 }
 
-/// Picks a session's profile from the client name it announced (`clientInfo.name`).
-pub type Profiles = Arc<dyn Fn(&str) -> SessionProfile + Send + Sync>;
+/// Who opened a session, for picking its profile.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionIdentity<'a> {
+    /// The name the client announced (`clientInfo.name`): self-declared, so only a hint.
+    pub client_name: &'a str,
+    /// The authenticated principal (HTTP with `server.auth`).
+    pub principal: Option<&'a crate::Principal>,
+    /// True when the client name may pick the profile (stdio; loopback HTTP without auth).
+    pub client_hint: bool,
+}
+
+/// Picks a session's profile from who opened it.
+pub type Profiles = Arc<dyn Fn(&SessionIdentity<'_>) -> SessionProfile + Send + Sync>;
 
 /// Server-wide limits and identity.
 #[derive(Debug, Clone)]

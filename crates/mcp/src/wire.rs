@@ -16,6 +16,20 @@ pub(crate) struct Refusal {
 
 /// Parses one message; `Err` carries the error to answer with, `Ok(None)` means the message is
 /// to be ignored without an answer (a malformed notification or response).
+/// Entry points for the fuzz targets in `fuzz/` (not part of the API).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Decodes one incoming message as both transports do: `Ok(true)` for a request or
+    /// notification the server would handle, `Ok(false)` for one it ignores, `Err` with the
+    /// JSON-RPC error it would answer.
+    pub fn decode(bytes: &[u8]) -> Result<bool, String> {
+        match super::parse(bytes) {
+            Ok(m) => Ok(m.is_some()),
+            Err(r) => Err(format!("{:?}", r.error)),
+        }
+    }
+}
+
 pub(crate) fn parse(bytes: &[u8]) -> Result<Option<ClientJsonRpcMessage>, Refusal> {
     match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
         Ok(ClientJsonRpcMessage::Request(r)) => {

@@ -52,3 +52,5 @@ pub use router::Router;
 pub use settings::RouterSettings;
 pub use tokio_util::sync::CancellationToken;
 pub use validate::meta_arguments;
+#[doc(hidden)]
+pub use validate::fuzzing;

@@ -890,10 +890,6 @@ impl Router {
             meta.policy.push(Cow::Borrowed("approval:not-required"));
             return Ok(confirmed);
         }
-        if confirmed {
-            meta.policy.push(Cow::Borrowed("approval:confirmed-by-caller"));
-            return Ok(true);
-        }
         let effects = def.side_effects_for(action).as_str();
         let what = match action {
             Some(a) => format!("`{tool}` (action `{a}`)"),
@@ -901,16 +897,21 @@ impl Router {
         };
         let details = json!({ "needs_confirmation": true, "side_effects": effects, "action": action, "confirm_meta_key": codes::CONFIRM_META_KEY });
         match caller.approval {
-            Approval::Allow => {
-                meta.policy.push(Cow::Borrowed("approval:allowed-by-profile"));
-                Ok(true)
-            }
+            // `deny` is final: checked before the caller's confirmation, and nobody is asked.
             Approval::Deny => {
                 meta.policy.push(Cow::Borrowed("approval:denied-by-profile"));
                 Err(ToolError::denied(format!(
-                    "{what} has {effects} side effects and needs a person's confirmation, which this session's profile refuses; do not retry. Tell the user what you wanted to do so they can do it themselves or change the profile's approval setting."
+                    "{what} has {effects} side effects and needs a person's confirmation, which this session's profile refuses; do not retry (a confirmation cannot override it). Tell the user what you wanted to do so they can do it themselves or change the profile's approval setting."
                 ))
-                .with_details(details))
+                .with_details(json!({ "needs_confirmation": true, "side_effects": effects, "action": action, "denied_by_profile": true })))
+            }
+            _ if confirmed => {
+                meta.policy.push(Cow::Borrowed("approval:confirmed-by-caller"));
+                Ok(true)
+            }
+            Approval::Allow => {
+                meta.policy.push(Cow::Borrowed("approval:allowed-by-profile"));
+                Ok(true)
             }
             Approval::Ask if bridge.can_elicit() => {
                 let mut shown = args.to_string();

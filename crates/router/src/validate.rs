@@ -326,3 +326,19 @@ mod tests {
         assert_eq!(i[0].pointer, "/inner/a~1b");
     }
 }
+
+/// Entry points for the fuzz targets in `fuzz/` (not part of the API).
+#[doc(hidden)]
+pub mod fuzzing {
+    use serde_json::Value;
+
+    /// Compiles `schema` as a plugin load does, then checks `args` against it exactly as a call's
+    /// arguments are checked: `Err` carries the repairable error summary a model would get.
+    pub fn validate_arguments(schema: &Value, args: &Value) -> Result<(), String> {
+        let validator = quiver_catalog::compile_schema(schema)?;
+        match super::issues(&validator, schema, args) {
+            None => Ok(()),
+            Some((list, total)) => Err(super::summary(&list, total)),
+        }
+    }
+}

@@ -11,16 +11,26 @@
 //! 5. Tools that act on a directory entry itself (move, delete) do not follow a final symbolic
 //!    link: they act on the link, whose folder must be under the root.
 //!
-//! Checks and file operations are separate system calls, so a process that swaps a folder for a
-//! symlink between them could race the check; the root is meant to be a tree the agent works in,
-//! not one a hostile local process also writes to.
+//! The check above gives the path and the clear errors; the file is then opened with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` relative to a handle on the root folder
+//! opened when the call started ([`Root::open_file`]), so a folder swapped for a symlink between
+//! the check and the open cannot lead out of the root: the kernel refuses the escape (no
+//! check-then-use race). Folders are created the same way, one `mkdirat` at a time beneath the
+//! root. A regular file with more than one hard link is refused for reading and writing (a hard
+//! link to a file outside the root is indistinguishable from the file itself), unless the
+//! configuration sets `allow_hard_links: true`.
 
 use std::{
     ffi::OsString,
     fs,
     io::ErrorKind,
+    os::fd::OwnedFd,
+    os::unix::fs::MetadataExt,
     path::{Component, Path, PathBuf},
+    sync::Arc,
 };
+
+use rustix::fs::{Mode as FileMode, OFlags, ResolveFlags};
 
 use quiver_abi::{ToolError, serde_json::Value};
 
@@ -48,10 +58,12 @@ impl Mode {
     pub const DESTINATION: Mode = Mode { must_exist: false, follow_final: false };
 }
 
-/// The canonical root folder of this call.
+/// The canonical root folder of this call, and a handle on it that every open goes through.
 #[derive(Debug, Clone)]
 pub struct Root {
     path: PathBuf,
+    dir: Arc<OwnedFd>,
+    allow_hard_links: bool,
 }
 
 impl Root {
@@ -78,13 +90,23 @@ impl Root {
                 )));
             }
         };
-        Root::new(&raw).map_err(|e| {
+        let mut root = Root::new(&raw).map_err(|e| {
             ToolError::tool(format!(
                 "the fs-tools root `{}` (from {source}) cannot be used: {}; fix the host configuration",
                 raw.display(),
                 e.message
             ))
-        })
+        })?;
+        root.allow_hard_links = match config.get("allow_hard_links") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(ToolError::tool(format!(
+                    "plugin_config.fs-tools.allow_hard_links must be true or false, not {other}; fix the host configuration"
+                )));
+            }
+        };
+        Ok(root)
     }
 
     /// A root at `path`, which must be an existing folder.
@@ -93,7 +115,87 @@ impl Root {
         if !canonical.is_dir() {
             return Err(ToolError::tool("it is not a folder"));
         }
-        Ok(Root { path: canonical })
+        let dir = rustix::fs::open(&canonical, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, FileMode::empty())
+            .map_err(|e| ToolError::tool(format!("cannot open it: {e}")))?;
+        Ok(Root { path: canonical, dir: Arc::new(dir), allow_hard_links: false })
+    }
+
+    /// `full` (a path [`Root::resolve`] returned) relative to the root, for `*at` calls.
+    fn beneath<'p>(&self, full: &'p Path) -> &'p Path {
+        match full.strip_prefix(&self.path) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel,
+            _ => Path::new("."),
+        }
+    }
+
+    fn escaped(&self, rel: &str, e: rustix::io::Errno) -> ToolError {
+        if e == rustix::io::Errno::XDEV || e == rustix::io::Errno::LOOP {
+            ToolError::denied(format!(
+                "`{rel}` led out of the root `{}` when it was opened (a folder on the way was replaced by a \
+                 symbolic link, or it goes through a link that leaves the root); nothing was read or written",
+                self.display()
+            ))
+        } else if e == rustix::io::Errno::NOSYS {
+            ToolError::tool("this kernel lacks openat2 (Linux 5.6 or later is needed for safe confinement)")
+        } else {
+            io_error(rel, "open", &std::io::Error::from(e))
+        }
+    }
+
+    /// Opens `full` beneath the root handle: the kernel refuses any resolution that leaves the
+    /// root, whatever was swapped in since [`Root::resolve`]. `no_follow` refuses a final
+    /// symbolic link. A regular file with several hard links is refused unless allowed.
+    pub fn open_file(&self, full: &Path, flags: OFlags, no_follow: bool) -> Result<fs::File, ToolError> {
+        let rel = self.relative(full);
+        let mut how = OFlags::CLOEXEC | OFlags::NOCTTY | flags;
+        if no_follow {
+            how |= OFlags::NOFOLLOW;
+        }
+        let fd = rustix::fs::openat2(
+            &*self.dir,
+            self.beneath(full),
+            how,
+            // openat2 refuses a mode without O_CREAT.
+            if how.contains(OFlags::CREATE) { FileMode::from_raw_mode(0o666) } else { FileMode::empty() },
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| self.escaped(&rel, e))?;
+        let file = fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| io_error(&rel, "stat", &e))?;
+        if meta.is_file() && meta.nlink() > 1 && !self.allow_hard_links {
+            return Err(ToolError::denied(format!(
+                "`{rel}` has {} hard links, so it may be a file outside the root `{}` linked in; fs-tools does not \
+                 read or write such files (the host may set plugin_config.fs-tools.allow_hard_links: true)",
+                meta.nlink(),
+                self.display()
+            )));
+        }
+        Ok(file)
+    }
+
+    /// Creates the folder `full` and its missing parents, one `mkdirat` at a time, each step
+    /// opened beneath the root without following links.
+    pub fn create_dirs(&self, full: &Path) -> Result<(), ToolError> {
+        let rel_text = self.relative(full);
+        let mut current: Arc<OwnedFd> = self.dir.clone();
+        for part in self.beneath(full).components() {
+            let Component::Normal(name) = part else { continue };
+            match rustix::fs::mkdirat(&*current, name, FileMode::from_raw_mode(0o777)) {
+                Ok(()) => {}
+                Err(e) if e == rustix::io::Errno::EXIST => {}
+                Err(e) => return Err(self.escaped(&rel_text, e)),
+            }
+            let next = rustix::fs::openat2(
+                &*current,
+                name,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                FileMode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+            )
+            .map_err(|e| self.escaped(&rel_text, e))?;
+            current = Arc::new(next);
+        }
+        Ok(())
     }
 
     /// The canonical root path.

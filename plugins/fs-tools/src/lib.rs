@@ -178,13 +178,17 @@ impl Tool for FsRead {
         let root = root_of(cx)?;
         let full = root.resolve(&input.path, Mode::EXISTING)?;
         let rel = root.relative(&full);
-        let meta = fs::metadata(&full).map_err(|e| io_error(&rel, "read", &e))?;
+        // Opened beneath the root handle: no check-then-use race (see `confine`).
+        let file = root.open_file(&full, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK, false)?;
+        let meta = file.metadata().map_err(|e| io_error(&rel, "read", &e))?;
         if meta.is_dir() {
             return Err(ToolError::invalid(format!(
                 "`{rel}` is a folder, not a file; use fs_list to see what it contains"
             )));
         }
-        let file = fs::File::open(&full).map_err(|e| io_error(&rel, "read", &e))?;
+        if !meta.is_file() {
+            return Err(ToolError::invalid(format!("`{rel}` is not a regular file (a pipe, socket or device)")));
+        }
         let mut reader = BufReader::with_capacity(64 * 1024, file);
         {
             let head = reader.fill_buf().map_err(|e| io_error(&rel, "read", &e))?;
@@ -447,18 +451,20 @@ pub struct FsSearch;
 
 impl FsSearch {
     fn search_file(
+        root: &Root,
         path: &Path,
         needle: &str,
         case_insensitive: bool,
         limit: usize,
         out: &mut Vec<(u64, u64, String)>,
     ) -> Option<bool> {
-        let meta = fs::metadata(path).ok()?;
-        if meta.len() > SEARCH_FILE_CAP {
+        let mut file = root.open_file(path, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK, true).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() > SEARCH_FILE_CAP {
             return None;
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
-        fs::File::open(path).ok()?.read_to_end(&mut bytes).ok()?;
+        file.read_to_end(&mut bytes).ok()?;
         if looks_binary(&bytes[..bytes.len().min(SNIFF_BYTES)]) {
             return None;
         }
@@ -548,7 +554,14 @@ impl Tool for FsSearch {
                 break;
             }
             let mut found = Vec::new();
-            match FsSearch::search_file(&file, &needle, input.case_insensitive, limit - matches.len(), &mut found) {
+            match FsSearch::search_file(
+                &root,
+                &file,
+                &needle,
+                input.case_insensitive,
+                limit - matches.len(),
+                &mut found,
+            ) {
                 None => skipped += 1,
                 Some(hit_limit) => {
                     searched += 1;
@@ -768,7 +781,7 @@ impl FsEdit {
                 "the folder of `{rel_input}` does not exist; pass create_dirs: true or create it first"
             )));
         }
-        fs::create_dir_all(parent).map_err(|e| io_error(&root.relative(parent), "create folder", &e))
+        root.create_dirs(parent)
     }
 
     fn write(root: &Root, input: &WriteArgs, append: bool) -> Result<EditOutput, ToolError> {
@@ -781,13 +794,20 @@ impl FsEdit {
         }
         let created = !target.exists();
         FsEdit::parent_dirs(root, &input.path, &target, input.create_dirs)?;
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(append)
-            .truncate(!append)
-            .open(&target)
-            .map_err(|e| io_error(&rel, "open for writing", &e))?;
+        // Opened beneath the root handle, never through a final link, hard links refused, and
+        // truncated only after those checks (see `confine`).
+        let mut flags = rustix::fs::OFlags::WRONLY | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::NONBLOCK;
+        if append {
+            flags |= rustix::fs::OFlags::APPEND;
+        }
+        let mut file = root.open_file(&target, flags, true)?;
+        let meta = file.metadata().map_err(|e| io_error(&rel, "open for writing", &e))?;
+        if !meta.is_file() {
+            return Err(ToolError::invalid(format!("`{rel}` is not a regular file; write to a plain file")));
+        }
+        if !append {
+            file.set_len(0).map_err(|e| io_error(&rel, "truncate", &e))?;
+        }
         file.write_all(content.as_bytes()).map_err(|e| io_error(&rel, "write", &e))?;
         file.flush().map_err(|e| io_error(&rel, "write", &e))?;
         let size = file.metadata().map(|m| m.len()).ok();

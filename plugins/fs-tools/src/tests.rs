@@ -483,3 +483,88 @@ fn edit_errors_name_the_action_and_its_fields() {
     assert!(msg.contains("pass `action`"), "{msg}");
     assert!(s.root.join("a.txt").exists(), "nothing was changed");
 }
+
+// Issue 10, hole 8: escapes through hard links and check-then-use races.
+
+fn call_cfg(config: Value, tool: &str, args: Value) -> ToolResponse {
+    let request =
+        ToolRequest { request_id: "t".into(), tool_id: tool.into(), inputs: args, config, ..ToolRequest::default() };
+    registry().call(tool, request, Host::Detached)
+}
+
+#[test]
+fn hard_links_to_outside_files_are_neither_read_nor_written() {
+    let s = sandbox();
+    let secret = s.outside.join("hl-secret.txt");
+    fs::write(&secret, "OUTSIDE SECRET\n").unwrap();
+    fs::hard_link(&secret, s.root.join("link.txt")).unwrap();
+    let (code, message) = err(&s.root, "fs_read", json!({"path": "link.txt"}));
+    assert_eq!(code, "permission_denied", "{message}");
+    assert!(!message.contains("OUTSIDE SECRET") && message.contains("hard link"), "{message}");
+    for action in ["append", "write"] {
+        let (code, message) = err(&s.root, "fs_edit", json!({"action": action, "path": "link.txt", "content": "x"}));
+        assert_eq!(code, "permission_denied", "{action}: {message}");
+    }
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "OUTSIDE SECRET\n", "the outside file is untouched");
+    // Search skips such files rather than leaking their lines.
+    let out = ok(&s.root, "fs_search", json!({"query": "OUTSIDE SECRET"}));
+    assert!(!out.to_string().contains("OUTSIDE SECRET"), "{out}");
+    // The operator may allow hard links.
+    let config = json!({"root": s.root, "allow_hard_links": true});
+    let r = call_cfg(config, "fs_read", json!({"path": "link.txt"}));
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+}
+
+/// A folder is swapped for a symlink to an outside folder while calls run (the check-then-use
+/// race of the issue: 48 of 1,500 reads leaked, 5 of 300 appends landed outside).
+#[test]
+fn swapping_a_folder_for_a_symlink_during_calls_never_escapes() {
+    let s = sandbox();
+    let real = s.root.join("swap-real");
+    fs::create_dir_all(&real).unwrap();
+    fs::write(real.join("f.txt"), "inside\n").unwrap();
+    let evil = s.outside.join("swap-evil");
+    fs::create_dir_all(&evil).unwrap();
+    fs::write(evil.join("f.txt"), "OUTSIDE\n").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, root, evil) = (stop.clone(), s.root.clone(), evil.clone());
+        std::thread::spawn(move || {
+            let (dir, parked, link) = (root.join("d"), root.join("d-parked"), root.join("d-link"));
+            fs::rename(root.join("swap-real"), &dir).unwrap();
+            let _ = fs::remove_file(&link);
+            symlink(&evil, &link).unwrap();
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // d -> parked, link -> d (now a symlink out), then back.
+                fs::rename(&dir, &parked).unwrap();
+                fs::rename(&link, &dir).unwrap();
+                fs::rename(&dir, &link).unwrap();
+                fs::rename(&parked, &dir).unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut leaked = 0;
+    let mut served = 0;
+    for _ in 0..1500 {
+        let r = call(&s.root, "fs_read", json!({"path": "d/f.txt"}));
+        if r.status == Status::Ok {
+            served += 1;
+            if r.outputs.to_string().contains("OUTSIDE") {
+                leaked += 1;
+            }
+        }
+    }
+    for _ in 0..300 {
+        let args = json!({"action": "append", "path": "d/f.txt", "content": "x", "create_dirs": false});
+        let _ = call(&s.root, "fs_edit", args);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 100, "the swapper ran ({swaps})");
+    assert!(served > 0, "some reads were served");
+    assert_eq!(leaked, 0, "{leaked} of 1500 reads returned the outside file");
+    assert_eq!(fs::read_to_string(evil.join("f.txt")).unwrap(), "OUTSIDE\n", "an append landed outside");
+}

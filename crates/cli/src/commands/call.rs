@@ -42,11 +42,12 @@ pub fn run(g: &GlobalArgs, a: &CallArgs) -> Result<()> {
         client: "quiver-cli".to_owned(),
         mode: profile_name,
         access: Access::new(&profile.scopes, &profile.gated),
-        // No one can be asked from here: `--yes` confirms; otherwise the router refuses, unless
-        // the profile runs such calls without asking.
+        // No one can be asked from here (no elicitation): under `ask`, `--yes` confirms and
+        // otherwise the router refuses; `deny` is final, `--yes` included.
         approval: match profile.approval {
             ApprovalMode::Allow => Approval::Allow,
-            ApprovalMode::Ask | ApprovalMode::Deny => Approval::Deny,
+            ApprovalMode::Ask => Approval::Ask,
+            ApprovalMode::Deny => Approval::Deny,
         },
     };
     let call = Call::new(&a.tool, arguments, caller).confirmed(a.yes);
@@ -75,7 +76,9 @@ fn print_outcome(g: &GlobalArgs, o: &CallOutcome) {
                 if !e.details.is_null() {
                     eprintln!("details: {:#}", e.details);
                 }
-                if e.details.get("needs_confirmation") == Some(&Value::Bool(true)) {
+                if e.details.get("needs_confirmation") == Some(&Value::Bool(true))
+                    && e.details.get("denied_by_profile").is_none()
+                {
                     eprintln!("hint: this call needs a person's confirmation; run it again with --yes to confirm it");
                 }
             }

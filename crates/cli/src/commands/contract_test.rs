@@ -231,7 +231,7 @@ fn load_bundle(
     let text = set_artifact(&source, &artifact, &manifest_path.display().to_string())?;
     write_atomic(&manifest_path, text.as_bytes())?;
     let key = KeyPair::generate();
-    let signature = quiver_manifest::sign(&key, text.as_bytes(), "contract-test");
+    let signature = quiver_manifest::sign_bundle(&key, &text, &manifest_path.display().to_string())?;
     write_atomic(&quiver_lifecycle::signature_path(&manifest_path), signature.as_bytes())?;
     // The neighbours, as signed: manifest, signature and library only.
     for n in others {
@@ -255,6 +255,9 @@ fn load_bundle(
             trusted: trusted.clone().with("contract-test", "throwaway", key.public_key().clone()),
             allow_unsigned: false,
             max_library_bytes: 1 << 30,
+            // A throwaway folder of our own making: permissions and rollback do not apply.
+            strict: false,
+            ..VerifyPolicy::default()
         },
         cache_dir: Some(dir.join("cache")),
         conflicts: Default::default(),

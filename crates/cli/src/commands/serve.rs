@@ -36,10 +36,32 @@ pub struct ServeArgs {
     /// against DNS rebinding). Repeatable.
     #[arg(long = "allow-host", value_name = "HOST", env = "QUIVER_ALLOW_HOSTS", value_delimiter = ',')]
     pub allow_hosts: Vec<String>,
-    /// Profile for every session [default: per client, from the profiles' `clients` globs,
+    /// Profile for every session [default: the authenticated principal's (server.auth); on
+    /// stdio or loopback HTTP without auth, per client name from the profiles' `clients` globs;
     /// else the configuration's default profile].
     #[arg(long, value_name = "NAME", env = "QUIVER_PROFILE")]
     pub profile: Option<String>,
+    /// Serve HTTP on a non-loopback address WITHOUT authentication (only behind a proxy that
+    /// authenticates). Without it, such a bind is refused unless server.auth is configured.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+}
+
+/// The authenticator of `server.auth`, reading the JWKS file relative to the config's folder.
+fn authenticator(settings: &Settings) -> Result<Option<Arc<quiver_mcp::Authenticator>>> {
+    let Some(auth) = &settings.config.server.auth else { return Ok(None) };
+    let jwks = match &auth.jwt {
+        Some(jwt) => {
+            let path = settings.base_dir.join(&jwt.jwks_file);
+            Some(
+                std::fs::read_to_string(&path)
+                    .with_context(|| format!("server.auth.jwt.jwks_file: cannot read {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let a = quiver_mcp::Authenticator::new(auth, jwks.as_deref()).map_err(anyhow::Error::msg)?;
+    Ok(Some(Arc::new(a)))
 }
 
 pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
@@ -47,6 +69,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     if a.profile.is_some() {
         settings.profile(a.profile.as_deref())?;
     }
+    let auth = if a.http.is_some() { authenticator(&settings)? } else { None };
     let host = settings.start_host()?;
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
@@ -64,6 +87,14 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         let served = match a.http {
             None => quiver_mcp::serve_stdio(server).await.context("the stdio MCP session failed"),
             Some(addr) => {
+                if auth.is_none() && !addr.ip().is_loopback() && !a.insecure_no_auth {
+                    anyhow::bail!(
+                        "refusing to serve MCP on {addr} without authentication: anyone who can reach it could run the tools. \
+                         Configure server.auth in {} (bearer tokens made with `quiver token`, or jwt), bind a loopback address such as 127.0.0.1, \
+                         or pass --insecure-no-auth if a proxy in front of Quiver authenticates",
+                        settings.origin()
+                    );
+                }
                 let listener =
                     tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
                 let local = listener.local_addr()?;
@@ -75,9 +106,11 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
                     stop.cancel();
                 });
                 let opts = HttpOptions {
-                    allowed_origins: settings.config.server.allowed_origins.clone(),
                     allowed_hosts: a.allow_hosts.clone(),
                     shutdown,
+                    auth,
+                    insecure_no_auth: a.insecure_no_auth,
+                    ..HttpOptions::from_config(&settings.config.server)
                 };
                 quiver_mcp::serve_http_on(server, listener, opts).await.context("the HTTP MCP server failed")
             }

@@ -46,7 +46,11 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
             "warning: {origin} has no `artifact` section: the host will refuse this bundle; sign with --library LIB"
         );
     }
-    let comment = format!("{} {}", manifest.id, manifest.version);
+    // The trusted comment binds the plugin id, version and library (checked by the host).
+    let comment = match &manifest.artifact {
+        Some(x) => quiver_manifest::bundle_comment(&manifest.id, &manifest.version.to_string(), &x.sha256),
+        None => format!("{} {}", manifest.id, manifest.version),
+    };
     let signature = quiver_manifest::sign(&pair, text.as_bytes(), &comment);
     let sig_path = quiver_lifecycle::signature_path(&a.manifest);
     write_atomic(&sig_path, signature.as_bytes())?;

@@ -62,7 +62,7 @@ fn host_over(plugins: &Path, root: &Path, key: &TestKey, marker: Isolation) -> A
     Arc::new(
         Host::new(HostSettings {
             plugins_dir: plugins.to_owned(),
-            verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 256 << 20 },
+            verify: VerifyPolicy { trusted, max_library_bytes: 256 << 20, ..VerifyPolicy::default() },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
             isolation,
@@ -211,7 +211,7 @@ async fn repeated_crashes_disable_the_plugin_with_a_clear_state() {
     let host = Arc::new(
         Host::new(HostSettings {
             plugins_dir: plugins,
-            verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 256 << 20 },
+            verify: VerifyPolicy { trusted, max_library_bytes: 256 << 20, ..VerifyPolicy::default() },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
             isolation,
@@ -385,7 +385,7 @@ async fn a_hostile_plugin_cannot_read_the_key_write_outside_or_open_a_socket() {
     let host = Arc::new(
         Host::new(HostSettings {
             plugins_dir: plugins,
-            verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 256 << 20 },
+            verify: VerifyPolicy { trusted, max_library_bytes: 256 << 20, ..VerifyPolicy::default() },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
             isolation: IsolationPolicy::default(),

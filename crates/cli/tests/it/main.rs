@@ -397,3 +397,37 @@ fn list_exits_non_zero_when_a_bundle_was_rejected() {
     assert!(run.stdout().contains("marker_echo"), "{}", run.stdout());
     assert!(run.stderr().contains("rejected bundle"), "{}", run.stderr());
 }
+
+#[test]
+fn serve_refuses_a_public_bind_without_auth() {
+    let p = Project::new();
+    let run = p.quiver(&["serve", "--http", "0.0.0.0:0"]).failure(1);
+    let err = run.stderr();
+    assert!(err.contains("without authentication") && err.contains("--insecure-no-auth"), "{err}");
+    assert!(err.contains("quiver.yaml"), "names the configuration to fix: {err}");
+}
+
+#[test]
+fn the_rollback_record_persists_and_rolling_back_is_explicit_and_logged() {
+    let p = Project::new();
+    p.quiver(&["list"]).success();
+    let record = fs::read_to_string(p.path(".quiver-state/rollback.json")).unwrap();
+    assert!(record.contains("marker-plugin") && record.contains("0.1.0"), "{record}");
+    let run = p.quiver(&["rollback", "marker-plugin", "--reason", "bad release"]).success();
+    assert!(run.stdout().contains("rollback allowed for marker-plugin"), "{}", run.stdout());
+    let record = fs::read_to_string(p.path(".quiver-state/rollback.json")).unwrap();
+    assert!(!record.contains("marker-plugin"), "{record}");
+    let log = fs::read_to_string(p.path(".quiver-state/rollback.log")).unwrap();
+    assert!(log.contains("bad release") && log.contains("marker-plugin"), "{log}");
+    // A reason is required.
+    p.quiver(&["rollback", "marker-plugin", "--reason", " "]).failure(2);
+}
+
+#[test]
+fn token_prints_only_the_hash_for_the_configuration() {
+    let p = Project::new();
+    let v = p.quiver(&["--json", "token", "--principal", "ci", "--profile", "plan"]).success().json();
+    let token = v["token"].as_str().unwrap();
+    assert!(token.len() >= 64, "{token}");
+    assert_eq!(v["sha256"].as_str().unwrap(), quiver_manifest::sha256_hex(token.as_bytes()));
+}

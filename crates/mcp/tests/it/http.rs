@@ -19,8 +19,8 @@ async fn start(f: &Fixture) -> (SocketAddr, CancellationToken) {
     let shutdown = CancellationToken::new();
     let opts = HttpOptions {
         allowed_origins: vec!["https://app.example.com".into()],
-        allowed_hosts: Vec::new(),
         shutdown: shutdown.clone(),
+        ..HttpOptions::default()
     };
     tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
     (addr, shutdown)

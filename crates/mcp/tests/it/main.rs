@@ -1,6 +1,7 @@
 //! Integration tests of the MCP server: real plugin bundles, the real host and router, and raw
 //! JSON-RPC over the stdio framing and over HTTP.
 
+mod auth;
 mod http;
 mod meta;
 mod resources;

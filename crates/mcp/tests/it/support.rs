@@ -45,7 +45,12 @@ impl Fixture {
         let host = Arc::new(
             Host::new(HostSettings {
                 plugins_dir: dir.path().to_owned(),
-                verify: VerifyPolicy { trusted, allow_unsigned: false, max_library_bytes: 64 << 20 },
+                verify: VerifyPolicy {
+                    trusted,
+                    allow_unsigned: false,
+                    max_library_bytes: 64 << 20,
+                    ..VerifyPolicy::default()
+                },
                 cache_dir: None,
                 conflicts: Default::default(),
                 isolation: Default::default(),
@@ -62,10 +67,10 @@ impl Fixture {
         });
         let source: Arc<dyn CatalogSource> = host.clone();
         let router = Arc::new(Router::new(source.clone(), RouterSettings::default()));
-        let profiles = Arc::new(move |client: &str| {
+        let profiles = Arc::new(move |who: &quiver_mcp::SessionIdentity<'_>| {
             let mut p = SessionProfile::unrestricted("test", policy(mode));
             // A client named "lazy-*" gets a lazy profile whatever the fixture's mode.
-            if client.starts_with("lazy") {
+            if who.client_name.starts_with("lazy") {
                 p.policy.mode = ExposureMode::Lazy;
             }
             p
@@ -219,8 +224,19 @@ pub async fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    http_at(addr, "/mcp", method, headers, body).await
+}
+
+/// [`http`] on another path.
+pub async fn http_at(
+    addr: std::net::SocketAddr,
+    path: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("{method} /mcp HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req.push_str(&format!("Host: {addr}\r\n"));
     }

@@ -103,7 +103,7 @@ impl Plugins {
         );
         let path = folder.join(format!("{name}.tool.yaml"));
         fs::write(&path, &text).expect("write manifest");
-        let sig = quiver_manifest::sign(&self.key, text.as_bytes(), &format!("{name} test bundle"));
+        let sig = quiver_manifest::sign_bundle(&self.key, &text, name).expect("bundle manifest signs");
         fs::write(quiver_lifecycle::signature_path(&path), sig).expect("write signature");
         path
     }
@@ -116,6 +116,7 @@ impl Plugins {
                 trusted: self.trusted.clone(),
                 allow_unsigned: false,
                 max_library_bytes: 256 * 1024 * 1024,
+                ..VerifyPolicy::default()
             },
             cache_dir: None,
             conflicts: ConflictPolicy::Error,
