@@ -439,7 +439,7 @@ fn attack_child() {
                 conflicts: Default::default(),
                 isolation: Default::default(),
             })
-                .unwrap(),
+            .unwrap(),
         );
         let report = scan_with_deadline(&host, name);
         let got = match report.rejected.as_slice() {

@@ -24,9 +24,9 @@ mod host;
 mod host_services;
 mod isolation;
 mod library;
+mod rollback;
 mod source;
 pub mod worker;
-mod rollback;
 
 pub use bundle::{
     BundleError, MAX_MANIFEST_BYTES, Stage, VerifiedBundle, VerifyPolicy, load_verified, signature_path, verify_bundle,
@@ -34,5 +34,5 @@ pub use bundle::{
 pub use host::{Host, HostSettings, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;
 pub use isolation::IsolationPolicy;
-pub use source::{BundleSource, NameClaims, ToolSource, sandbox_rules};
 pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};
+pub use source::{BundleSource, NameClaims, ToolSource, sandbox_rules};

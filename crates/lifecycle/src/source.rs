@@ -537,9 +537,10 @@ mod tests {
         let serving = Catalog::build(src.entries(), ConflictPolicy::Error).unwrap();
         // "a-impostor" sorts before "marker": path order must not matter.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let manifest = std::fs::read_to_string(quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml"))
-            .unwrap()
-            .replacen("id: marker-plugin", "id: impostor", 1);
+        let manifest =
+            std::fs::read_to_string(quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml"))
+                .unwrap()
+                .replacen("id: marker-plugin", "id: impostor", 1);
         write_bundle(&plugins.join("a-impostor"), "marker-plugin", &lib, Some(&manifest), Some(&key));
         let second = src.refresh(&mut NameClaims::new(&serving, ConflictPolicy::Error));
         assert_eq!(second.rejected.len(), 1, "{second:?}");

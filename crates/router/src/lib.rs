@@ -51,6 +51,6 @@ pub use results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, 
 pub use router::Router;
 pub use settings::RouterSettings;
 pub use tokio_util::sync::CancellationToken;
-pub use validate::meta_arguments;
 #[doc(hidden)]
 pub use validate::fuzzing;
+pub use validate::meta_arguments;

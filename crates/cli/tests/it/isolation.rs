@@ -492,8 +492,10 @@ fn over_http_a_segfault_leaves_another_sessions_call_intact() {
         session
     };
     let call = |addr: &str, session: &str, tool: &str, args: Value| -> Value {
-        let req = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": args}});
-        let (status, _, body) = http_post(addr, &[JSON, ACCEPT, ("Mcp-Session-Id", session)], req.to_string().as_bytes());
+        let req =
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        let (status, _, body) =
+            http_post(addr, &[JSON, ACCEPT, ("Mcp-Session-Id", session)], req.to_string().as_bytes());
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
         mcp_messages(&body).into_iter().find(|m| m.get("id") == Some(&json!(7))).expect("a response")["result"].clone()
     };
