@@ -144,6 +144,9 @@ struct ScanState {
     orphans: BTreeSet<PathBuf>,
 }
 
+#[cfg(test)]
+type CheckHook = Box<dyn FnMut(&Path) + Send>;
+
 /// The plugins folder as a tool source.
 pub struct BundleSource {
     settings: HostSettings,
@@ -151,7 +154,7 @@ pub struct BundleSource {
     state: Mutex<ScanState>,
     /// Runs right after each bundle's check (tests: files changing during a check).
     #[cfg(test)]
-    after_check: Mutex<Option<Box<dyn FnMut(&Path) + Send>>>,
+    after_check: Mutex<Option<CheckHook>>,
 }
 
 impl BundleSource {
