@@ -2,8 +2,8 @@
 //! (through `../shared/bench/bfcl_dev.py`, into `target/bfcl`, never committed), then runs the
 //! search evaluation (BFCL dev set and the MCP reference servers' tools, each with its tuning and
 //! check halves), search at scale (p50 at 1.4k and 10k tools, a no-match query at 50k, a 50k-tool
-//! catalog build with its peak memory), the surface-size report and the router's criterion
-//! benchmark.
+//! catalog build with its peak memory), the surface-size report, the router's criterion
+//! benchmark, and the worker round trip next to in-process (`cargo bench -p quiver --bench worker`).
 
 use anyhow::{Context, Result, bail};
 
@@ -59,5 +59,12 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
     if quick {
         criterion.args(["--", "--quick"]);
     }
-    ws.run(&mut criterion)
+    ws.run(&mut criterion)?;
+    // The same call in-process and in a worker process, on one harness.
+    let mut worker = ws.cargo();
+    worker.args(["bench", "-p", "quiver", "--bench", "worker"]);
+    if quick {
+        worker.args(["--", "--quick"]);
+    }
+    ws.run(&mut worker)
 }
