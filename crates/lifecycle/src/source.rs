@@ -313,6 +313,11 @@ impl BundleSource {
             signer_key_id: bundle.signer_key_id,
             manifest_path: bundle.manifest_path.display().to_string(),
         };
+        if ready.sandbox.starts_with("NOT SANDBOXED") {
+            // Said once per host, loudly; `quiver list` repeats it per plugin.
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| tracing::warn!(detail = %ready.sandbox, "worker plugins run WITHOUT a file and network sandbox on this machine (process isolation and limits still apply)"));
+        }
         tracing::info!(plugin = %bundle.manifest.id, sandbox = %ready.sandbox, "plugin runs in a worker process");
         PluginEntry::new(bundle.manifest, &info, provenance, Arc::new(backend))
             .map(Arc::new)

@@ -522,3 +522,59 @@ fn over_http_a_segfault_leaves_another_sessions_call_intact() {
     }
     drop(server);
 }
+
+/// Records what a call's host services sent to the client, and answers its questions.
+#[derive(Default)]
+struct Recorder {
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+impl quiver_router::ClientBridge for Recorder {
+    fn log(&self, _level: quiver_router::LogLevel, message: &str) {
+        self.seen.lock().unwrap().push(format!("log: {message}"));
+    }
+    fn progress(&self, progress: f64, total: Option<f64>, message: &str) {
+        self.seen.lock().unwrap().push(format!("progress: {progress}/{total:?} {message}"));
+    }
+    fn can_elicit(&self) -> bool {
+        true
+    }
+    fn elicit(&self, request: Value) -> quiver_router::BoxFuture<Result<Value, String>> {
+        self.seen.lock().unwrap().push(format!("elicit: {}", request["message"]));
+        Box::pin(async { Ok(json!({"action": "accept", "content": {"ok": true}})) })
+    }
+    fn can_sample(&self) -> bool {
+        true
+    }
+    fn sample(&self, _request: Value) -> quiver_router::BoxFuture<Result<Value, String>> {
+        Box::pin(async { Ok(json!({"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "m"})) })
+    }
+}
+
+/// Logs, progress, elicitation, sampling, cancellation and plugin config cross the worker
+/// boundary both ways, as they do in-process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_services_cross_the_worker_boundary() {
+    let s = setup(Isolation::InProcess);
+    let bridge = Arc::new(Recorder::default());
+    let call = Call {
+        config: json!({"root": "somewhere", "colour": "blue"}),
+        ..Call::new(
+            "fault_services",
+            json!({"text": "hello"}),
+            Caller::new("s", Access::new(["*"], Vec::<&str>::new())),
+        )
+    }
+    .with_bridge(bridge.clone());
+    let out = s.router.call(call).await.response;
+    assert_eq!(out.status, Status::Ok, "{out:?}");
+    let v = &out.outputs["value"];
+    assert_eq!(v["elicited"]["Ok"]["content"]["ok"], json!(true), "{v}");
+    assert_eq!(v["sampled"]["Ok"]["content"]["text"], json!("yes"), "{v}");
+    assert_eq!(v["cancelled"], json!(false));
+    assert_eq!(v["config"]["colour"], json!("blue"), "{v}");
+    let seen = bridge.seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|l| l == "log: log from the worker: hello"), "{seen:?}");
+    assert!(seen.iter().any(|l| l.starts_with("progress: 1/Some(2.0) half way")), "{seen:?}");
+    assert!(seen.iter().any(|l| l.contains("Proceed?")), "{seen:?}");
+}

@@ -112,6 +112,19 @@ tool!(HostileConnect, "hostile_connect", Target, |i, cx| match std::net::TcpStre
         json!({ "ok": false, "error": e.to_string(), "permission_denied": e.kind() == std::io::ErrorKind::PermissionDenied }),
 });
 
+tool!(Services, "fault_services", Text, |i, cx| {
+    cx.log(quiver_abi::LogLevel::Info, &format!("log from the worker: {}", i.text));
+    cx.progress(1.0, Some(2.0), "half way");
+    let asked = cx.elicit("Proceed?", json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}));
+    let sampled = cx.sample(json!({"messages": [], "maxTokens": 5}));
+    json!({
+        "elicited": asked.map_err(|e| e.message),
+        "sampled": sampled.map_err(|e| e.message),
+        "cancelled": cx.is_cancelled(),
+        "config": cx.config(),
+    })
+});
+
 fn manifest() -> &'static str {
     const SOURCE: &str = include_str!("../tool.yaml");
     match option_env!("QUIVER_FAULT_VERSION") {
@@ -139,6 +152,7 @@ fn registry() -> &'static Registry {
                 erase(HostileRead),
                 erase(HostileWrite),
                 erase(HostileConnect),
+                erase(Services),
             ],
         )
     })
