@@ -53,12 +53,17 @@ fn setup(marker: Isolation) -> Setup {
 }
 
 fn host_over(plugins: &Path, root: &Path, key: &TestKey, marker: Isolation) -> Arc<Host> {
-    let mut trusted = TrustedKeys::default();
-    trusted.add("test", "test", PublicKey::parse(&key.public_text()).unwrap());
     let mut isolation = IsolationPolicy { default: Some(Isolation::Process), ..IsolationPolicy::default() };
     isolation.plugins.insert(MARKER.into(), marker);
     isolation.worker = Some(worker_settings());
     isolation.plugin_config.insert(FAULT.into(), json!({ "root": root.display().to_string() }));
+    host_with(plugins, key, isolation)
+}
+
+/// A host over `plugins` trusting `key`, with the given isolation choices.
+fn host_with(plugins: &Path, key: &TestKey, isolation: IsolationPolicy) -> Arc<Host> {
+    let mut trusted = TrustedKeys::default();
+    trusted.add("test", "test", PublicKey::parse(&key.public_text()).unwrap());
     Arc::new(
         Host::new(HostSettings {
             plugins_dir: plugins.to_owned(),
@@ -203,21 +208,10 @@ async fn repeated_crashes_disable_the_plugin_with_a_clear_state() {
     let plugins = dir.path().join("plugins");
     let key = TestKey::generate();
     write_bundle(&plugins.join("fault"), FAULT, &plugin_library(FAULT, &[]), None, Some(&key));
-    let mut trusted = TrustedKeys::default();
-    trusted.add("test", "test", PublicKey::parse(&key.public_text()).unwrap());
     let mut worker = worker_settings();
     worker.max_crashes = 2;
     let isolation = IsolationPolicy { default: Some(Isolation::Process), worker: Some(worker), ..Default::default() };
-    let host = Arc::new(
-        Host::new(HostSettings {
-            plugins_dir: plugins,
-            verify: VerifyPolicy { trusted, max_library_bytes: 256 << 20, ..VerifyPolicy::default() },
-            cache_dir: None,
-            conflicts: ConflictPolicy::Error,
-            isolation,
-        })
-        .unwrap(),
-    );
+    let host = host_with(&plugins, &key, isolation);
     host.rescan();
     let router = Router::new(host.clone() as Arc<dyn CatalogSource>, RouterSettings::default());
     for _ in 0..2 {
@@ -380,18 +374,7 @@ async fn a_hostile_plugin_cannot_read_the_key_write_outside_or_open_a_socket() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("plugins");
     write_bundle(&plugins.join("fault"), FAULT, &plugin_library(FAULT, &[]), None, Some(&s.key));
-    let mut trusted = TrustedKeys::default();
-    trusted.add("test", "test", PublicKey::parse(&s.key.public_text()).unwrap());
-    let host = Arc::new(
-        Host::new(HostSettings {
-            plugins_dir: plugins,
-            verify: VerifyPolicy { trusted, max_library_bytes: 256 << 20, ..VerifyPolicy::default() },
-            cache_dir: None,
-            conflicts: ConflictPolicy::Error,
-            isolation: IsolationPolicy::default(),
-        })
-        .unwrap(),
-    );
+    let host = host_with(&plugins, &s.key, IsolationPolicy::default());
     host.rescan();
     let router = Router::new(host as Arc<dyn CatalogSource>, RouterSettings::default());
     let r = value(call(&router, "hostile_read", json!({"target": outside})).await.response);
