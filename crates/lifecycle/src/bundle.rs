@@ -390,7 +390,7 @@ pub fn load_verified(bundle: VerifiedBundle, cache_dir: &Path) -> Result<Arc<Plu
             format!("cannot stage the library for loading (private folder {}): {e}", cache_dir.display()),
         )
     })?;
-    let opened = crate::library::open_plugin(staged.path()).map_err(|(s, m)| fail(s, m))?;
+    let opened = crate::library::open_plugin(&staged).map_err(|(s, m)| fail(s, m))?;
     let info = crate::library::parse_info(&opened.info_text)
         .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
         .map_err(|(s, m)| fail(s, m))?;

@@ -13,36 +13,20 @@ use quiver_manifest::Manifest;
 
 use crate::bundle::Stage;
 
-/// Where the loader finds the bytes to open. Never reused for other bytes: the dynamic loader
-/// must never be handed a name it has seen before (it would return the old library).
-#[derive(Debug)]
-pub(crate) enum LoadPath {
-    /// A sealed memory file, kept open for the life of the process (libraries are never
-    /// unloaded, so its `/proc/self/fd/N` name is never reused).
-    Memory(PathBuf),
-    /// A private copy on disk (0500 in a 0700 folder).
-    File(PathBuf),
-}
-
-impl LoadPath {
-    pub(crate) fn path(&self) -> &Path {
-        match self {
-            LoadPath::Memory(p) | LoadPath::File(p) => p,
-        }
-    }
-}
-
-/// Puts `bytes` where the dynamic loader can open them and nothing can change them: a sealed
-/// memory file on Linux, else a new private file in `cache_dir`.
-pub(crate) fn stage_library(bytes: &[u8], name: &str, cache_dir: Option<&Path>) -> std::io::Result<LoadPath> {
+/// Puts `bytes` where the dynamic loader can open them and nothing can change them, and returns
+/// that path: a sealed memory file on Linux (kept open for the life of the process: libraries are
+/// never unloaded, so its `/proc/self/fd/N` name is never reused), else a new private file
+/// (0500 in a 0700 folder) in `cache_dir`. The dynamic loader must never be handed a name it has
+/// seen before for other bytes (it would return the old library).
+pub(crate) fn stage_library(bytes: &[u8], name: &str, cache_dir: Option<&Path>) -> std::io::Result<PathBuf> {
     #[cfg(target_os = "linux")]
     match sealed_memfd(bytes, name) {
-        Ok(p) => return Ok(LoadPath::Memory(p)),
+        Ok(p) => return Ok(p),
         Err(e) if cache_dir.is_none() => return Err(e),
         Err(e) => tracing::debug!(error = %e, "no sealed memory file; writing a private copy"),
     }
     match cache_dir {
-        Some(dir) => write_private_copy(bytes, name, dir).map(LoadPath::File),
+        Some(dir) => write_private_copy(bytes, name, dir),
         None => Err(std::io::Error::other("no folder for private library copies")),
     }
 }

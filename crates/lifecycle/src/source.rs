@@ -177,19 +177,17 @@ impl BundleSource {
         let name_of = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_owned).unwrap_or_default();
         let is_manifest = |n: &str| n.ends_with(".tool.yaml") && n.len() > ".tool.yaml".len();
         let is_library = |n: &str| n.ends_with(std::env::consts::DLL_SUFFIX);
-        let mut visit = |p: PathBuf, is_file: bool, folder_manifests: &mut bool| {
+        let mut visit = |p: PathBuf, is_file: bool| {
             let n = name_of(&p);
             if n.starts_with('.') || !is_file {
                 return;
             }
             if is_manifest(&n) {
-                *folder_manifests = true;
                 manifests.push(p);
             } else if is_library(&n) {
                 libraries.push(p);
             }
         };
-        let mut top_has_manifest = false;
         let mut subdirs = Vec::new();
         for e in fs::read_dir(dir)? {
             let e = e?;
@@ -197,14 +195,13 @@ impl BundleSource {
             if ft.is_dir() && !e.file_name().to_string_lossy().starts_with('.') {
                 subdirs.push(e.path());
             } else {
-                visit(e.path(), ft.is_file(), &mut top_has_manifest);
+                visit(e.path(), ft.is_file());
             }
         }
         for d in subdirs {
             let Ok(rd) = fs::read_dir(&d) else { continue };
-            let mut has = false;
             for e in rd.flatten() {
-                visit(e.path(), e.file_type().is_ok_and(|t| t.is_file()), &mut has);
+                visit(e.path(), e.file_type().is_ok_and(|t| t.is_file()));
             }
         }
         manifests.sort();

@@ -1051,7 +1051,6 @@ impl Router {
             request_id.to_owned(),
             state.counters.clone(),
         ));
-        let timeout = || timeout_error(tool_name);
         match dispatch {
             Dispatch::Inline => {
                 // The tool answers within microseconds and never blocks: run it on this task
@@ -1059,14 +1058,7 @@ impl Router {
                 let raw = plugin.backend.invoke(&plugin.tools[tool].spec.name, &body, sink.clone());
                 sink.finished();
                 drop(tool_permit);
-                if cancel.is_cancelled() {
-                    return Err(cancelled(tool_name));
-                }
-                if Instant::now() >= deadline {
-                    state.counters.timed_out();
-                    return Err(timeout());
-                }
-                return parse_response(tool_name, raw);
+                return settle(raw, tool_name, state, deadline, cancel);
             }
             Dispatch::Remote => {
                 let call = plugin.backend.start(&plugin.tools[tool].spec.name, body, sink.clone(), deadline);
@@ -1094,23 +1086,14 @@ impl Router {
             _ = tokio::time::sleep_until(deadline.into()) => {
                 guard.armed = false;
                 sink.abandon(true);
-                return Err(timeout());
+                return Err(timeout_error(tool_name));
             }
         };
         guard.armed = false;
         let raw = joined.map_err(|e| {
             ToolError::new(ErrorCode::PROTOCOL, format!("the thread running `{tool_name}` failed: {e}"))
         })?;
-        // An answer that raced the deadline or a cancellation (the tool saw `is_cancelled` and
-        // stopped early) is not a result.
-        if cancel.is_cancelled() {
-            return Err(cancelled(tool_name));
-        }
-        if Instant::now() >= deadline {
-            state.counters.timed_out();
-            return Err(timeout());
-        }
-        parse_response(tool_name, raw)
+        settle(raw, tool_name, state, deadline, cancel)
     }
 
     /// Waits for a call running elsewhere (a worker process). When the caller stops waiting
@@ -1142,16 +1125,7 @@ impl Router {
                 if cancel.is_cancelled() {
                     return Err(cancelled(tool_name));
                 }
-                return match r {
-                    Ok(raw) => {
-                        if Instant::now() >= deadline {
-                            state.counters.timed_out();
-                            return Err(timeout_error(tool_name));
-                        }
-                        parse_response(tool_name, raw)
-                    }
-                    Err(e) => Err(e),
-                };
+                return settle(r?, tool_name, state, deadline, cancel);
             }
             Err(reason) => reason,
         };
@@ -1276,6 +1250,25 @@ fn tool_slots(requested: u32, host: usize) -> usize {
     let host = host.clamp(1, Semaphore::MAX_PERMITS);
     let cap = (host - host / 4).max(1);
     (requested as usize).clamp(1, cap)
+}
+
+/// A plugin's answer, unless it raced a cancellation or the deadline (a tool that saw
+/// `is_cancelled` and stopped early did not produce a result).
+fn settle(
+    raw: String,
+    tool_name: &str,
+    state: &ToolState,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<(ToolResponse, usize), ToolError> {
+    if cancel.is_cancelled() {
+        return Err(cancelled(tool_name));
+    }
+    if Instant::now() >= deadline {
+        state.counters.timed_out();
+        return Err(timeout_error(tool_name));
+    }
+    parse_response(tool_name, raw)
 }
 
 fn timeout_error(tool_name: &str) -> ToolError {

@@ -153,7 +153,6 @@ struct SupState {
     /// Set after `max_crashes`: the reason calls are refused.
     disabled: Option<String>,
     last_exit: Option<String>,
-    restarts: u64,
 }
 
 struct Supervisor {
@@ -382,7 +381,6 @@ impl Supervisor {
                 let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if st.disabled.is_none() {
                     st.current = Some(proc);
-                    st.restarts += 1;
                 }
                 drop(st);
                 tracing::info!(plugin = %self.spec.plugin, "plugin worker restarted");
@@ -511,17 +509,6 @@ impl WorkerBackend {
         let (proc, ready) = sup.spawn()?;
         sup.state.lock().unwrap_or_else(|e| e.into_inner()).current = Some(proc);
         Ok((WorkerBackend { sup }, ready))
-    }
-
-    /// The worker's process id, when it runs.
-    pub fn pid(&self) -> Option<u32> {
-        let st = self.sup.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.current.as_ref().filter(|p| p.shared.alive.load(Ordering::Acquire)).map(|p| p.shared.pid)
-    }
-
-    /// How many times the worker was restarted after a crash.
-    pub fn restarts(&self) -> u64 {
-        self.sup.state.lock().unwrap_or_else(|e| e.into_inner()).restarts
     }
 
     fn submit(

@@ -194,18 +194,13 @@ pub fn run() -> std::process::ExitCode {
     };
     drop(hello.library);
     // Before any plugin code runs, and before any other thread exists.
-    let report = super::sandbox::enter(&hello.sandbox);
-    let opened = match crate::library::open_plugin(staged.path()) {
+    let sandbox = super::sandbox::enter(&hello.sandbox);
+    let opened = match crate::library::open_plugin(&staged) {
         Ok(o) => o,
         Err((stage, m)) => return fail(&mut out, format!("{} check failed: {m}", stage.as_str())),
     };
     let mut buf = Vec::new();
-    let ready = ToHost::Ready(Ready {
-        protocol: PROTOCOL_VERSION,
-        sha256,
-        plugin_info: opened.info_text,
-        sandbox: report.summary,
-    });
+    let ready = ToHost::Ready(Ready { protocol: PROTOCOL_VERSION, sha256, plugin_info: opened.info_text, sandbox });
     if protocol::write_frame(&mut out, &ready, &mut buf).is_err() {
         return std::process::ExitCode::SUCCESS;
     }

@@ -19,4 +19,3 @@ mod sandbox;
 
 pub use backend::{PLUGIN_CRASHED, PLUGIN_UNAVAILABLE, WorkerBackend, WorkerSettings, WorkerSpec};
 pub use child::run as run_child;
-pub use sandbox::{SandboxReport, enter as enter_sandbox};

@@ -16,19 +16,12 @@ const SYSTEM_LIBRARY_DIRS: &[&str] = &["/lib", "/lib64", "/usr/lib", "/usr/lib64
 #[cfg(target_os = "linux")]
 const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom"];
 
-/// What the sandbox enforces, for operators.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxReport {
-    /// True when file and network restrictions are in force.
-    pub enforced: bool,
-    /// One line: `landlock: files limited to 1 declared path(s), network denied` or why not.
-    pub summary: String,
-}
-
 /// Restricts this process (all threads created from now on) to `rules`. Call it before any
-/// other thread exists and before plugin code is loaded.
+/// other thread exists and before plugin code is loaded. Returns what is enforced, for
+/// operators, in one line (`landlock: files limited to 1 declared path(s), network denied`, or
+/// `NOT SANDBOXED: ...` and why).
 #[cfg(target_os = "linux")]
-pub fn enter(rules: &SandboxRules) -> SandboxReport {
+pub(crate) fn enter(rules: &SandboxRules) -> String {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
         RulesetCreatedAttr, RulesetStatus, Scope,
@@ -67,36 +60,23 @@ pub fn enter(rules: &SandboxRules) -> SandboxReport {
     };
     let network = if rules.network { "network allowed (declared)" } else { "network denied" };
     match build() {
-        Ok(RulesetStatus::FullyEnforced) => SandboxReport {
-            enforced: true,
-            summary: format!("landlock: files limited to {} declared path(s), {network}", rules.paths.len()),
-        },
-        Ok(RulesetStatus::PartiallyEnforced) => SandboxReport {
-            enforced: true,
-            summary: format!(
-                "landlock (partial: this kernel lacks some features): files limited to {} declared path(s), {}",
-                rules.paths.len(),
-                if rules.network {
-                    "network allowed (declared)"
-                } else {
-                    "network denied where the kernel supports it"
-                }
-            ),
-        },
-        Ok(RulesetStatus::NotEnforced) => SandboxReport {
-            enforced: false,
-            summary: "NOT SANDBOXED: this kernel has no Landlock (process isolation and resource limits only)"
-                .to_owned(),
-        },
-        Err(e) => SandboxReport { enforced: false, summary: format!("NOT SANDBOXED: Landlock setup failed: {e}") },
+        Ok(RulesetStatus::FullyEnforced) => {
+            format!("landlock: files limited to {} declared path(s), {network}", rules.paths.len())
+        }
+        Ok(RulesetStatus::PartiallyEnforced) => format!(
+            "landlock (partial: this kernel lacks some features): files limited to {} declared path(s), {}",
+            rules.paths.len(),
+            if rules.network { "network allowed (declared)" } else { "network denied where the kernel supports it" }
+        ),
+        Ok(RulesetStatus::NotEnforced) => {
+            "NOT SANDBOXED: this kernel has no Landlock (process isolation and resource limits only)".to_owned()
+        }
+        Err(e) => format!("NOT SANDBOXED: Landlock setup failed: {e}"),
     }
 }
 
 /// Other systems: no sandbox, said plainly.
 #[cfg(not(target_os = "linux"))]
-pub fn enter(_rules: &SandboxRules) -> SandboxReport {
-    SandboxReport {
-        enforced: false,
-        summary: "NOT SANDBOXED: file and network restrictions need Linux Landlock".to_owned(),
-    }
+pub(crate) fn enter(_rules: &SandboxRules) -> String {
+    "NOT SANDBOXED: file and network restrictions need Linux Landlock".to_owned()
 }
