@@ -178,16 +178,17 @@ pub struct KeySource {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Revocations {
-    /// Key ids (16 hex digits).
+    /// Key ids: hex, with or without leading zeros (`minisign` prints them without).
     pub keys: Vec<String>,
     /// sha256s (64 lower-case hex digits).
     pub sha256: Vec<String>,
 }
 
 impl Revocations {
-    /// True when the key id is revoked (any case).
+    /// True when the key id is revoked. Ids compare as numbers: any case, any leading zeros.
     pub fn key_revoked(&self, key_id: &str) -> bool {
-        self.keys.iter().any(|k| k.eq_ignore_ascii_case(key_id))
+        let Some(id) = parse_key_id(key_id) else { return false };
+        self.keys.iter().any(|k| parse_key_id(k) == Some(id))
     }
     /// True when the sha256 is revoked.
     pub fn sha256_revoked(&self, sha256: &str) -> bool {
@@ -516,6 +517,15 @@ pub fn glob_matches(glob: &str, text: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
+/// A key id as minisign prints it (hex, up to 16 digits, leading zeros optional).
+fn parse_key_id(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok()
+}
+
 fn is_profile_name(s: &str) -> bool {
     s.len() <= 64
         && s.starts_with(|c: char| c.is_ascii_lowercase())
@@ -728,6 +738,24 @@ fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
     if cfg.server.max_requests_per_session == 0 {
         push("server.max_requests_per_session".into(), "0 requests per session".into(), "use at least 1");
     }
+    for (n, key) in cfg.revoked.keys.iter().enumerate() {
+        if parse_key_id(key).is_none() {
+            push(
+                index("revoked.keys", n),
+                format!("`{}` is not a key id, so this revocation would match nothing", excerpt(key)),
+                "write the key id as `quiver verify` or `minisign` prints it: up to 16 hex digits",
+            );
+        }
+    }
+    for (n, sha) in cfg.revoked.sha256.iter().enumerate() {
+        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            push(
+                index("revoked.sha256", n),
+                format!("`{}` is not a sha256, so this revocation would match nothing", excerpt(sha)),
+                "write the 64 hex digits `sha256sum` or `quiver verify --json` prints",
+            );
+        }
+    }
     for (n, origin) in cfg.server.allowed_origins.iter().enumerate() {
         if !is_origin(origin) {
             push(
@@ -743,6 +771,28 @@ fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_revoked_key_id_matches_as_a_number_whatever_its_padding_or_case() {
+        // minisign prints key ids without leading zeros (`minisign public key 9A2…`), we print 16 digits.
+        let revoked = Revocations { keys: vec!["9a2b3c4d5e6f708".into()], sha256: vec![] };
+        assert!(revoked.key_revoked("09A2B3C4D5E6F708"));
+        assert!(!revoked.key_revoked("19A2B3C4D5E6F708"));
+        let padded = Revocations { keys: vec!["09A2B3C4D5E6F708".into()], sha256: vec![] };
+        assert!(padded.key_revoked("9A2B3C4D5E6F708"));
+        assert!(!Revocations { keys: vec!["not hex".into()], sha256: vec![] }.key_revoked("0"));
+    }
+
+    #[test]
+    fn a_revocation_that_could_match_nothing_is_refused_by_name() {
+        let mut cfg = HostConfig::default();
+        cfg.revoked.keys = vec!["E7620F1842B4E81F".into(), "E7620F18-42B4".into()];
+        cfg.revoked.sha256 = vec!["ab".repeat(32), "abc".into()];
+        let err = cfg.validate("quiver.yaml").unwrap_err().to_string();
+        assert!(err.contains("revoked.keys[1]") && err.contains("not a key id"), "{err}");
+        assert!(err.contains("revoked.sha256[1]") && err.contains("not a sha256"), "{err}");
+        assert!(!err.contains("revoked.keys[0]") && !err.contains("revoked.sha256[0]"), "{err}");
+    }
 
     #[test]
     fn globs() {
