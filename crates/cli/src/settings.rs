@@ -149,7 +149,10 @@ impl Settings {
                 self.origin()
             );
         }
-        let host = Host::new(self.host.clone()).context("cannot start the plugin host")?;
+        let mut host = Host::new(self.host.clone()).context("cannot start the plugin host")?;
+        for source in &self.config.sources {
+            host.add_source(Box::new(quiver_upstream::UpstreamSource::new(source.clone(), self.base_dir.clone())));
+        }
         let report = host.rescan();
         for e in &report.rejected {
             eprintln!("rejected bundle {}: {} check failed: {}", e.bundle.display(), e.stage.as_str(), e.message);

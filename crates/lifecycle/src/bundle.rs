@@ -43,6 +43,8 @@ pub enum Stage {
     Catalog,
     /// Starting the plugin's worker process (isolation `process`).
     Worker,
+    /// Reaching an upstream MCP server or reading its tools (`sources` in the configuration).
+    Upstream,
 }
 
 impl Stage {
@@ -61,11 +63,12 @@ impl Stage {
             Stage::Embedded => "embedded-manifest",
             Stage::Catalog => "catalog",
             Stage::Worker => "worker",
+            Stage::Upstream => "upstream",
         }
     }
     /// True for the checks that run before any plugin code is loaded.
     pub fn before_load(self) -> bool {
-        !matches!(self, Stage::Abi | Stage::Embedded | Stage::Catalog | Stage::Worker)
+        !matches!(self, Stage::Abi | Stage::Embedded | Stage::Catalog | Stage::Worker | Stage::Upstream)
     }
 }
 

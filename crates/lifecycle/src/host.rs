@@ -54,6 +54,22 @@ impl ScanReport {
 
 type Listener = Box<dyn Fn(&ScanReport, &Arc<Catalog>) + Send + Sync>;
 
+/// Asks the host's rescanner ([`Host::spawn_rescanner`]) to refresh every source soon: within
+/// one tick (50 ms), whatever the rescan interval.
+#[derive(Debug, Clone, Default)]
+pub struct RescanSignal(Arc<AtomicBool>);
+
+impl RescanSignal {
+    /// Requests a rescan.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn take(&self) -> bool {
+        self.0.swap(false, Ordering::AcqRel)
+    }
+}
+
 /// The plugin host: a registry that merges the entries of every [`ToolSource`] (the plugins
 /// folder first) and builds one catalog per change. Cheap to share (`Arc<Host>`);
 /// [`Host::catalog`] is lock-free.
@@ -62,6 +78,7 @@ pub struct Host {
     _private_cache: Option<tempfile::TempDir>,
     catalog: ArcSwap<Catalog>,
     sources: Vec<Box<dyn ToolSource>>,
+    signal: RescanSignal,
     /// Serializes refreshes (sources are refreshed one round at a time).
     refreshing: Mutex<()>,
     listeners: Mutex<Vec<Listener>>,
@@ -138,6 +155,7 @@ impl Host {
             _private_cache: private,
             catalog: ArcSwap::from_pointee(Catalog::empty()),
             sources: vec![Box::new(source)],
+            signal: RescanSignal::default(),
             refreshing: Mutex::new(()),
             listeners: Mutex::new(Vec::new()),
         })
@@ -146,6 +164,7 @@ impl Host {
     /// Adds a tool source after the plugins folder; its entries join the catalog at the next
     /// [`Host::rescan`]. Names already served keep their plugin.
     pub fn add_source(&mut self, source: Box<dyn ToolSource>) {
+        source.attach(self.signal.clone());
         self.sources.push(source);
     }
 
@@ -212,21 +231,28 @@ impl Host {
         report
     }
 
-    /// Rescans every `interval` on a background thread until the returned handle is dropped
-    /// (or the host is dropped).
+    /// Rescans every `interval` (never, for `Duration::ZERO`) and whenever a source asks
+    /// ([`RescanSignal`]), on a background thread until the returned handle is dropped (or the
+    /// host is dropped).
     pub fn spawn_rescanner(self: &Arc<Self>, interval: Duration) -> Rescanner {
         let stop = Arc::new(AtomicBool::new(false));
         let weak: Weak<Host> = Arc::downgrade(self);
         let stop2 = stop.clone();
+        let signal = self.signal.clone();
         let thread = std::thread::Builder::new()
             .name("quiver-rescan".into())
             .spawn(move || {
-                let tick = Duration::from_millis(50).min(interval);
+                let tick = if interval.is_zero() {
+                    Duration::from_millis(50)
+                } else {
+                    Duration::from_millis(50).min(interval)
+                };
                 let mut waited = Duration::ZERO;
                 while !stop2.load(Ordering::Relaxed) {
                     std::thread::sleep(tick);
                     waited += tick;
-                    if waited < interval {
+                    let asked = signal.take();
+                    if !asked && (interval.is_zero() || waited < interval) {
                         continue;
                     }
                     waited = Duration::ZERO;

@@ -31,7 +31,7 @@ pub mod worker;
 pub use bundle::{
     BundleError, MAX_MANIFEST_BYTES, Stage, VerifiedBundle, VerifyPolicy, load_verified, signature_path, verify_bundle,
 };
-pub use host::{Host, HostSettings, Rescanner, ScanReport};
+pub use host::{Host, HostSettings, RescanSignal, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;
 pub use isolation::IsolationPolicy;
 pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};

@@ -87,6 +87,10 @@ pub trait ToolSource: Send + Sync {
     fn refresh(&self, claims: &mut NameClaims<'_>) -> ScanReport;
     /// The entries the source serves now.
     fn entries(&self) -> Vec<Arc<PluginEntry>>;
+    /// Called once when the source joins a host: a source whose contents change on their own
+    /// (an upstream server's tool list) calls [`RescanSignal::request`] so the host refreshes
+    /// soon, instead of waiting for the next interval.
+    fn attach(&self, _signal: crate::host::RescanSignal) {}
 }
 
 /// Identity of a file as `stat` sees it: cheap change detection without re-hashing.

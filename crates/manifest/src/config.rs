@@ -78,6 +78,8 @@ pub struct HostConfig {
     pub plugin_config: BTreeMap<String, serde_json::Value>,
     /// Where plugins run: in the host process or in sandboxed worker processes.
     pub isolation: IsolationConfig,
+    /// Upstream MCP servers whose tools join the catalog. Default none.
+    pub sources: Vec<crate::sources::UpstreamConfig>,
 }
 
 /// Where a plugin's code runs.
@@ -434,6 +436,7 @@ impl Default for HostConfig {
             server: ServerConfig::default(),
             plugin_config: BTreeMap::new(),
             isolation: IsolationConfig::default(),
+            sources: Vec::new(),
         }
     }
 }
@@ -738,6 +741,7 @@ fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
     if cfg.server.max_requests_per_session == 0 {
         push("server.max_requests_per_session".into(), "0 requests per session".into(), "use at least 1");
     }
+    crate::sources::source_issues(&cfg.sources, &mut push);
     for (n, key) in cfg.revoked.keys.iter().enumerate() {
         if parse_key_id(key).is_none() {
             push(

@@ -28,6 +28,7 @@ mod error;
 mod model;
 mod schema;
 mod signature;
+mod sources;
 mod validate;
 mod yaml;
 
@@ -48,5 +49,6 @@ pub use signature::{
     BUNDLE_COMMENT_PREFIX, KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified,
     bundle_comment, check_bundle_comment, sign, sign_bundle, verify,
 };
+pub use sources::{ToolOverride, UpstreamConfig, ValueSource};
 pub use validate::{MAX_NAME_LEN, SUPPORTED_ABI};
 pub use yaml::{MAX_YAML_BYTES, MAX_YAML_DEPTH};

@@ -89,6 +89,17 @@ fn print_outcome(g: &GlobalArgs, o: &CallOutcome) {
             }
             match &r.outputs {
                 Value::String(s) => println!("{s}"),
+                // No structured result (upstream MCP tools often have none): the content blocks.
+                Value::Null if !r.content.is_empty() => {
+                    for block in &r.content {
+                        match block.get("text").and_then(Value::as_str) {
+                            Some(text) if block.get("type").and_then(Value::as_str) == Some("text") => {
+                                println!("{text}")
+                            }
+                            _ => println!("{}", serde_json::to_string_pretty(block).unwrap_or_default()),
+                        }
+                    }
+                }
                 other => println!("{}", serde_json::to_string_pretty(other).unwrap_or_default()),
             }
         }

@@ -79,7 +79,8 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
             changes_tx.send_replace(catalog.clone());
         });
         let interval = settings.config.rescan_interval_ms;
-        let _rescanner = (interval > 0).then(|| host.spawn_rescanner(Duration::from_millis(interval)));
+        // With rescans off (0) the rescanner still runs for sources that change on their own.
+        let _rescanner = host.spawn_rescanner(Duration::from_millis(interval));
         let router = Arc::new(Router::new(host.clone(), settings.router()));
         let profiles = SessionProfile::resolver(&settings.config, a.profile.clone());
         let options = ServerOptions::from_config(&settings.config);
