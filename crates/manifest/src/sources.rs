@@ -105,25 +105,6 @@ pub enum ValueSource {
     },
 }
 
-impl ValueSource {
-    /// The value, reading the environment or the file (resolved against `base`). The error
-    /// names the variable or file but never a value.
-    pub fn resolve(&self, base: &std::path::Path) -> Result<String, String> {
-        match self {
-            ValueSource::Literal(v) => Ok(v.clone()),
-            ValueSource::Env { env } => std::env::var(env).map_err(|_| {
-                format!("environment variable `{env}` is not set (or not UTF-8); export it before starting")
-            }),
-            ValueSource::File { file } => {
-                let path = base.join(file);
-                std::fs::read_to_string(&path)
-                    .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
-            }
-        }
-    }
-}
-
 /// What the operator says about one upstream tool, over what the upstream says.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -303,5 +284,89 @@ pub(crate) fn source_issues(sources: &[UpstreamConfig], push: &mut dyn FnMut(Str
                 push(field(&ot, "timeout_ms"), "a 0 ms deadline fails every call".into(), "use at least 1");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::HostConfig;
+    use crate::model::{LifecycleState, SideEffects};
+
+    use super::ValueSource;
+
+    #[test]
+    fn sources_read_with_overrides_and_defaults() {
+        let cfg = HostConfig::from_yaml(
+            r#"
+sources:
+  - name: github
+    url: https://api.example.com/mcp
+    headers: {Authorization: {env: GITHUB_AUTH}, X-Client: quiver}
+    scopes: [gh]
+    tools:
+      create_issue: {state: active, side_effects: write, description: File a bug report., aliases: [{name: new_issue, state: deprecated}]}
+  - name: local-files
+    command: npx
+    args: [-y, some-server, /srv]
+    env: {ROOT: /srv, TOKEN: {file: secrets/token}}
+"#,
+            "quiver.yaml",
+        )
+        .unwrap();
+        let gh = &cfg.sources[0];
+        assert_eq!(gh.effective_prefix(), "github_");
+        assert_eq!(gh.state, LifecycleState::Deferred, "upstream tools are deferred unless said otherwise");
+        assert_eq!(gh.timeout_ms, 30_000);
+        let o = &gh.tools["create_issue"];
+        assert_eq!(o.state, Some(LifecycleState::Active));
+        assert_eq!(o.side_effects, Some(SideEffects::Write));
+        assert_eq!(o.aliases[0].name, "new_issue");
+        assert_eq!(gh.headers["Authorization"], ValueSource::Env { env: "GITHUB_AUTH".into() });
+        let files = &cfg.sources[1];
+        assert_eq!(files.effective_prefix(), "local_files_");
+        assert_eq!(files.env["TOKEN"], ValueSource::File { file: "secrets/token".into() });
+        assert_eq!(files.env["ROOT"], ValueSource::Literal("/srv".into()));
+    }
+
+    #[test]
+    fn bad_sources_are_named_with_the_fix() {
+        let err = HostConfig::from_yaml("sources:\n  - name: Bad Name\n    command: x\n", "quiver.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sources[0].name") && err.contains("kebab-case"), "{err}");
+        let err = HostConfig::from_yaml(
+            r#"
+sources:
+  - name: both
+    command: x
+    url: http://h/mcp
+  - name: leaky
+    url: http://h/mcp
+    headers: {Authorization: Bearer abc123}
+  - name: leaky
+    command: x
+    env: {API_KEY: abc}
+    tools:
+      t: {state: removed}
+  - name: web
+    url: ftp://h/mcp
+"#,
+            "quiver.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        for needle in [
+            "sources[0]: a source needs exactly one of `command`",
+            "sources[1].headers.Authorization",
+            "{env: VARIABLE}",
+            "sources[2].name",
+            "given twice",
+            "sources[2].env.API_KEY",
+            "sources[2].tools.t.replacement",
+            "sources[3].url",
+        ] {
+            assert!(err.contains(needle), "missing `{needle}` in:\n{err}");
+        }
+        assert!(!err.contains("abc123"), "a credential never appears in an error: {err}");
     }
 }

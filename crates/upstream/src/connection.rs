@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use quiver_catalog::{CallSink, LogLevel};
 use quiver_lifecycle::RescanSignal;
-use quiver_manifest::UpstreamConfig;
+use quiver_manifest::{UpstreamConfig, ValueSource};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ErrorData, Implementation, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
@@ -21,6 +21,22 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt;
+
+/// A configured value: as written, or read now from an environment variable or a file
+/// (resolved against `base`). The error names the variable or file, never a value.
+pub(crate) fn resolve(v: &ValueSource, base: &std::path::Path) -> Result<String, String> {
+    match v {
+        ValueSource::Literal(v) => Ok(v.clone()),
+        ValueSource::Env { env } => std::env::var(env)
+            .map_err(|_| format!("environment variable `{env}` is not set (or not UTF-8); export it before starting")),
+        ValueSource::File { file } => {
+            let path = base.join(file);
+            std::fs::read_to_string(&path)
+                .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        }
+    }
+}
 
 /// What the supervisor last learned from the server.
 #[derive(Debug, Clone)]
@@ -244,7 +260,7 @@ impl Connection {
                 }
             }
             for (k, v) in &self.cfg.env {
-                cmd.env(k, v.resolve(&self.base_dir).map_err(|e| format!("env.{k}: {e}"))?);
+                cmd.env(k, resolve(v, &self.base_dir).map_err(|e| format!("env.{k}: {e}"))?);
             }
             cmd.current_dir(
                 self.cfg.cwd.as_ref().map(|d| self.base_dir.join(d)).unwrap_or_else(|| self.base_dir.clone()),
@@ -287,7 +303,7 @@ impl Connection {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             let mut headers = HashMap::new();
             for (k, v) in &self.cfg.headers {
-                let value = v.resolve(&self.base_dir).map_err(|e| format!("headers.{k}: {e}"))?;
+                let value = resolve(v, &self.base_dir).map_err(|e| format!("headers.{k}: {e}"))?;
                 let name = http::HeaderName::try_from(k.as_str())
                     .map_err(|e| format!("headers.{k}: not a header name: {e}"))?;
                 let value = http::HeaderValue::try_from(value)
@@ -399,5 +415,23 @@ impl Handler {
                 None,
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_resolve_from_env_and_files_and_name_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tok"), "s3cret\n").unwrap();
+        let file = ValueSource::File { file: "tok".into() };
+        assert_eq!(resolve(&file, dir.path()).unwrap(), "s3cret");
+        let missing = ValueSource::Env { env: "QUIVER_TEST_SURELY_UNSET_VARIABLE".into() };
+        let e = resolve(&missing, dir.path()).unwrap_err();
+        assert!(e.contains("QUIVER_TEST_SURELY_UNSET_VARIABLE"), "{e}");
+        let e = resolve(&ValueSource::File { file: "nope".into() }, dir.path()).unwrap_err();
+        assert!(e.contains("nope") && !e.contains("s3cret"), "{e}");
     }
 }

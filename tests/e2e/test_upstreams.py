@@ -1,0 +1,336 @@
+"""End to end: upstream MCP servers nobody here wrote, behind `quiver serve`, used by the
+official Python SDK as the client.
+
+Run by `cargo xtask e2e`, which installs the reference servers from npm
+(`@modelcontextprotocol/server-everything`, `-filesystem`, `-memory`), builds `quiver` and the
+signed fs-tools bundle, and sets:
+
+- QUIVER_BIN: the `quiver` binary;
+- UPSTREAM_NODE: a `node` binary; UPSTREAM_MODULES: the `node_modules` folder with the servers;
+- PYTHON: a Python with the `mcp` SDK (it also runs `tests/upstream/py_server.py`, a server
+  written with the SDK, over stdio and over streamable HTTP);
+- E2E_PLUGINS: a plugins folder with the signed fs-tools bundle; E2E_ROOT: its root folder;
+- DEV_KEY: the development public key that signed it.
+
+The test writes its own quiver.yaml (sources, overrides, profiles) in a temporary folder.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import mcp.types as types
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+QUIVER_BIN = os.environ["QUIVER_BIN"]
+NODE = os.environ["UPSTREAM_NODE"]
+MODULES = os.environ["UPSTREAM_MODULES"]
+PYTHON = os.environ["PYTHON"]
+PLUGINS = os.environ["E2E_PLUGINS"]
+ROOT = os.environ["E2E_ROOT"]
+DEV_KEY = os.environ["DEV_KEY"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+PY_SERVER = os.path.join(HERE, "..", "upstream", "py_server.py")
+META = "io.github.quiver/"
+CONFIRMED = {META + "confirmed": True}
+BUDGET = 12288
+STEP_TIMEOUT = 60
+
+passed = []
+
+
+def check(condition, step, detail=""):
+    if not condition:
+        raise AssertionError(f"{step}: {detail}")
+    passed.append(step)
+    print(f"ok - {step}", flush=True)
+
+
+def text_of(result):
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def server_js(name):
+    return os.path.join(MODULES, "@modelcontextprotocol", name, "dist", "index.js")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(work, http_port):
+    files_root = os.path.join(work, "files")
+    os.makedirs(files_root, exist_ok=True)
+    with open(os.path.join(files_root, "hello.txt"), "w") as f:
+        f.write("hello from the filesystem server\n")
+    cfg = {
+        "config_version": 1,
+        "plugins_dir": PLUGINS,
+        "trusted_keys": [{"name": "local-dev", "path": DEV_KEY}],
+        "rescan_interval_ms": 0,
+        "state_dir": os.path.join(work, "state"),
+        "default_profile": "agent",
+        "transcripts": {"dir": os.path.join(work, "transcripts")},
+        "profiles": {
+            # Everything but the files source's scope.
+            "agent": {"mode": "hybrid", "scopes": ["fs.read", "fs.write", "demo"], "approval": "ask",
+                      "byte_budget": BUDGET},
+            "wide": {"mode": "hybrid", "scopes": ["*"], "approval": "ask", "byte_budget": BUDGET},
+        },
+        "plugin_config": {"fs-tools": {"root": ROOT}},
+        "sources": [
+            {"name": "everything", "command": NODE, "args": [server_js("server-everything")],
+             "tools": {
+                 "echo": {"aliases": [{"name": "say_back", "state": "deprecated"}]},
+                 "get-sum": {"description": "Add two numbers and return their sum (arithmetic addition)."},
+             }},
+            {"name": "files", "command": NODE, "args": [server_js("server-filesystem"), files_root],
+             "scopes": ["files"]},
+            {"name": "memory", "command": NODE, "args": [server_js("server-memory")],
+             "env": {"MEMORY_FILE_PATH": os.path.join(work, "memory.jsonl")}},
+            {"name": "py", "command": PYTHON, "args": [PY_SERVER, "stdio"],
+             "tools": {"shout": {"state": "active"}, "grow": {"side_effects": "write"}}},
+            {"name": "pyhttp", "url": f"http://127.0.0.1:{http_port}/mcp",
+             "headers": {"Authorization": {"env": "PYHTTP_AUTH"}}},
+            {"name": "big", "command": PYTHON, "args": [PY_SERVER, "stdio"], "env": {"UPSTREAM_MANY": "120"},
+             "exclude": ["grow", "wipe"]},
+        ],
+    }
+    path = os.path.join(work, "quiver.yaml")
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=1)  # JSON is YAML
+    return path
+
+
+async def list_all(session):
+    tools, cursor = [], None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def session_params(config, profile):
+    env = dict(os.environ, PYHTTP_AUTH="Bearer not-in-the-config")
+    return StdioServerParameters(command=QUIVER_BIN, args=["--config", config, "serve", "--profile", profile], env=env)
+
+
+async def until_ok(session, name, args, what):
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while True:
+        r = await session.call_tool("run_tool", {"name": name, "arguments": args})
+        if not r.is_error:
+            return r
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: still failing: {text_of(r)}")
+        await asyncio.sleep(0.3)
+
+
+async def agent_session(config):
+    list_changed = asyncio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            list_changed.set()
+
+    async with stdio_client(session_params(config, "agent")) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+
+            # 170+ upstream tools, 120 of them from one server: the first turn stays small.
+            tools = await list_all(session)
+            names = {t.name for t in tools}
+            size = len(json.dumps([t.model_dump(by_alias=True, exclude_none=True) for t in tools]))
+            check(size <= BUDGET, f"the first tools/list fits the profile's budget ({size} <= {BUDGET} bytes)")
+            check(not any(n.startswith(("everything_", "memory_", "py_", "big_", "files_")) for n in names),
+                  "upstream tools are deferred: none is listed up front", sorted(names))
+
+            # Searchable, and loadable by tool_search.
+            found = await session.call_tool("tool_search", {"query": "add two numbers and return the sum"})
+            loaded = (found.structured_content or {}).get("loaded", [])
+            check(not found.is_error and "everything_get_sum" in loaded,
+                  "tool_search finds and loads the upstream everything_get_sum", found.structured_content)
+            await asyncio.wait_for(list_changed.wait(), STEP_TIMEOUT)
+            list_changed.clear()
+            names = {t.name for t in await list_all(session)}
+            check("everything_get_sum" in names, "the loaded upstream tool is in tools/list", sorted(names))
+            meta = next(t for t in await list_all(session) if t.name == "everything_get_sum").meta or {}
+            check(meta.get(META + "plugin") == "everything", "its _meta names the source", meta)
+
+            # Callable by name, through the router's validation.
+            s = await session.call_tool("everything_get_sum", {"a": 2, "b": 40})
+            check(not s.is_error and "42" in text_of(s), "called by name: everything_get_sum(2, 40)", text_of(s))
+            bad = await session.call_tool("everything_get_sum", {"a": 2, "b": "forty"})
+            check(bad.is_error and "/b" in text_of(bad), "bad arguments are refused by Quiver with a pointer",
+                  text_of(bad))
+
+            # Callable by a deprecated alias (operator override), with its notice.
+            old = await session.call_tool("run_tool", {"name": "say_back", "arguments": {"message": "hi"}})
+            notice = (old.meta or {}).get(META + "notice", {})
+            check(not old.is_error and "hi" in text_of(old) and notice.get("state") == "deprecated",
+                  "the alias say_back reaches everything's echo and says it is deprecated", old.meta)
+
+            # Callable through run_tool without loading: memory (npm) and the Python SDK servers.
+            made = await session.call_tool("run_tool", {"name": "memory_create_entities", "arguments": {
+                "entities": [{"name": "quiver", "entityType": "project", "observations": ["serves tools"]}]}})
+            check(not made.is_error, "run_tool: memory_create_entities", text_of(made))
+            graph = await session.call_tool("run_tool", {"name": "memory_read_graph", "arguments": {}})
+            check("serves tools" in text_of(graph), "run_tool: memory_read_graph reads it back", text_of(graph)[:300])
+            total = await session.call_tool("run_tool", {"name": "py_add", "arguments": {"a": 20, "b": 22}})
+            check(not total.is_error and "42" in text_of(total), "run_tool: py_add (Python SDK, stdio)", text_of(total))
+            total = await session.call_tool("run_tool", {"name": "pyhttp_add", "arguments": {"a": 1, "b": 2}})
+            check(not total.is_error and "3" in text_of(total), "run_tool: pyhttp_add (Python SDK, streamable HTTP)",
+                  text_of(total))
+            bulk = await session.call_tool("run_tool", {"name": "big_bulk_117", "arguments": {"value": "x"}})
+            check(not bulk.is_error and "bulk 117: x" in text_of(bulk), "run_tool: the 118th tool of the big server",
+                  text_of(bulk))
+
+            # Out-of-scope tools are invisible in list, search and errors.
+            hits = await session.call_tool("tool_search", {"query": "read the contents of a text file"})
+            listed = json.dumps(hits.structured_content)
+            check("files_" not in listed, "search never shows the out-of-scope files tools", listed[:300])
+            hidden = await session.call_tool("run_tool", {"name": "files_read_text_file",
+                                                          "arguments": {"path": "hello.txt"}})
+            check(hidden.is_error and "files_" not in text_of(hidden).replace("files_read_text_file", ""),
+                  "calling one is an unknown tool that suggests no other files tool", text_of(hidden))
+
+            # Approval holds for a destructive upstream tool.
+            wipe = await session.call_tool("run_tool", {"name": "py_wipe", "arguments": {"target": "/"}})
+            check(wipe.is_error and "confirmation" in text_of(wipe),
+                  "py_wipe (destructive) needs a person's confirmation", text_of(wipe))
+            wipe = await session.call_tool("run_tool", {"name": "py_wipe", "arguments": {"target": "/"}}, meta=CONFIRMED)
+            check(not wipe.is_error and "wiped" in text_of(wipe), "confirmed, it runs", text_of(wipe))
+
+            # Upstream progress reaches the calling client.
+            progress = []
+
+            async def on_progress(p, total, message):
+                progress.append((p, total, message))
+
+            slow = await session.call_tool("run_tool", {"name": "py_slow", "arguments": {"seconds": 0.4}},
+                                           progress_callback=on_progress)
+            check(not slow.is_error and len(progress) >= 2, "py_slow's progress reaches the client", progress)
+
+            # The upstream's tools/list_changed refreshes its tools and notifies the session.
+            list_changed.clear()
+            grow = await session.call_tool("run_tool", {"name": "py_grow", "arguments": {}})
+            check(not grow.is_error, "py_grow adds a tool upstream", text_of(grow))
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while True:
+                await asyncio.wait_for(list_changed.wait(), STEP_TIMEOUT)
+                list_changed.clear()
+                names = {t.name for t in await list_all(session)}
+                if "py_shout" in names or time.monotonic() > deadline:
+                    break
+            check("py_shout" in names, "the new upstream tool (active by override) is announced and listed",
+                  sorted(names))
+            shout = await session.call_tool("py_shout", {"text": "hey"})
+            check("HEY" in text_of(shout), "and answers", text_of(shout))
+
+            # Killing an upstream mid-call: a structured error for that call, the others never notice.
+            who = await session.call_tool("run_tool", {"name": "py_whoami", "arguments": {}})
+            pid = (who.structured_content or json.loads(text_of(who)))["pid"]
+            pending = asyncio.create_task(
+                session.call_tool("run_tool", {"name": "py_slow", "arguments": {"seconds": 20}}))
+            await asyncio.sleep(1.0)
+            os.kill(pid, signal.SIGKILL)
+            killed = await asyncio.wait_for(pending, STEP_TIMEOUT)
+            check(killed.is_error and "plugin_crashed" in json.dumps(killed.model_dump()),
+                  "the call in flight gets plugin_crashed", text_of(killed))
+            other = await session.call_tool("run_tool", {"name": "fs_read", "arguments": {"path": "notes.txt"}})
+            check(not other.is_error and "needle" in text_of(other), "a plugin tool answers meanwhile", text_of(other))
+            echo = await session.call_tool("run_tool", {"name": "everything_echo", "arguments": {"message": "still"}})
+            check(not echo.is_error, "another upstream answers meanwhile", text_of(echo))
+            again = await until_ok(session, "py_add", {"a": 1, "b": 1}, "py restarts")
+            check("2" in text_of(again), "the killed upstream restarts and the next call works", text_of(again))
+            who = await session.call_tool("run_tool", {"name": "py_whoami", "arguments": {}})
+            new_pid = who.structured_content or json.loads(text_of(who))
+            check(new_pid.get("pid") not in (None, pid), "it is a new process", new_pid)
+
+
+async def wide_session(config):
+    async with stdio_client(session_params(config, "wide")) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            hits = await session.call_tool("tool_search", {"query": "read the contents of a text file"})
+            check("files_read_text_file" in json.dumps(hits.structured_content),
+                  "with the files scope, search finds the filesystem server's tool", hits.structured_content)
+            read = await session.call_tool("run_tool", {"name": "files_read_text_file",
+                                                        "arguments": {"path": "hello.txt"}})
+            # The filesystem server wants absolute paths inside its root; a relative one is its error.
+            if read.is_error:
+                files = [r for r in (await session.call_tool("run_tool", {
+                    "name": "files_list_allowed_directories", "arguments": {}})).content]
+                root = text_of(types.CallToolResult(content=files)).split("\n")[-1].strip()
+                read = await session.call_tool("run_tool", {"name": "files_read_text_file",
+                                                            "arguments": {"path": os.path.join(root, "hello.txt")}})
+            check(not read.is_error and "hello from the filesystem server" in text_of(read),
+                  "run_tool: files_read_text_file (npm filesystem server)", text_of(read))
+            write = await session.call_tool("run_tool", {"name": "files_write_file",
+                                                         "arguments": {"path": "x", "content": "y"}})
+            check(write.is_error and "confirmation" in text_of(write),
+                  "files_write_file (destructive by the spec's defaults) needs confirmation", text_of(write))
+
+
+def replay(config):
+    tdir = os.path.join(os.path.dirname(config), "transcripts")
+    files = [os.path.join(tdir, f) for f in sorted(os.listdir(tdir)) if f.endswith(".jsonl")]
+    agent = [f for f in files if "everything_get_sum" in open(f).read()]
+    check(len(files) == 2 and len(agent) == 1, "each session wrote a transcript; one holds the upstream calls", files)
+    env = dict(os.environ, PYHTTP_AUTH="Bearer not-in-the-config")
+    out = subprocess.run([QUIVER_BIN, "--config", config, "replay", "--json", agent[0]],
+                         capture_output=True, text=True, timeout=180, env=env)
+    report = json.loads(out.stdout or "{}")
+    verdicts = {}
+    for e in report.get("entries", []):
+        verdicts.setdefault(e["called_name"], e["verdict"])
+    for name in ["everything_get_sum", "say_back", "memory_read_graph", "py_add", "pyhttp_add", "big_bulk_117"]:
+        check(verdicts.get(name) == "identical", f"replaying the transcript, {name} answers the same", verdicts)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="quiver-upstreams-")
+    port = free_port()
+    http = subprocess.Popen([PYTHON, PY_SERVER, "http", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        config = write_config(work, port)
+        with open(config) as f:
+            check("not-in-the-config" not in f.read(), "the HTTP header secret is read from the environment")
+        asyncio.run(asyncio.wait_for(agent_session(config), 300))
+        asyncio.run(asyncio.wait_for(wide_session(config), 120))
+        replay(config)
+    except Exception as e:  # report which step failed, then fail the run
+        while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+            e = e.exceptions[0]
+        print(f"not ok - {type(e).__name__}: {e}", flush=True)
+        print(f"{len(passed)} checks passed before the failure", flush=True)
+        sys.exit(1)
+    finally:
+        http.kill()
+    print(f"all {len(passed)} checks passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
