@@ -98,6 +98,7 @@ def write_config(work, http_port):
             {"name": "memory", "command": NODE, "args": [server_js("server-memory")],
              "env": {"MEMORY_FILE_PATH": os.path.join(work, "memory.jsonl")}},
             {"name": "py", "command": PYTHON, "args": [PY_SERVER, "stdio"],
+             "env": {"UPSTREAM_EVENTS": os.path.join(work, "events.txt")},
              "tools": {"shout": {"state": "active"}, "grow": {"side_effects": "write"}}},
             {"name": "pyhttp", "url": f"http://127.0.0.1:{http_port}/mcp",
              "headers": {"Authorization": {"env": "PYHTTP_AUTH"}}},
@@ -145,8 +146,24 @@ async def agent_session(config):
         if isinstance(message, types.ToolListChangedNotification):
             list_changed.set()
 
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(("elicit", params.message))
+        if "py_wipe" in params.message:
+            # Quiver asking to confirm a destructive call: no the first time, yes the second.
+            first = sum("py_wipe" in m for k, m in asked) == 1
+            return types.ElicitResult(action="decline" if first else "accept", content=None if first else {})
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
+
+    async def on_sample(context, params):
+        asked.append(("sample", params.messages[0].content.text))
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text="a sampled answer"))
+
     async with stdio_client(session_params(config, "agent")) as (read, write):
-        async with ClientSession(read, write, message_handler=on_message) as session:
+        async with ClientSession(read, write, message_handler=on_message, elicitation_callback=on_elicit,
+                                 sampling_callback=on_sample) as session:
             await session.initialize()
 
             # 170+ upstream tools, 120 of them from one server: the first turn stays small.
@@ -206,12 +223,12 @@ async def agent_session(config):
             check(hidden.is_error and "files_" not in text_of(hidden).replace("files_read_text_file", ""),
                   "calling one is an unknown tool that suggests no other files tool", text_of(hidden))
 
-            # Approval holds for a destructive upstream tool.
+            # Approval holds for a destructive upstream tool: Quiver asks this client's user.
             wipe = await session.call_tool("run_tool", {"name": "py_wipe", "arguments": {"target": "/"}})
-            check(wipe.is_error and "confirmation" in text_of(wipe),
-                  "py_wipe (destructive) needs a person's confirmation", text_of(wipe))
-            wipe = await session.call_tool("run_tool", {"name": "py_wipe", "arguments": {"target": "/"}}, meta=CONFIRMED)
-            check(not wipe.is_error and "wiped" in text_of(wipe), "confirmed, it runs", text_of(wipe))
+            check(wipe.is_error and any("py_wipe" in m for k, m in asked),
+                  "py_wipe (destructive) is confirmed with the user first; declined, it does not run", text_of(wipe))
+            wipe = await session.call_tool("run_tool", {"name": "py_wipe", "arguments": {"target": "/"}})
+            check(not wipe.is_error and "wiped" in text_of(wipe), "accepted, it runs", text_of(wipe))
 
             # Upstream progress reaches the calling client.
             progress = []
@@ -222,6 +239,30 @@ async def agent_session(config):
             slow = await session.call_tool("run_tool", {"name": "py_slow", "arguments": {"seconds": 0.4}},
                                            progress_callback=on_progress)
             check(not slow.is_error and len(progress) >= 2, "py_slow's progress reaches the client", progress)
+
+            # The upstream's questions reach this client: elicitation and sampling.
+            e = await session.call_tool("run_tool", {"name": "everything_trigger_elicitation_request",
+                                                     "arguments": {}}, meta=CONFIRMED)
+            check(any(k == "elicit" for k, _ in asked) and "Ada Lovelace" in text_of(e),
+                  "an upstream's elicitation reaches the client and its answer goes back", text_of(e)[:300])
+            smp = await session.call_tool("run_tool", {"name": "everything_trigger_sampling_request",
+                                                       "arguments": {"prompt": "say hi", "maxTokens": 20}},
+                                          meta=CONFIRMED)
+            check(any(k == "sample" and "say hi" in t for k, t in asked) and "a sampled answer" in text_of(smp),
+                  "an upstream's sampling request reaches the client and its answer goes back", text_of(smp)[:300])
+
+            # Cancelling a call cancels it upstream.
+            events = os.path.join(os.path.dirname(config), "events.txt")
+            doomed = asyncio.create_task(
+                session.call_tool("run_tool", {"name": "py_slow", "arguments": {"seconds": 30}}))
+            await asyncio.sleep(1.0)
+            doomed.cancel()
+            deadline = time.monotonic() + STEP_TIMEOUT
+            while not (os.path.exists(events) and "cancelled slow 30" in open(events).read()):
+                if time.monotonic() > deadline:
+                    raise AssertionError("the upstream never saw the cancellation")
+                await asyncio.sleep(0.2)
+            check(True, "a cancelled call is cancelled in the upstream server (notifications/cancelled)")
 
             # The upstream's tools/list_changed refreshes its tools and notifies the session.
             list_changed.clear()

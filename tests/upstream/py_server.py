@@ -2,6 +2,7 @@
 upstream tests: `python py_server.py stdio` or `python py_server.py http PORT`.
 
 UPSTREAM_MANY=N adds N generated tools (`bulk_0` ...), for the large-catalog test.
+UPSTREAM_EVENTS=FILE: `slow` appends a line there when its call is cancelled.
 """
 
 import asyncio
@@ -31,9 +32,16 @@ def whoami() -> dict:
 @server.tool(annotations=READ)
 async def slow(seconds: float, ctx: Context) -> str:
     """Wait `seconds`, reporting progress four times on the way."""
-    for step in range(4):
-        await ctx.report_progress(step + 1, 4, f"step {step + 1}")
-        await asyncio.sleep(seconds / 4)
+    try:
+        for step in range(4):
+            await ctx.report_progress(step + 1, 4, f"step {step + 1}")
+            await asyncio.sleep(seconds / 4)
+    except BaseException:  # cancelled: say so, for the test
+        events = os.environ.get("UPSTREAM_EVENTS")
+        if events:
+            with open(events, "a") as f:
+                f.write(f"cancelled slow {seconds}\n")
+        raise
     return f"waited {seconds} s"
 
 
