@@ -341,6 +341,28 @@ def replay(config):
         check(verdicts.get(name) == "identical", f"replaying the transcript, {name} answers the same", verdicts)
 
 
+def down_at_start(config):
+    """The py server cannot start now: its tools stay findable from the last listing, and a call
+    says why it fails instead of pretending the tool does not exist."""
+    with open(config) as f:
+        cfg = json.load(f)
+    for src in cfg["sources"]:
+        if src["name"] == "py":
+            src["command"] = os.path.join(os.path.dirname(config), "no-such-server")
+    broken = os.path.join(os.path.dirname(config), "broken.yaml")
+    with open(broken, "w") as f:
+        json.dump(cfg, f)
+    env = dict(os.environ, PYHTTP_AUTH="x")
+    found = subprocess.run([QUIVER_BIN, "--config", broken, "search", "--json", "add two integers"],
+                           capture_output=True, text=True, timeout=120, env=env)
+    check("py_add" in found.stdout, "a server down at start keeps its tools in search (last listing)",
+          found.stdout[:300] + found.stderr[-300:])
+    call = subprocess.run([QUIVER_BIN, "--config", broken, "call", "py_add", "--args", '{"a": 1, "b": 2}'],
+                          capture_output=True, text=True, timeout=120, env=env)
+    check(call.returncode != 0 and "plugin_unavailable" in call.stderr and "no-such-server" in call.stderr,
+          "and a call says it is unavailable and why", call.stderr[-400:])
+
+
 def main():
     work = tempfile.mkdtemp(prefix="quiver-upstreams-")
     port = free_port()
@@ -362,6 +384,7 @@ def main():
         asyncio.run(asyncio.wait_for(agent_session(config), 300))
         asyncio.run(asyncio.wait_for(wide_session(config), 120))
         replay(config)
+        down_at_start(config)
     except Exception as e:  # report which step failed, then fail the run
         while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
             e = e.exceptions[0]

@@ -151,7 +151,11 @@ impl Settings {
         }
         let mut host = Host::new(self.host.clone()).context("cannot start the plugin host")?;
         for source in &self.config.sources {
-            host.add_source(Box::new(quiver_upstream::UpstreamSource::new(source.clone(), self.base_dir.clone())));
+            host.add_source(Box::new(quiver_upstream::UpstreamSource::new(
+                source.clone(),
+                self.base_dir.clone(),
+                Some(self.base_dir.join(&self.config.state_dir)),
+            )));
         }
         let report = host.rescan();
         for e in &report.rejected {

@@ -38,8 +38,9 @@ pub(crate) fn resolve(v: &ValueSource, base: &std::path::Path) -> Result<String,
     }
 }
 
-/// What the supervisor last learned from the server.
-#[derive(Debug, Clone)]
+/// What the supervisor last learned from the server (also kept on disk, so the tools of a
+/// server that is down when Quiver starts are still found, and their calls say why they fail).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Listing {
     pub tools: Vec<Tool>,
     pub server_version: String,
@@ -50,6 +51,8 @@ pub(crate) struct Listing {
 pub(crate) struct Connection {
     pub cfg: UpstreamConfig,
     base_dir: PathBuf,
+    /// `<state_dir>/upstreams/<name>.json`: the last listing.
+    cache: Option<PathBuf>,
     /// The live peer, while connected.
     peer: Mutex<Option<Peer<RoleClient>>>,
     /// A one-line state for operators (`quiver list`) and for errors.
@@ -81,13 +84,19 @@ impl Drop for Registered<'_> {
 const STDERR_LINES: usize = 5;
 
 impl Connection {
-    pub fn new(cfg: UpstreamConfig, base_dir: PathBuf) -> Arc<Connection> {
+    pub fn new(cfg: UpstreamConfig, base_dir: PathBuf, state_dir: Option<PathBuf>) -> Arc<Connection> {
+        let cache = state_dir.map(|d| d.join("upstreams").join(format!("{}.json", cfg.name)));
+        // The last listing seen, until the server answers again.
+        let cached: Option<Listing> =
+            cache.as_ref().and_then(|p| std::fs::read(p).ok()).and_then(|b| serde_json::from_slice(&b).ok());
+        let has_cache = cached.is_some();
         Arc::new(Connection {
             cfg,
             base_dir,
+            cache,
             peer: Mutex::new(None),
             status: Mutex::new("connecting".to_owned()),
-            listing: Mutex::new((None, false)),
+            listing: Mutex::new((cached, has_cache)),
             first: (Mutex::new(false), Condvar::new()),
             calls: Mutex::new(HashMap::new()),
             stderr: Mutex::new(VecDeque::new()),
@@ -153,6 +162,17 @@ impl Connection {
     }
 
     fn store_listing(&self, listing: Listing) {
+        if let Some(path) = &self.cache {
+            let write = || -> std::io::Result<()> {
+                std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new(".")))?;
+                let tmp = path.with_extension("json.tmp");
+                std::fs::write(&tmp, serde_json::to_vec(&listing).map_err(std::io::Error::other)?)?;
+                std::fs::rename(&tmp, path)
+            };
+            if let Err(e) = write() {
+                tracing::warn!(source = %self.cfg.name, file = %path.display(), error = %e, "cannot keep the upstream's tool list");
+            }
+        }
         *self.listing.lock().unwrap_or_else(|e| e.into_inner()) = (Some(listing), true);
         if let Some(s) = self.signal.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             s.request();

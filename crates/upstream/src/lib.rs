@@ -70,9 +70,11 @@ impl std::fmt::Debug for UpstreamSource {
 
 impl UpstreamSource {
     /// Starts connecting to the server of `cfg` in the background; relative paths (`cwd`,
-    /// secret files) resolve against `base_dir`.
-    pub fn new(cfg: UpstreamConfig, base_dir: PathBuf) -> UpstreamSource {
-        let conn = Connection::new(cfg, base_dir);
+    /// secret files) resolve against `base_dir`. With a `state_dir`, the last tool list is kept
+    /// there (`upstreams/<name>.json`): a server that is down at start still has its tools in
+    /// the catalog, and their calls get `plugin_unavailable` with the reason.
+    pub fn new(cfg: UpstreamConfig, base_dir: PathBuf, state_dir: Option<PathBuf>) -> UpstreamSource {
+        let conn = Connection::new(cfg, base_dir, state_dir);
         runtime().spawn(conn.clone().supervise());
         UpstreamSource {
             conn,
@@ -134,13 +136,18 @@ impl ToolSource for UpstreamSource {
                 l.0.clone()
             }
         };
-        let Some(listing) = listing else {
-            let status = self.conn.status();
-            if status.starts_with("down") && self.current.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
-                self.report_once(&mut report, format!("{status}; its tools join the catalog once it answers"));
+        let status = self.conn.status();
+        if status.starts_with("down") {
+            let known = self.current.lock().unwrap_or_else(|e| e.into_inner()).is_some() || listing.is_some();
+            let what = if known {
+                "its tools stay in the catalog from the last connection and their calls fail until it answers"
             } else {
-                report.unchanged += 1;
-            }
+                "its tools join the catalog once it answers"
+            };
+            self.report_once(&mut report, format!("{status}; {what}"));
+        }
+        let Some(listing) = listing else {
+            report.unchanged += 1;
             return report;
         };
         let conn = self.conn.clone();
