@@ -67,7 +67,28 @@ def free_port():
         return s.getsockname()[1]
 
 
-def write_config(work, http_port):
+def make_tls(work):
+    """A test CA and a certificate for localhost signed by it (openssl CLI); Quiver trusts the CA
+    through SSL_CERT_FILE, as an operator would add a private CA."""
+    tls = os.path.join(work, "tls")
+    os.makedirs(tls)
+    run = lambda *a: subprocess.run(["openssl", *a], cwd=tls, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=quiver-test-ca", "-keyout", "ca.key",
+        "-out", "ca.pem", "-days", "1")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "leaf.key", "-out", "leaf.csr")
+    with open(os.path.join(tls, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n")
+    run("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+        "leaf.pem", "-days", "1", "-extfile", "ext.cnf")
+    return {name: os.path.join(tls, name) for name in ["ca.pem", "leaf.pem", "leaf.key"]}
+
+
+def quiver_env(work):
+    return dict(os.environ, PYHTTP_AUTH="Bearer not-in-the-config",
+                SSL_CERT_FILE=os.path.join(work, "tls", "ca.pem"))
+
+
+def write_config(work, http_port, https_port):
     files_root = os.path.join(work, "files")
     os.makedirs(files_root, exist_ok=True)
     with open(os.path.join(files_root, "hello.txt"), "w") as f:
@@ -102,6 +123,7 @@ def write_config(work, http_port):
              "tools": {"shout": {"state": "active"}, "grow": {"side_effects": "write"}}},
             {"name": "pyhttp", "url": f"http://127.0.0.1:{http_port}/mcp",
              "headers": {"Authorization": {"env": "PYHTTP_AUTH"}}},
+            {"name": "pyhttps", "url": f"https://localhost:{https_port}/mcp"},
             {"name": "big", "command": PYTHON, "args": [PY_SERVER, "stdio"], "env": {"UPSTREAM_MANY": "120"},
              "exclude": ["grow", "wipe"]},
         ],
@@ -124,7 +146,7 @@ async def list_all(session):
 
 
 def session_params(config, profile):
-    env = dict(os.environ, PYHTTP_AUTH="Bearer not-in-the-config")
+    env = quiver_env(os.path.dirname(config))
     return StdioServerParameters(command=QUIVER_BIN, args=["--config", config, "serve", "--profile", profile], env=env)
 
 
@@ -209,6 +231,9 @@ async def agent_session(config):
             check(not total.is_error and "42" in text_of(total), "run_tool: py_add (Python SDK, stdio)", text_of(total))
             total = await session.call_tool("run_tool", {"name": "pyhttp_add", "arguments": {"a": 1, "b": 2}})
             check(not total.is_error and "3" in text_of(total), "run_tool: pyhttp_add (Python SDK, streamable HTTP)",
+                  text_of(total))
+            total = await session.call_tool("run_tool", {"name": "pyhttps_add", "arguments": {"a": 2, "b": 2}})
+            check(not total.is_error and "4" in text_of(total), "run_tool: pyhttps_add (streamable HTTP over TLS)",
                   text_of(total))
             bulk = await session.call_tool("run_tool", {"name": "big_bulk_117", "arguments": {"value": "x"}})
             check(not bulk.is_error and "bulk 117: x" in text_of(bulk), "run_tool: the 118th tool of the big server",
@@ -330,14 +355,15 @@ def replay(config):
     files = [os.path.join(tdir, f) for f in sorted(os.listdir(tdir)) if f.endswith(".jsonl")]
     agent = [f for f in files if "everything_get_sum" in open(f).read()]
     check(len(files) == 2 and len(agent) == 1, "each session wrote a transcript; one holds the upstream calls", files)
-    env = dict(os.environ, PYHTTP_AUTH="Bearer not-in-the-config")
+    env = quiver_env(os.path.dirname(config))
     out = subprocess.run([QUIVER_BIN, "--config", config, "replay", "--json", agent[0]],
                          capture_output=True, text=True, timeout=180, env=env)
     report = json.loads(out.stdout or "{}")
     verdicts = {}
     for e in report.get("entries", []):
         verdicts.setdefault(e["called_name"], e["verdict"])
-    for name in ["everything_get_sum", "say_back", "memory_read_graph", "py_add", "pyhttp_add", "big_bulk_117"]:
+    for name in ["everything_get_sum", "say_back", "memory_read_graph", "py_add", "pyhttp_add", "pyhttps_add",
+                 "big_bulk_117"]:
         check(verdicts.get(name) == "identical", f"replaying the transcript, {name} answers the same", verdicts)
 
 
@@ -352,8 +378,8 @@ def down_at_start(config):
     broken = os.path.join(os.path.dirname(config), "broken.yaml")
     with open(broken, "w") as f:
         json.dump(cfg, f)
-    env = dict(os.environ, PYHTTP_AUTH="x")
-    found = subprocess.run([QUIVER_BIN, "--config", broken, "search", "--json", "add two integers"],
+    env = quiver_env(os.path.dirname(config))
+    found = subprocess.run([QUIVER_BIN, "--config", broken, "search", "--json", "py_add"],
                            capture_output=True, text=True, timeout=120, env=env)
     check("py_add" in found.stdout, "a server down at start keeps its tools in search (last listing)",
           found.stdout[:300] + found.stderr[-300:])
@@ -363,22 +389,31 @@ def down_at_start(config):
           "and a call says it is unavailable and why", call.stderr[-400:])
 
 
+def wait_for_port(port):
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def main():
     work = tempfile.mkdtemp(prefix="quiver-upstreams-")
-    port = free_port()
-    http = subprocess.Popen([PYTHON, PY_SERVER, "http", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    tls = make_tls(work)
+    port, tls_port = free_port(), free_port()
+    servers = [
+        subprocess.Popen([PYTHON, PY_SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        subprocess.Popen([PYTHON, PY_SERVER, "https", str(tls_port), tls["leaf.pem"], tls["leaf.key"]],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+    ]
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        config = write_config(work, port)
+        wait_for_port(port)
+        wait_for_port(tls_port)
+        config = write_config(work, port, tls_port)
         with open(config) as f:
             check("not-in-the-config" not in f.read(), "the HTTP header secret is read from the environment")
         asyncio.run(asyncio.wait_for(agent_session(config), 300))
@@ -392,7 +427,8 @@ def main():
         print(f"{len(passed)} checks passed before the failure", flush=True)
         sys.exit(1)
     finally:
-        http.kill()
+        for s in servers:
+            s.kill()
     print(f"all {len(passed)} checks passed", flush=True)
 
 

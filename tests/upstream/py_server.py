@@ -1,5 +1,5 @@
 """An upstream MCP server written with the official Python SDK (`mcp` 2.x), for Quiver's
-upstream tests: `python py_server.py stdio` or `python py_server.py http PORT`.
+upstream tests: `python py_server.py stdio`, `python py_server.py http PORT` or `python py_server.py https PORT CERT KEY`.
 
 UPSTREAM_MANY=N adds N generated tools (`bulk_0` ...), for the large-catalog test.
 UPSTREAM_EVENTS=FILE: `slow` appends a line there when its call is cancelled.
@@ -90,5 +90,10 @@ for i in range(int(os.environ.get("UPSTREAM_MANY", "0"))):
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif len(sys.argv) > 4 and sys.argv[1] == "https":  # https PORT CERT KEY
+        import uvicorn
+
+        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[2]),
+                    ssl_certfile=sys.argv[3], ssl_keyfile=sys.argv[4], log_level="warning")
     else:
         server.run("stdio")

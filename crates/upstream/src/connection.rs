@@ -38,6 +38,22 @@ pub(crate) fn resolve(v: &ValueSource, base: &std::path::Path) -> Result<String,
     }
 }
 
+/// An error with its causes (`tls handshake: invalid peer certificate: UnknownIssuer`), each
+/// once.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 /// What the supervisor last learned from the server (also kept on disk, so the tools of a
 /// server that is down when Quiver starts are still found, and their calls say why they fail).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -315,7 +331,7 @@ impl Connection {
                 });
             }
             match tokio::time::timeout(limit, handler.serve(transport)).await {
-                Ok(r) => r.map_err(|e| format!("MCP initialize failed: {e}")),
+                Ok(r) => r.map_err(|e| format!("MCP initialize failed: {}", chain(&e))),
                 Err(_) => Err(format!("MCP initialize did not finish within {} ms", limit.as_millis())),
             }
         } else if let Some(url) = &self.cfg.url {
@@ -333,7 +349,7 @@ impl Connection {
             config = config.custom_headers(headers);
             let transport = StreamableHttpClientTransport::from_config(config);
             match tokio::time::timeout(limit, handler.serve(transport)).await {
-                Ok(r) => r.map_err(|e| format!("MCP initialize with {url} failed: {e}")),
+                Ok(r) => r.map_err(|e| format!("MCP initialize with {url} failed: {}", chain(&e))),
                 Err(_) => Err(format!("MCP initialize with {url} did not finish within {} ms", limit.as_millis())),
             }
         } else {
