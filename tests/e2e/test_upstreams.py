@@ -115,12 +115,15 @@ def write_config(work, http_port, https_port):
                  "get-sum": {"description": "Add two numbers and return their sum (arithmetic addition)."},
              }},
             {"name": "files", "command": NODE, "args": [server_js("server-filesystem"), files_root],
-             "scopes": ["files"]},
+             "scopes": ["files"],
+             "tools": {"list_allowed_directories": {"aliases": [{"name": "files_roots", "state": "deprecated"}]}}},
             {"name": "memory", "command": NODE, "args": [server_js("server-memory")],
+             "tools": {"read_graph": {"aliases": [{"name": "memory_dump", "state": "hidden-compatibility"}]}},
              "env": {"MEMORY_FILE_PATH": os.path.join(work, "memory.jsonl")}},
             {"name": "py", "command": PYTHON, "args": [PY_SERVER, "stdio"],
              "env": {"UPSTREAM_EVENTS": os.path.join(work, "events.txt")},
-             "tools": {"shout": {"state": "active"}, "grow": {"side_effects": "write"}}},
+             "tools": {"shout": {"state": "active"}, "grow": {"side_effects": "write"},
+                       "add": {"aliases": [{"name": "py_sum", "state": "deprecated"}]}}},
             {"name": "pyhttp", "url": f"http://127.0.0.1:{http_port}/mcp",
              "headers": {"Authorization": {"env": "PYHTTP_AUTH"}}},
             {"name": "pyhttps", "url": f"https://localhost:{https_port}/mcp"},
@@ -148,6 +151,19 @@ async def list_all(session):
 def session_params(config, profile):
     env = quiver_env(os.path.dirname(config))
     return StdioServerParameters(command=QUIVER_BIN, args=["--config", config, "serve", "--profile", profile], env=env)
+
+
+async def every_lane(session, query, tool, alias, args, expect):
+    """One upstream tool found by search, loaded by tool_search, and called by name, by alias and
+    through run_tool, each answer holding `expect`."""
+    found = await session.call_tool("tool_search", {"query": query})
+    loaded = (found.structured_content or {}).get("loaded", [])
+    check(not found.is_error and tool in loaded, f"tool_search finds and loads {tool}", found.structured_content)
+    for how, name, call in [("by name", tool, session.call_tool(tool, args)),
+                            (f"by alias {alias}", alias, session.call_tool(alias, args)),
+                            ("through run_tool", tool, session.call_tool("run_tool", {"name": tool, "arguments": args}))]:
+        r = await call
+        check(not r.is_error and expect in text_of(r), f"{tool} answers {how}", text_of(r)[:300])
 
 
 async def until_ok(session, name, args, what):
@@ -238,6 +254,11 @@ async def agent_session(config):
             bulk = await session.call_tool("run_tool", {"name": "big_bulk_117", "arguments": {"value": "x"}})
             check(not bulk.is_error and "bulk 117: x" in text_of(bulk), "run_tool: the 118th tool of the big server",
                   text_of(bulk))
+
+            # Each server's tools in every lane.
+            await every_lane(session, "read the entire knowledge graph", "memory_read_graph",
+                             "memory_dump", {}, "serves tools")
+            await every_lane(session, "py_add", "py_add", "py_sum", {"a": 40, "b": 2}, "42")
 
             # Out-of-scope tools are invisible in list, search and errors.
             hits = await session.call_tool("tool_search", {"query": "read the contents of a text file"})
@@ -330,6 +351,8 @@ async def wide_session(config):
     async with stdio_client(session_params(config, "wide")) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
+            await every_lane(session, "which directories am I allowed to access", "files_list_allowed_directories",
+                             "files_roots", {}, "files")
             hits = await session.call_tool("tool_search", {"query": "read the contents of a text file"})
             check("files_read_text_file" in json.dumps(hits.structured_content),
                   "with the files scope, search finds the filesystem server's tool", hits.structured_content)
