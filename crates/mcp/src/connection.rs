@@ -386,7 +386,33 @@ impl Connection {
         }
         let mut outcome = outcome;
         self.escalate(live, &target, &target_args, &mut outcome);
+        if live.mode.uses_intent() {
+            self.note_call(live, &target).await;
+        }
         Ok(call_result(outcome).into())
+    }
+
+    /// A call is intent (adaptive, hybrid): a tool called by a name not in the session's tool
+    /// list joins it, and the client is told its list changed (before the answer).
+    async fn note_call(&self, live: &Live, name: &str) {
+        let catalog = self.shared.source.catalog();
+        let changed = {
+            let mut state = live.lock();
+            let listing = Live::listing_locked(&mut state, &self.shared, &catalog);
+            let Some(resolved) = catalog.resolve(name) else { return };
+            // The common case, a tool already listed, costs one lookup.
+            if listing.tools.iter().any(|t| t.name == resolved.tool.name) {
+                return;
+            }
+            let added = state.session.note_call(&catalog, name).is_some();
+            if added {
+                state.listing = None;
+            }
+            added
+        };
+        if changed {
+            live.announce_if_changed(&self.shared).await;
+        }
     }
 
     /// Escalating hints for a repeated identical malformed call (see `quiver_catalog::hints`).
