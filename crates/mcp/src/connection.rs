@@ -257,6 +257,20 @@ impl Connection {
                             m.insert("not_listed".into(), json!(unlisted));
                             note.push_str("Tools in not_listed did not fit this session's tool list. ");
                         }
+                        // Weaker matches are listed, not loaded (a search loads its confident
+                        // matches only, so the session keeps room for more loads).
+                        let weaker: Vec<&str> = r
+                            .tools
+                            .iter()
+                            .map(|t| t.name.as_str())
+                            .filter(|n| !listed_in(&after, n) && !r.loaded.iter().any(|l| l == n))
+                            .collect();
+                        if !weaker.is_empty() {
+                            note.push_str(&format!(
+                                "Weaker matches were not loaded ({}): search for one by name to load it. ",
+                                weaker.join(", ")
+                            ));
+                        }
                         note.push_str(if Connection::offers(live, RUN_TOOL) {
                             "If your tool list does not show a tool, call it through run_tool."
                         } else {

@@ -240,7 +240,8 @@ impl Root {
             }
         }
         for name in names {
-            let st = rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| fail("delete", e))?;
+            let st =
+                rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| fail("delete", e))?;
             if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
                 let child = rustix::fs::openat2(
                     dir,

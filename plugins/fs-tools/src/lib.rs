@@ -845,8 +845,7 @@ impl FsEdit {
         // folder swapped for a link since the checks cannot redirect the move.
         let (from_dir, from_name) = root.parent_of(&from)?;
         let (dest_dir, dest_name) = root.parent_of(&dest)?;
-        let flags =
-            if input.overwrite { rustix::fs::RenameFlags::empty() } else { rustix::fs::RenameFlags::NOREPLACE };
+        let flags = if input.overwrite { rustix::fs::RenameFlags::empty() } else { rustix::fs::RenameFlags::NOREPLACE };
         rustix::fs::renameat_with(&from_dir, from_name.as_os_str(), &dest_dir, dest_name.as_os_str(), flags).map_err(
             |e| {
                 if e == rustix::io::Errno::EXIST {

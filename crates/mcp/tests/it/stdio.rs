@@ -180,6 +180,9 @@ async fn tool_search_loads_matches_and_announces_the_change() {
     let found = &r["result"]["structuredContent"];
     assert_eq!(found["tools"][0]["name"], "test_deferred_echo", "{r}");
     assert_eq!(found["loaded"], json!(["test_deferred_echo"]), "{r}");
+    // A search loads its confident matches only; weaker ones are named, not loaded.
+    assert!(found["tools"].as_array().unwrap().iter().any(|t| t["name"] == "marker_echo"), "{r}");
+    assert!(found["note"].as_str().unwrap().contains("Weaker matches were not loaded (marker_echo)"), "{r}");
     // The moment a tool is loaded is when its prompt snippet is shown.
     assert_eq!(
         found["how_to_use"]["test_deferred_echo"],
