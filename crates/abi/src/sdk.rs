@@ -344,9 +344,20 @@ impl<'a> Context<'a> {
         self.observations.push(note.into());
     }
 
-    /// Asks the host to remember a fact for later calls of this session.
+    /// Asks the host to remember a fact for later calls of this tool in this session (the host
+    /// keeps it per session and tool; a `null` value forgets the key). The host bounds what it
+    /// keeps (keys of at most 128 bytes, at most 4 KiB per tool and session): a write over the
+    /// bound is refused and logged, and the previous value stays.
     pub fn remember(&mut self, key: impl Into<String>, value: Value) {
         self.memory_writes.push(MemoryWrite { key: key.into(), value });
+    }
+
+    /// A fact an earlier call of this tool remembered in this session ([`Context::remember`]),
+    /// read from the request's `memory_snippet` (a JSON object of the remembered keys).
+    pub fn recall(&self, key: &str) -> Option<Value> {
+        let snippet = self.request.memory_snippet.as_deref()?;
+        let mut all: serde_json::Map<String, Value> = serde_json::from_str(snippet).ok()?;
+        all.remove(key)
     }
 
     /// Adds a content block for the client (MCP content-block shape: text, image, audio,

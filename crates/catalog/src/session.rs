@@ -17,9 +17,11 @@ pub const MAX_SEARCH_RESPONSE_BYTES: usize = 16 * 1024;
 pub const SEARCH_INDEX_BUDGET: usize = 600;
 /// How many recent intent texts adaptive selection looks at.
 const INTENT_WINDOW: usize = 4;
-/// Share (percent) of the typed-tool cap and byte budget that non-eager active tools may fill;
-/// the rest stays free for tools the session loads or its intent picks.
-pub const HEAD_SHARE_PERCENT: usize = 60;
+/// Share (percent) of the typed-tool cap and of the byte budget that the first turn may fill
+/// with tools the profile did not name (active tools pinned by their manifests), meta tools
+/// included; the rest stays free for tools the session loads, calls or its intent picks. With
+/// no `eager` tools the first turn is at most this share of the budget.
+pub const HEAD_SHARE_PERCENT: usize = 50;
 /// How many tools adaptive selection picks per turn at most.
 const INTENT_PICKS: usize = 6;
 
@@ -92,6 +94,10 @@ pub struct SearchResponse {
     /// Names dropped from the session by `unload`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unloaded: Vec<String>,
+    /// Relevance of each entry of `tools` (same order; empty for listings without a query).
+    /// Only comparable within one response; not sent.
+    #[serde(skip)]
+    pub scores: Vec<f32>,
 }
 
 /// A past search.
@@ -122,6 +128,8 @@ pub struct Session {
     pub repeats: crate::hints::RepeatGuard,
     /// Tools the session unloaded: kept out of intent-based picks until loaded again.
     dropped: Vec<String>,
+    /// Tools called by a name not on the surface (adaptive, hybrid), in call order.
+    called: Vec<String>,
 }
 
 fn summary(description: &str) -> String {
@@ -156,6 +164,7 @@ impl Session {
             intent: Vec::new(),
             repeats: crate::hints::RepeatGuard::default(),
             dropped: Vec::new(),
+            called: Vec::new(),
         }
     }
 
@@ -197,10 +206,40 @@ impl Session {
         }
     }
 
+    /// Records a call by `name` (a tool name or one of its aliases) as intent. In modes that use
+    /// intent, the tool it names joins the session's surface (partition `called`, in call
+    /// order, under the caps) when the session may see it and it is not on the surface yet.
+    /// Returns the tool's name when the surface gained it.
+    pub fn note_call(&mut self, catalog: &Catalog, name: &str) -> Option<String> {
+        if !self.policy.mode.uses_intent() {
+            return None;
+        }
+        let resolved = catalog.resolve(name)?;
+        let tool = resolved.tool.name.clone();
+        let def = resolved.def;
+        if !resolved.state.is_dispatchable()
+            || !def.spec.lifecycle.state.is_visible()
+            || !self.access.may_see(&tool, def)
+            || self.called.contains(&tool)
+            || self.surface(catalog).contains(&tool)
+        {
+            return None;
+        }
+        self.dropped.retain(|d| *d != tool);
+        self.called.push(tool.clone());
+        Some(tool)
+    }
+
+    /// Tools the session called by a name not on its surface, in call order.
+    pub fn called(&self) -> &[String] {
+        &self.called
+    }
+
     /// Loads tools into the session (names the session may not see, or that are not visible
     /// tools, are ignored). Returns the names newly loaded.
     pub fn load(&mut self, catalog: &Catalog, names: &[String]) -> Vec<String> {
         let mut added = Vec::new();
+        self.called.retain(|c| !names.contains(c));
         for n in names {
             let Some(i) = catalog.tool_index(n) else { continue };
             let r = &catalog.tools()[i];
@@ -225,6 +264,13 @@ impl Session {
         self.loaded.retain(|(n, _)| {
             let drop = names.contains(n);
             if drop {
+                removed.push(n.clone());
+            }
+            !drop
+        });
+        self.called.retain(|n| {
+            let drop = names.contains(n);
+            if drop && !removed.contains(n) {
                 removed.push(n.clone());
             }
             !drop
@@ -254,6 +300,9 @@ impl Session {
             }
             keep
         });
+        self.called.retain(|n| {
+            catalog.tool_index(n).is_some_and(|i| catalog.def(&catalog.tools()[i]).spec.lifecycle.state.is_visible())
+        });
         warnings
     }
 
@@ -282,7 +331,7 @@ impl Session {
         let mut resp = resp;
         resp.unloaded = unloaded;
         if load && req.load.unwrap_or(true) {
-            let names: Vec<String> = resp.tools.iter().map(|t| t.name.clone()).collect();
+            let names = confident_matches(&resp);
             resp.loaded = self.load(catalog, &names);
         }
         Ok(resp)
@@ -317,12 +366,14 @@ impl Session {
                 None => s.ignored_eager.push(n.clone()),
             }
         }
-        for (i, r) in catalog.tools().iter().enumerate() {
-            if catalog.def(r).spec.lifecycle.state == quiver_manifest::LifecycleState::Active
-                && visible_to_me(i)
-                && !head.contains(&i)
-            {
-                head.push(i);
+        if p.mode.pins_active() {
+            for (i, r) in catalog.tools().iter().enumerate() {
+                if catalog.def(r).spec.lifecycle.state == quiver_manifest::LifecycleState::Active
+                    && visible_to_me(i)
+                    && !head.contains(&i)
+                {
+                    head.push(i);
+                }
             }
         }
         let mut loaded: Vec<usize> = Vec::new();
@@ -331,6 +382,17 @@ impl Session {
                 && !loaded.contains(&i)
             {
                 loaded.push(i);
+            }
+        }
+        let mut called: Vec<usize> = Vec::new();
+        if p.mode.uses_intent() {
+            for n in &self.called {
+                if let Some(i) = catalog.tool_index(n).filter(|&i| visible_to_me(i))
+                    && !loaded.contains(&i)
+                    && !called.contains(&i)
+                {
+                    called.push(i);
+                }
             }
         }
         let mut intent: Vec<usize> = Vec::new();
@@ -343,6 +405,7 @@ impl Session {
                 visible_to_me(i)
                     && !head.contains(&i)
                     && !loaded.contains(&i)
+                    && !called.contains(&i)
                     && !self.dropped.contains(&catalog.tools()[i].name)
             };
             if let Ok(res) = index.search(&q, &filter) {
@@ -354,11 +417,27 @@ impl Session {
         // active tools only the head share, so that tools a session loads still fit and the
         // head never depends on what was loaded (its bytes stay stable for prompt caching).
         let n_eager = head.len() - head.iter().filter(|&&i| !p.eager.contains(&catalog.tools()[i].name)).count();
+        let meta: Vec<SurfaceEntry> = p
+            .mode
+            .meta_tools()
+            .iter()
+            .map(|m| {
+                let d = meta_descriptor(m, catalog, &self.access, SEARCH_INDEX_BUDGET);
+                let n = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
+                SurfaceEntry { name: (*m).to_owned(), partition: Partition::Meta, descriptor: Arc::new(d), bytes: n }
+            })
+            .collect();
+        let meta_bytes: usize = meta.iter().map(|m| m.bytes).sum();
         let head_max_tools = (p.max_typed_tools * HEAD_SHARE_PERCENT / 100).max(1);
-        let head_max_bytes = p.byte_budget * HEAD_SHARE_PERCENT / 100;
+        let head_max_bytes = (p.byte_budget * HEAD_SHARE_PERCENT / 100).saturating_sub(meta_bytes);
         let mut admitted: Vec<(usize, Partition)> = Vec::new();
         let mut bytes = 0usize;
-        for (list, part) in [(&head, Partition::Head), (&loaded, Partition::Loaded), (&intent, Partition::Intent)] {
+        for (list, part) in [
+            (&head, Partition::Head),
+            (&loaded, Partition::Loaded),
+            (&called, Partition::Called),
+            (&intent, Partition::Intent),
+        ] {
             for (k, &i) in list.iter().enumerate() {
                 if admitted.iter().any(|(j, _)| *j == i) {
                     continue;
@@ -388,19 +467,14 @@ impl Session {
         for i in head_out {
             push(&mut s, catalog, i, &catalog.tools()[i].name, Partition::Head);
         }
-        for m in p.mode.meta_tools() {
-            let d = meta_descriptor(m, catalog, &self.access, SEARCH_INDEX_BUDGET);
-            let n = serde_json::to_vec(&d).map(|v| v.len()).unwrap_or(0);
-            s.entries.push(SurfaceEntry {
-                name: (*m).to_owned(),
-                partition: Partition::Meta,
-                descriptor: Arc::new(d),
-                bytes: n,
-            });
+        for m in meta {
+            s.entries.push(m);
             s.n_meta += 1;
         }
-        for &(i, part) in admitted.iter().filter(|(_, p)| *p == Partition::Loaded) {
-            push(&mut s, catalog, i, &catalog.tools()[i].name, part);
+        for part in [Partition::Loaded, Partition::Called] {
+            for &(i, _) in admitted.iter().filter(|(_, p)| *p == part) {
+                push(&mut s, catalog, i, &catalog.tools()[i].name, part);
+            }
         }
         let mut intent_out: Vec<usize> =
             admitted.iter().filter(|(_, p)| *p == Partition::Intent).map(|(i, _)| *i).collect();
@@ -411,6 +485,27 @@ impl Session {
         s.total_bytes = s.to_bytes().len();
         s
     }
+}
+
+/// Most tools one `tool_search` loads.
+pub const MAX_LOADS_PER_SEARCH: usize = 3;
+/// A match below this share of the best match's relevance is listed but not loaded.
+pub const LOAD_SCORE_SHARE: f32 = 0.6;
+
+/// The matches a search loads: the best one, and the next ones that are nearly as relevant
+/// (at least [`LOAD_SCORE_SHARE`] of its score), at most [`MAX_LOADS_PER_SEARCH`]. The rest of
+/// the page is listed for the model to load by a narrower search (or call through `run_tool`):
+/// loading every weak match would fill the session's budget after one search. A listing
+/// without relevance (an empty query) loads its page, bounded the same way.
+fn confident_matches(resp: &SearchResponse) -> Vec<String> {
+    let best = resp.scores.first().copied().unwrap_or(0.0);
+    resp.tools
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| resp.scores.get(*k).is_none_or(|&s| s >= best * LOAD_SCORE_SHARE))
+        .take(MAX_LOADS_PER_SEARCH)
+        .map(|(_, t)| t.name.clone())
+        .collect()
 }
 
 fn push(s: &mut Surface, catalog: &Catalog, i: usize, name: &str, partition: Partition) {
@@ -444,16 +539,16 @@ pub fn search_catalog(
     };
     let limit = req.limit.unwrap_or(default_limit).clamp(1, Query::MAX_LIMIT);
     let offset = req.offset.unwrap_or(0);
-    let (hits, total): (Vec<usize>, usize) = if req.query.trim().is_empty() {
+    let (hits, scores, total): (Vec<usize>, Vec<f32>, usize) = if req.query.trim().is_empty() {
         // No query: list by name.
         let all: Vec<usize> = (0..tools.len()).filter(|&d| filter(d)).collect();
         let total = all.len();
-        (all.into_iter().skip(offset).take(limit).collect(), total)
+        (all.into_iter().skip(offset).take(limit).collect(), Vec::new(), total)
     } else {
         let mut q = Query::text(req.query.clone()).with_limit(limit).with_offset(offset);
         q.mode = mode;
         let res = index.search(&q, &filter)?;
-        (res.hits.iter().map(|h| h.doc).collect(), res.total)
+        (res.hits.iter().map(|h| h.doc).collect(), res.hits.iter().map(|h| h.score).collect(), res.total)
     };
     let mut out = SearchResponse {
         tools: Vec::new(),
@@ -462,9 +557,10 @@ pub fn search_catalog(
         truncated: false,
         loaded: Vec::new(),
         unloaded: Vec::new(),
+        scores: Vec::new(),
     };
     let mut bytes = 0usize;
-    for d in &hits {
+    for (k, d) in hits.iter().enumerate() {
         let r = &catalog.tools()[tools[*d]];
         let def = catalog.def(r);
         let entry = SearchEntry {
@@ -483,6 +579,9 @@ pub fn search_catalog(
         }
         bytes += n;
         out.tools.push(entry);
+        if let Some(&score) = scores.get(k) {
+            out.scores.push(score);
+        }
     }
     let shown = offset + out.tools.len();
     if shown < total {
@@ -530,6 +629,7 @@ pub fn partitions(surface: &Surface) -> BTreeMap<&'static str, Vec<&str>> {
             Partition::Head => "head",
             Partition::Meta => "meta",
             Partition::Loaded => "loaded",
+            Partition::Called => "called",
             Partition::Intent => "intent",
         };
         m.entry(k).or_default().push(e.name.as_str());

@@ -6,8 +6,15 @@
 //!    name; identical for every mode that shares the profile's head;
 //! 2. **meta**: the mode's meta tools (`tool_search`; `list_tools` + `run_tool`), fixed order;
 //! 3. **loaded**: tools loaded into the session by `tool_search`, in load order;
-//! 4. **intent**: (adaptive, hybrid) deferred tools picked for the session's recent intent,
+//! 4. **called**: (adaptive, hybrid) tools the session called by a name not on its surface
+//!    (through `run_tool` or a compatibility alias), in call order: a call is the clearest intent;
+//! 5. **intent**: (adaptive, hybrid) deferred tools picked for the session's recent intent,
 //!    sorted by name.
+//!
+//! Which tools make the head depends on the mode: `lazy` shows only the profile's `eager` tools
+//! (nothing is pinned by the catalog, so installing a plugin never changes a lazy surface);
+//! `adaptive` and `hybrid` add the tools whose manifests declare them `active`, within a share
+//! of the caps.
 //!
 //! Caps: at most `max_typed_tools` typed schemas plus the meta tools, and at most `byte_budget`
 //! bytes of serialized typed descriptors; a tool that does not fit is left out (and reported).
@@ -77,8 +84,13 @@ impl ExposureMode {
             ExposureMode::Lazy => &[TOOL_SEARCH],
         }
     }
-    /// True when tools are picked by the session's intent.
+    /// True when tools are picked by the session's intent (its searches and calls).
     pub fn uses_intent(self) -> bool {
+        matches!(self, ExposureMode::Adaptive | ExposureMode::Hybrid)
+    }
+    /// True when the head includes the catalog's `active` tools besides the profile's eager
+    /// ones (lazy shows only what the profile names).
+    pub fn pins_active(self) -> bool {
         matches!(self, ExposureMode::Adaptive | ExposureMode::Hybrid)
     }
 }
@@ -133,6 +145,8 @@ pub enum Partition {
     Meta,
     /// Loaded by search.
     Loaded,
+    /// Called by a name not on the surface (adaptive, hybrid).
+    Called,
     /// Picked by intent.
     Intent,
 }
@@ -235,14 +249,61 @@ pub(crate) fn strip_nonstandard_format(m: &mut serde_json::Map<String, Value>) {
     }
 }
 
-/// A schema as advertised: non-standard formats removed everywhere (`properties`, `items`,
-/// `$defs`, ...; a property *named* `format` is left alone).
+/// The dialect MCP assumes for a schema without `$schema`: saying it again is redundant.
+const DEFAULT_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// Joins the line breaks a doc comment leaves inside a paragraph (`a\nb` becomes `a b`);
+/// paragraph breaks (an empty line) stay. Trims the ends.
+pub(crate) fn unwrap_lines(text: &str) -> String {
+    if !text.contains('\n') {
+        return text.trim().to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, para) in text.split("\n\n").enumerate() {
+        let joined: Vec<&str> = para.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        if joined.is_empty() {
+            continue;
+        }
+        if i > 0 && !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&joined.join(" "));
+    }
+    out
+}
+
+/// A schema as advertised: what a validator enforces is unchanged, what only costs tokens is
+/// gone. Everywhere (`properties`, `items`, `$defs`, ...; a property *named* like a keyword is
+/// left alone): non-standard formats removed, doc-comment line breaks joined in descriptions,
+/// `title`s dropped where a `description` says more (and at the root: the tool has its own),
+/// `"default": null` dropped (an absent optional value is null anyway), and `$schema` dropped
+/// when it names the dialect MCP assumes. At the root, the schema's own description ("Arguments
+/// of `x`", "Result of `x`") is dropped: the tool's description says what the tool does.
 pub(crate) fn advertised(mut schema: Value) -> Value {
     fn walk(v: &mut Value, in_properties: bool) {
         match v {
             Value::Object(m) => {
                 if !in_properties {
                     strip_nonstandard_format(m);
+                    if m.get("$schema")
+                        .and_then(Value::as_str)
+                        .is_some_and(|d| d.trim_end_matches('#') == DEFAULT_DIALECT)
+                    {
+                        m.remove("$schema");
+                    }
+                    if matches!(m.get("default"), Some(Value::Null)) {
+                        m.remove("default");
+                    }
+                    if m.get("description").is_some_and(Value::is_string)
+                        && m.get("title").is_some_and(Value::is_string)
+                    {
+                        m.remove("title");
+                    }
+                    if let Some(Value::String(d)) = m.get_mut("description")
+                        && d.contains('\n')
+                    {
+                        *d = unwrap_lines(d);
+                    }
                 }
                 for (k, c) in m.iter_mut() {
                     walk(
@@ -256,6 +317,39 @@ pub(crate) fn advertised(mut schema: Value) -> Value {
             _ => {}
         }
     }
+    if let Value::Object(m) = &mut schema {
+        m.remove("title");
+        m.remove("description");
+    }
+    walk(&mut schema, false);
+    schema
+}
+
+/// An output schema as advertised: [`advertised`], and without descriptions. Its structure
+/// (types, required fields, enums) is all a client needs to check `structuredContent`, and the
+/// model reads the result itself; the described output schema is in the tool's documentation
+/// (the `quiver://tools/<name>` resource) and `quiver list`. This halves what output schemas
+/// cost on every turn.
+pub(crate) fn advertised_output(schema: Value) -> Value {
+    fn walk(v: &mut Value, in_properties: bool) {
+        match v {
+            Value::Object(m) => {
+                if !in_properties && m.get("description").is_some_and(Value::is_string) {
+                    m.remove("description");
+                }
+                for (k, c) in m.iter_mut() {
+                    walk(
+                        c,
+                        !in_properties
+                            && matches!(k.as_str(), "properties" | "$defs" | "definitions" | "patternProperties"),
+                    );
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|c| walk(c, false)),
+            _ => {}
+        }
+    }
+    let mut schema = advertised(schema);
     walk(&mut schema, false);
     schema
 }
@@ -268,22 +362,28 @@ pub(crate) fn descriptor(catalog: &Catalog, r: &ToolRef) -> Value {
     let mut d = serde_json::Map::new();
     d.insert("name".into(), Value::String(r.name.clone()));
     d.insert("title".into(), Value::String(s.title.clone()));
-    d.insert("description".into(), Value::String(s.description.clone()));
+    d.insert("description".into(), Value::String(unwrap_lines(&s.description)));
     d.insert("inputSchema".into(), advertised((*def.input_schema).clone()));
     if let Some(o) = &def.output_schema {
-        d.insert("outputSchema".into(), advertised((**o).clone()));
+        d.insert("outputSchema".into(), advertised_output((**o).clone()));
     }
-    let se = s.side_effects;
-    d.insert(
-        "annotations".into(),
-        json!({
-            "readOnlyHint": !se.mutates(),
-            "destructiveHint": se == quiver_manifest::SideEffects::Destructive,
-            "idempotentHint": s.idempotent || !se.mutates(),
-            "openWorldHint": se == quiver_manifest::SideEffects::External,
-        }),
-    );
+    d.insert("annotations".into(), annotations(s.side_effects, s.idempotent));
     Value::Object(d)
+}
+
+/// MCP tool annotations. `destructiveHint` and `idempotentHint` mean something only for tools
+/// that are not read-only (the MCP specification says so), so read-only tools carry just
+/// `readOnlyHint` and `openWorldHint` (whose default, true, would be wrong for most tools).
+pub(crate) fn annotations(se: quiver_manifest::SideEffects, idempotent: bool) -> Value {
+    if !se.mutates() {
+        return json!({"readOnlyHint": true, "openWorldHint": se == quiver_manifest::SideEffects::External});
+    }
+    json!({
+        "readOnlyHint": false,
+        "destructiveHint": se == quiver_manifest::SideEffects::Destructive,
+        "idempotentHint": idempotent,
+        "openWorldHint": se == quiver_manifest::SideEffects::External,
+    })
 }
 
 /// Descriptors of the meta tools. `tool_search`'s description carries a compact index of what
@@ -298,22 +398,22 @@ pub(crate) fn meta_descriptor(name: &str, catalog: &Catalog, access: &Access, in
                 "description": format!(
                     "Search the tool catalog by what you want to do, and load the best matches so you can call them directly. Returns compact entries (name, summary, required arguments, whether it changes anything). Use before giving up on a task that needs a tool you do not see. {index}"
                 ),
-                "inputSchema": tool_search_schema().schema.as_ref(),
-                "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+                "inputSchema": advertised(tool_search_schema().schema.as_ref().clone()),
+                "annotations": {"readOnlyHint": true, "openWorldHint": false}
             })
         }
         LIST_TOOLS => json!({
             "name": LIST_TOOLS,
             "title": "List callable tools",
             "description": "List every tool you can call through run_tool, including ones not in your tool list, optionally filtered by a search query or domain. Returns compact entries; ask for detail=full to get input schemas.",
-            "inputSchema": list_tools_schema().schema.as_ref(),
-            "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+            "inputSchema": advertised(list_tools_schema().schema.as_ref().clone()),
+            "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }),
         _ => json!({
             "name": RUN_TOOL,
             "title": "Run any tool",
             "description": "Call any tool by name, including tools not in your tool list (find them with list_tools or tool_search). The same checks apply as for a direct call: scopes, confirmation, argument validation.",
-            "inputSchema": run_tool_schema().schema.as_ref(),
+            "inputSchema": advertised(run_tool_schema().schema.as_ref().clone()),
             "annotations": {"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true}
         }),
     }

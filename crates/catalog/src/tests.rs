@@ -231,10 +231,7 @@ fn surfaces_per_mode() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    expect_test::expect![[r#"
-        head: fs_edit fs_list fs_read time_now
-        meta: tool_search"#]]
-    .assert_eq(&p(ExposureMode::Lazy));
+    expect_test::expect!["meta: tool_search"].assert_eq(&p(ExposureMode::Lazy));
     expect_test::expect![[r#"
         head: fs_edit fs_list fs_read time_now
         meta: tool_search list_tools run_tool"#]]
@@ -285,8 +282,12 @@ fn surface_bytes_are_stable_across_rebuilds_and_shared_heads() {
     for mode in [ExposureMode::Full, ExposureMode::Adaptive, ExposureMode::Hybrid, ExposureMode::Lazy] {
         assert_eq!(session(mode, &["*"]).surface(&c1).to_bytes(), session(mode, &["*"]).surface(&c2).to_bytes());
     }
-    // Lazy and hybrid share the head: the serialized head is byte-identical.
-    let lazy = session(ExposureMode::Lazy, &["*"]).surface(&c1);
+    // Modes with the same head serialize it byte-identically: adaptive and hybrid, and lazy
+    // when its eager tools are the ones the others pin.
+    let adaptive = session(ExposureMode::Adaptive, &["*"]).surface(&c1);
+    let mut lazy = session(ExposureMode::Lazy, &["*"]);
+    lazy.policy.eager = ["time_now", "fs_read", "fs_list", "fs_edit"].map(String::from).to_vec();
+    let lazy = lazy.surface(&c1);
     let hybrid = session(ExposureMode::Hybrid, &["*"]).surface(&c1);
     let head = |s: &crate::Surface| {
         s.entries
@@ -297,6 +298,7 @@ fn surface_bytes_are_stable_across_rebuilds_and_shared_heads() {
             .join(",")
     };
     assert_eq!(head(&lazy), head(&hybrid));
+    assert_eq!(head(&adaptive), head(&hybrid));
     assert!(lazy.to_bytes().starts_with(format!("[{}", head(&lazy)).as_bytes()));
 }
 
@@ -411,4 +413,57 @@ fn external_tool_lists_build_and_name_their_errors() {
         crate::catalog_from_tool_list("ext", vec![serde_json::json!({"description": "x"})], LifecycleState::Deferred)
             .unwrap_err();
     assert_eq!(err, "tools[0].name: missing or not a string");
+}
+
+/// Lazy means nothing typed up front: only the profile's own `eager` tools and `tool_search`,
+/// whatever else is installed (no tool is pinned by its manifest's `active` state).
+#[test]
+fn lazy_shows_only_the_eager_tools_and_tool_search_whatever_is_installed() {
+    let c = sample();
+    let s = session(ExposureMode::Lazy, &["*"]);
+    assert_eq!(s.surface(&c).names(), ["tool_search"]);
+    // An unrelated plugin full of active tools changes nothing.
+    let extra = plugin("aaa-tools", vec![tool("aaa_first", LifecycleState::Active, "misc", &[])]);
+    let mut plugins = c.plugins().to_vec();
+    plugins.push(extra);
+    let c2 = Catalog::build(plugins, ConflictPolicy::Error).unwrap();
+    assert_eq!(s.surface(&c2).names(), ["tool_search"]);
+    // The profile's eager tools are the whole typed head.
+    let mut e = session(ExposureMode::Lazy, &["*"]);
+    e.policy.eager = vec!["fs_search".into(), "time_now".into()];
+    assert_eq!(e.surface(&c2).names(), ["fs_search", "time_now", "tool_search"]);
+}
+
+/// Adaptive (and hybrid) count calls as intent: a tool called by a name not on the surface
+/// (through `run_tool` or a compatibility alias) becomes typed, in call order after the loaded
+/// tools, under the caps; lazy sessions only grow by `tool_search`.
+#[test]
+fn calls_count_as_intent_in_adaptive_and_hybrid() {
+    let c = sample();
+    for mode in [ExposureMode::Adaptive, ExposureMode::Hybrid] {
+        let mut s = session(mode, &["*"]);
+        assert!(!s.surface(&c).contains("date_diff"));
+        assert_eq!(s.note_call(&c, "date_diff"), Some("date_diff".to_owned()), "{mode:?}");
+        let surface = s.surface(&c);
+        assert!(surface.contains("date_diff"), "{mode:?}: {:?}", surface.names());
+        assert_eq!(partitions(&surface)["called"], ["date_diff"]);
+        // Deterministic: the same calls give the same bytes.
+        let mut t = session(mode, &["*"]);
+        t.note_call(&c, "date_diff");
+        assert_eq!(t.surface(&c).to_bytes(), surface.to_bytes());
+        // Calling it again adds nothing.
+        assert_eq!(s.note_call(&c, "fs_search"), Some("fs_search".to_owned()));
+        assert_eq!(s.note_call(&c, "fs_search"), None);
+        assert_eq!(partitions(&s.surface(&c))["called"], ["date_diff", "fs_search"]);
+        // A tool already on the surface, an unknown name or one outside the scopes adds nothing.
+        assert_eq!(s.note_call(&c, "fs_read"), None);
+        assert_eq!(s.note_call(&c, "cat"), None, "cat names fs_read, which is in the head");
+        assert_eq!(s.note_call(&c, "nope"), None);
+        let mut narrow = session(mode, &["fs.read"]);
+        assert_eq!(narrow.note_call(&c, "fs_secret"), None);
+        assert!(!narrow.surface(&c).contains("fs_secret"));
+    }
+    let mut lazy = session(ExposureMode::Lazy, &["*"]);
+    assert_eq!(lazy.note_call(&c, "date_diff"), None);
+    assert!(!lazy.surface(&c).contains("date_diff"));
 }

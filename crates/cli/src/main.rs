@@ -3,8 +3,8 @@
 //! loads signed bundles through [`quiver_lifecycle::Host`], calls tools through
 //! [`quiver_router::Router`], and signs and verifies bundles with [`quiver_manifest`].
 //!
-//! Commands: `serve` (the MCP server), `list`, `call`, `verify` (checks bundles without loading
-//! their code), `keygen`, `sign`, `replay`, `stats`, `search`, `eval search`, `config` (which
+//! Commands: `serve` (the MCP server), `list`, `call`, `verify` (the host's checks on bundles,
+//! then a load check only in sandboxed worker processes), `keygen`, `sign`, `replay`, `stats`, `search`, `eval search`, `config` (which
 //! configuration file is used), `completions` and `man` (generated from the clap definition), and
 //! the hidden `contract-test` behind `cargo xtask contract-test`. Each lives in its own module
 //! under `commands/`.
@@ -65,7 +65,7 @@ enum Command {
     List(commands::list::ListArgs),
     /// Call one tool through the router and print its result.
     Call(commands::call::CallArgs),
-    /// Verify bundles (signature, manifest, checksum) without loading their code.
+    /// Verify bundles (signature, manifest, checksum), then load-check each in a sandboxed worker.
     Verify(commands::verify::VerifyArgs),
     /// Create a minisign key pair for signing bundles.
     Keygen(commands::keygen::KeygenArgs),

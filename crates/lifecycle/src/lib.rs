@@ -35,4 +35,4 @@ pub use host::{Host, HostSettings, RescanSignal, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;
 pub use isolation::IsolationPolicy;
 pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};
-pub use source::{BundleSource, NameClaims, ToolSource, sandbox_rules};
+pub use source::{BundleSource, NameClaims, ToolSource, check_in_worker, sandbox_rules};

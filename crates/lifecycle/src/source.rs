@@ -281,49 +281,63 @@ impl BundleSource {
     /// Starts a worker process for a verified bundle and builds its entry from what the worker
     /// reports.
     fn load_in_worker(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, BundleError> {
-        let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
-        let policy = &self.settings.isolation;
-        let Some(settings) = policy.worker.clone() else {
-            return Err(fail(
-                Stage::Worker,
-                "this bundle must run in a worker process, but this host has no worker program configured; run it with the `quiver` binary, or set `isolation.plugins.<id>: in_process` for a plugin you trust".into(),
-            ));
-        };
-        let sandbox =
-            sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
-        let inline = bundle
-            .manifest
-            .tools
-            .iter()
-            .filter(|t| t.policies.effective(t.side_effects).execution == quiver_manifest::Execution::Inline)
-            .map(|t| t.name.clone())
-            .collect();
-        let spec = WorkerSpec {
-            plugin: bundle.manifest.id.clone(),
-            library: Arc::new(bundle.library),
-            sha256: bundle.sha256.clone(),
-            sandbox,
-            inline,
-        };
-        let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
-        let info = crate::library::parse_info(&ready.plugin_info)
-            .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
-            .map_err(|(s, m)| fail(s, m))?;
-        let provenance = Provenance {
-            sha256: bundle.sha256,
-            signer_key_id: bundle.signer_key_id,
-            manifest_path: bundle.manifest_path.display().to_string(),
-        };
-        if ready.sandbox.starts_with("NOT SANDBOXED") {
-            // Said once per host, loudly; `quiver list` repeats it per plugin.
-            static ONCE: std::sync::Once = std::sync::Once::new();
-            ONCE.call_once(|| tracing::warn!(detail = %ready.sandbox, "worker plugins run WITHOUT a file and network sandbox on this machine (process isolation and limits still apply)"));
-        }
-        tracing::info!(plugin = %bundle.manifest.id, sandbox = %ready.sandbox, "plugin runs in a worker process");
-        PluginEntry::new(bundle.manifest, &info, provenance, Arc::new(backend))
-            .map(Arc::new)
-            .map_err(|e| fail(Stage::Embedded, e.message))
+        load_in_worker(bundle, &self.settings.isolation)
     }
+}
+
+/// The load check of `quiver verify`: a verified bundle is opened in a worker process of its
+/// own (in its sandbox, whatever the isolation policy says, so no plugin code runs in the
+/// caller) and its entry is built exactly as for serving: ABI, embedded manifest, every tool of
+/// the manifest implemented by the library and no other, actions, schemas that compile. The
+/// worker exits when the check is done.
+pub fn check_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Result<(), BundleError> {
+    load_in_worker(bundle, policy).map(drop)
+}
+
+/// Starts a worker process for a verified bundle and builds its entry from what the worker
+/// reports.
+fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Result<Arc<PluginEntry>, BundleError> {
+    let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
+    let Some(settings) = policy.worker.clone() else {
+        return Err(fail(
+            Stage::Worker,
+            "this bundle must run in a worker process, but this host has no worker program configured; run it with the `quiver` binary, or set `isolation.plugins.<id>: in_process` for a plugin you trust".into(),
+        ));
+    };
+    let sandbox =
+        sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
+    let inline = bundle
+        .manifest
+        .tools
+        .iter()
+        .filter(|t| t.policies.effective(t.side_effects).execution == quiver_manifest::Execution::Inline)
+        .map(|t| t.name.clone())
+        .collect();
+    let spec = WorkerSpec {
+        plugin: bundle.manifest.id.clone(),
+        library: Arc::new(bundle.library),
+        sha256: bundle.sha256.clone(),
+        sandbox,
+        inline,
+    };
+    let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
+    let info = crate::library::parse_info(&ready.plugin_info)
+        .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+        .map_err(|(s, m)| fail(s, m))?;
+    let provenance = Provenance {
+        sha256: bundle.sha256,
+        signer_key_id: bundle.signer_key_id,
+        manifest_path: bundle.manifest_path.display().to_string(),
+    };
+    if ready.sandbox.starts_with("NOT SANDBOXED") {
+        // Said once per host, loudly; `quiver list` repeats it per plugin.
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| tracing::warn!(detail = %ready.sandbox, "worker plugins run WITHOUT a file and network sandbox on this machine (process isolation and limits still apply)"));
+    }
+    tracing::info!(plugin = %bundle.manifest.id, sandbox = %ready.sandbox, "plugin runs in a worker process");
+    PluginEntry::new(bundle.manifest, &info, provenance, Arc::new(backend))
+        .map(Arc::new)
+        .map_err(|e| fail(Stage::Embedded, e.message))
 }
 
 /// The sandbox of a plugin: its manifest's declarations resolved against the operator's
@@ -375,7 +389,10 @@ impl ToolSource for BundleSource {
         };
         for lib in &orphans {
             if state.orphans.insert(lib.clone()) {
+                // Its own target: the CLI keeps this crate's per-bundle logs quiet (commands
+                // report rejected bundles themselves), but nothing else reports this one.
                 tracing::warn!(
+                    target: "quiver::plugins",
                     library = %lib.display(),
                     "a plugin library without a manifest is ignored: a bundle is the library, its NAME.tool.yaml (with artifact.sha256) and NAME.tool.yaml.minisig in one folder; build one with `cargo xtask build-plugins` or `quiver sign --library`"
                 );

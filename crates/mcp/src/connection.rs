@@ -257,6 +257,20 @@ impl Connection {
                             m.insert("not_listed".into(), json!(unlisted));
                             note.push_str("Tools in not_listed did not fit this session's tool list. ");
                         }
+                        // Weaker matches are listed, not loaded (a search loads its confident
+                        // matches only, so the session keeps room for more loads).
+                        let weaker: Vec<&str> = r
+                            .tools
+                            .iter()
+                            .map(|t| t.name.as_str())
+                            .filter(|n| !listed_in(&after, n) && !r.loaded.iter().any(|l| l == n))
+                            .collect();
+                        if !weaker.is_empty() {
+                            note.push_str(&format!(
+                                "Weaker matches were not loaded ({}): search for one by name to load it. ",
+                                weaker.join(", ")
+                            ));
+                        }
                         note.push_str(if Connection::offers(live, RUN_TOOL) {
                             "If your tool list does not show a tool, call it through run_tool."
                         } else {
@@ -386,7 +400,33 @@ impl Connection {
         }
         let mut outcome = outcome;
         self.escalate(live, &target, &target_args, &mut outcome);
+        if live.mode.uses_intent() {
+            self.note_call(live, &target).await;
+        }
         Ok(call_result(outcome).into())
+    }
+
+    /// A call is intent (adaptive, hybrid): a tool called by a name not in the session's tool
+    /// list joins it, and the client is told its list changed (before the answer).
+    async fn note_call(&self, live: &Live, name: &str) {
+        let catalog = self.shared.source.catalog();
+        let changed = {
+            let mut state = live.lock();
+            let listing = Live::listing_locked(&mut state, &self.shared, &catalog);
+            let Some(resolved) = catalog.resolve(name) else { return };
+            // The common case, a tool already listed, costs one lookup.
+            if listing.tools.iter().any(|t| t.name == resolved.tool.name) {
+                return;
+            }
+            let added = state.session.note_call(&catalog, name).is_some();
+            if added {
+                state.listing = None;
+            }
+            added
+        };
+        if changed {
+            live.announce_if_changed(&self.shared).await;
+        }
     }
 
     /// Escalating hints for a repeated identical malformed call (see `quiver_catalog::hints`).

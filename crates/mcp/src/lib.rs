@@ -17,9 +17,11 @@
 //!   deprecated aliases).
 //! - `tools/call` goes to the router, whose `CallOutcome` becomes `content`,
 //!   `structuredContent`, `isError` and `_meta` (the call's metadata and any deprecation
-//!   notice). The meta tools are served here: `tool_search` loads its matches into the session
-//!   and sends `notifications/tools/list_changed`; `list_tools` lists everything `run_tool`
-//!   (dispatched by the router like any call) can reach, for clients that never refresh.
+//!   notice). The meta tools are served here: `tool_search` loads its confident matches into
+//!   the session and sends `notifications/tools/list_changed`; `list_tools` lists everything
+//!   `run_tool` (dispatched by the router like any call) can reach, for clients that never
+//!   refresh. In adaptive and hybrid sessions a call by a name not in the session's list
+//!   (through `run_tool` or an alias) adds the tool to it, announced the same way.
 //! - Resources: each visible tool's documentation (`quiver://tools/<name>`, Markdown) and the
 //!   full text of a result cut to its size limit (`quiver://results/<handle>`, for the session
 //!   that made it; a cut result links it with a `resource_link` block).

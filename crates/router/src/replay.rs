@@ -180,12 +180,30 @@ pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Re
                 continue;
             }
         };
+        let (name, arguments, removed_notice) = match replay_target(router, &caller, &rec) {
+            Ok(t) => t,
+            Err(reason) => {
+                report.failed += 1;
+                report.entries.push(ReplayEntry {
+                    line: i + 1,
+                    request_id: rec.request_id,
+                    called_name: rec.called_name,
+                    lane: rec.lane,
+                    verdict: ReplayVerdict::Failed { reason },
+                    outcome: None,
+                });
+                continue;
+            }
+        };
         let call = match rec.lane {
-            Lane::Typed => Call::new(rec.called_name.clone(), rec.arguments.clone(), caller.clone()),
-            Lane::Generic => Call::generic(&rec.called_name, rec.arguments.clone(), caller.clone()),
+            Lane::Typed => Call::new(name, arguments, caller.clone()),
+            Lane::Generic => Call::generic(&name, arguments, caller.clone()),
         }
         .confirmed(rec.confirmed);
-        let outcome = router.call(call).await;
+        let mut outcome = router.call(call).await;
+        if removed_notice.is_some() {
+            outcome.meta.notice = removed_notice;
+        }
         let verdict = compare(&rec.response, &outcome.response);
         match verdict {
             ReplayVerdict::Identical => report.identical += 1,
@@ -202,6 +220,44 @@ pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Re
         });
     }
     Ok(report)
+}
+
+/// What to run for a recorded call, by the names' `replay_supported` promise: a name whose
+/// manifest says `replay_supported: false` is not replayed (the reason names the replacement);
+/// a removed name that keeps `replay_supported: true` (the default) replays through the tool
+/// and action it named, with its removal notice. Live calls by removed names stay refused: this
+/// applies to replays only. Names the caller may not see are left to the router (which answers
+/// as for any unknown name).
+fn replay_target(
+    router: &Router,
+    caller: &Caller,
+    rec: &TranscriptRecord,
+) -> Result<(String, Value, Option<quiver_catalog::Notice>), String> {
+    let keep = || (rec.called_name.clone(), rec.arguments.clone(), None);
+    let catalog = router.catalog_now();
+    let Some(r) = catalog.resolve(&rec.called_name).filter(|r| caller.access.may_see(&r.tool.name, r.def)) else {
+        return Ok(keep());
+    };
+    let supported = r.alias.map_or(r.def.spec.lifecycle.replay_supported, |a| a.replay_supported);
+    if !supported {
+        let instead = match r.action {
+            Some(a) => format!("; call `{}` with action `{a}` instead", r.tool.name),
+            None if !r.is_canonical() => format!("; call `{}` instead", r.tool.name),
+            None => String::new(),
+        };
+        return Err(format!(
+            "replay_unsupported: plugin `{}` marks `{}` replay_supported: false, so recorded calls by that name are not replayed{instead}",
+            r.plugin.manifest.id, rec.called_name
+        ));
+    }
+    if r.state.is_dispatchable() {
+        return Ok(keep());
+    }
+    let mut arguments = rec.arguments.clone();
+    if let (Some(a), Value::Object(m)) = (r.action, &mut arguments) {
+        m.entry("action").or_insert_with(|| Value::String(a.to_owned()));
+    }
+    Ok((r.tool.name.clone(), arguments, r.notice(&rec.called_name)))
 }
 
 #[cfg(test)]

@@ -41,6 +41,8 @@ struct RequestView<'a> {
     invocation_policies: PoliciesView<'a>,
     #[serde(skip_serializing_if = "Value::is_null")]
     config: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_snippet: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -87,6 +89,7 @@ pub struct Router {
     global: Arc<Semaphore>,
     counters: Counters,
     results: ResultStore,
+    memory: crate::memory::MemoryStore,
     transcript: Option<TranscriptWriter>,
     epoch: Instant,
     jitter: AtomicU64,
@@ -254,6 +257,7 @@ impl Router {
             source,
             global: Arc::new(Semaphore::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS))),
             results: ResultStore::new(config.result_handle_ttl),
+            memory: crate::memory::MemoryStore::default(),
             settings: config,
             states: ArcSwap::from_pointee(ToolStates { catalog: None, by_tool: Vec::new() }),
             rebuild: Mutex::new(()),
@@ -427,6 +431,11 @@ impl Router {
     /// validation → approval → circuit breaker → concurrency limits → invocation with a deadline
     /// (retrying retryable errors) → output validation → result-size limit → notice →
     /// telemetry and transcript. A call named `run_tool` is handed to [`Router::run_tool`].
+    /// The catalog snapshot calls resolve against now.
+    pub(crate) fn catalog_now(&self) -> Arc<Catalog> {
+        self.source.catalog()
+    }
+
     pub async fn call(&self, call: Call) -> CallOutcome {
         // Boxed: the pipeline's state is large, and an unboxed future would be copied whole
         // each time a caller's task is spawned or moved.
@@ -820,6 +829,7 @@ impl Router {
             } else {
                 &config
             },
+            memory_snippet: self.memory.snippet(&caller.session_id, resolved.plugin.id(), tool_name),
         };
         let mut body = Vec::with_capacity(256 + args_len_hint(&args));
         serde_json::to_writer(&mut body, &request)
@@ -867,6 +877,15 @@ impl Router {
             tracing::warn!(tool = tool_name, state = s.as_str(), "circuit breaker changed state");
         }
         let (mut response, raw_len) = result?;
+
+        // What the tool asked to remember, for its later calls in this session (never sent to
+        // the client).
+        if !response.memory_writes.is_empty() {
+            let writes = std::mem::take(&mut response.memory_writes);
+            for refused in self.memory.write(&caller.session_id, resolved.plugin.id(), tool_name, &writes) {
+                tracing::warn!(tool = tool_name, session = %caller.session_id, "{refused}");
+            }
+        }
 
         // 10. Result size.
         self.limit_size(meta, &mut response, def, policies.max_result_bytes, raw_len, &caller.session_id);

@@ -16,7 +16,9 @@
 //! opened when the call started ([`Root::open_file`]), so a folder swapped for a symlink between
 //! the check and the open cannot lead out of the root: the kernel refuses the escape (no
 //! check-then-use race). Folders are created the same way, one `mkdirat` at a time beneath the
-//! root. A regular file with more than one hard link is refused for reading and writing (a hard
+//! root. Moves and deletes act on a handle of the entry's folder opened beneath the root with no
+//! symbolic link on the way (`renameat`, `unlinkat`; a recursive delete walks the tree through
+//! handles, never following a link), so a swapped folder cannot redirect them either. A regular file with more than one hard link is refused for reading and writing (a hard
 //! link to a file outside the root is indistinguishable from the file itself), unless the
 //! configuration sets `allow_hard_links: true`.
 
@@ -196,6 +198,75 @@ impl Root {
             current = Arc::new(next);
         }
         Ok(())
+    }
+
+    /// The folder holding `full` (a path [`Root::resolve`] returned: canonical, so no symbolic
+    /// link on the way), opened beneath the root with no symbolic link allowed anywhere, and the
+    /// entry's name in it: what `renameat`/`unlinkat` act on. A folder swapped for a link since
+    /// the check makes the open fail instead of leading elsewhere.
+    pub fn parent_of(&self, full: &Path) -> Result<(OwnedFd, OsString), ToolError> {
+        let rel = self.relative(full);
+        let beneath = self.beneath(full);
+        let name = beneath
+            .file_name()
+            .filter(|_| beneath != Path::new("."))
+            .ok_or_else(|| ToolError::denied("the root folder itself cannot be moved or deleted"))?
+            .to_owned();
+        let parent = beneath.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let fd = rustix::fs::openat2(
+            &*self.dir,
+            parent,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            FileMode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| self.escaped(&rel, e))?;
+        Ok((fd, name))
+    }
+
+    /// Deletes everything inside the folder `dir` (a handle opened beneath the root), depth
+    /// first, through handles: sub-folders are opened with no symbolic link allowed, links are
+    /// removed, never followed.
+    pub fn remove_contents(&self, dir: &OwnedFd, rel: &str) -> Result<(), ToolError> {
+        use rustix::fs::{AtFlags, FileType};
+        let fail = |doing: &str, e: rustix::io::Errno| self.escaped_doing(rel, doing, e);
+        let mut names = Vec::new();
+        let mut entries = rustix::fs::Dir::read_from(dir).map_err(|e| fail("list", e))?;
+        while let Some(entry) = entries.read() {
+            let entry = entry.map_err(|e| fail("list", e))?;
+            let name = entry.file_name();
+            if name.to_bytes() != b"." && name.to_bytes() != b".." {
+                names.push(name.to_owned());
+            }
+        }
+        for name in names {
+            let st =
+                rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(|e| fail("delete", e))?;
+            if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+                let child = rustix::fs::openat2(
+                    dir,
+                    name.as_c_str(),
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    FileMode::empty(),
+                    ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+                )
+                .map_err(|e| fail("delete", e))?;
+                self.remove_contents(&child, rel)?;
+                rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::REMOVEDIR).map_err(|e| fail("delete", e))?;
+            } else {
+                rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty()).map_err(|e| fail("delete", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Root::escaped`] for an operation other than opening.
+    pub fn escaped_doing(&self, rel: &str, doing: &str, e: rustix::io::Errno) -> ToolError {
+        if e == rustix::io::Errno::XDEV || e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
+            self.escaped(rel, rustix::io::Errno::XDEV)
+        } else {
+            io_error(rel, doing, &std::io::Error::from(e))
+        }
     }
 
     /// The canonical root path.

@@ -841,7 +841,22 @@ impl FsEdit {
             }
         }
         FsEdit::parent_dirs(root, to, &dest, input.create_dirs)?;
-        fs::rename(&from, &dest).map_err(|e| io_error(&rel_from, &format!("move to `{rel_to}`"), &e))?;
+        // Both folders opened beneath the root with no link on the way, then one renameat: a
+        // folder swapped for a link since the checks cannot redirect the move.
+        let (from_dir, from_name) = root.parent_of(&from)?;
+        let (dest_dir, dest_name) = root.parent_of(&dest)?;
+        let flags = if input.overwrite { rustix::fs::RenameFlags::empty() } else { rustix::fs::RenameFlags::NOREPLACE };
+        rustix::fs::renameat_with(&from_dir, from_name.as_os_str(), &dest_dir, dest_name.as_os_str(), flags).map_err(
+            |e| {
+                if e == rustix::io::Errno::EXIST {
+                    ToolError::invalid(format!(
+                        "destination `{rel_to}` already exists; pass overwrite: true to replace it, or choose another name"
+                    ))
+                } else {
+                    root.escaped_doing(&rel_from, &format!("move to `{rel_to}`"), e)
+                }
+            },
+        )?;
         Ok(EditOutput {
             action: EditAction::Move,
             path: rel_from,
@@ -861,23 +876,41 @@ impl FsEdit {
                 root.display()
             )));
         }
-        let meta = fs::symlink_metadata(&target).map_err(|e| io_error(&rel, "delete", &e))?;
-        let result = if meta.is_dir() {
+        // Everything through handles beneath the root: the entry's folder is opened with no link
+        // on the way, the entry itself is never followed (a link is deleted, not its target).
+        use rustix::fs::{AtFlags, FileType};
+        let (dir, name) = root.parent_of(&target)?;
+        let fail = |e: rustix::io::Errno| root.escaped_doing(&rel, "delete", e);
+        let st = rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(fail)?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
             if input.recursive {
-                fs::remove_dir_all(&target)
-            } else {
-                let empty = fs::read_dir(&target).map(|mut d| d.next().is_none()).unwrap_or(false);
-                if !empty {
-                    return Err(ToolError::invalid(format!(
-                        "folder `{rel}` is not empty; pass recursive: true to delete it with its contents"
-                    )));
-                }
-                fs::remove_dir(&target)
+                let inner = rustix::fs::openat2(
+                    &dir,
+                    name.as_os_str(),
+                    rustix::fs::OFlags::RDONLY
+                        | rustix::fs::OFlags::DIRECTORY
+                        | rustix::fs::OFlags::NOFOLLOW
+                        | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                    rustix::fs::ResolveFlags::BENEATH
+                        | rustix::fs::ResolveFlags::NO_SYMLINKS
+                        | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+                )
+                .map_err(fail)?;
+                root.remove_contents(&inner, &rel)?;
             }
+            rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::REMOVEDIR).map_err(|e| {
+                if e == rustix::io::Errno::NOTEMPTY {
+                    ToolError::invalid(format!(
+                        "folder `{rel}` is not empty; pass recursive: true to delete it with its contents"
+                    ))
+                } else {
+                    fail(e)
+                }
+            })?;
         } else {
-            fs::remove_file(&target)
-        };
-        result.map_err(|e| io_error(&rel, "delete", &e))?;
+            rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::empty()).map_err(fail)?;
+        }
         Ok(EditOutput {
             action: EditAction::Delete,
             path: rel,

@@ -568,3 +568,73 @@ fn swapping_a_folder_for_a_symlink_during_calls_never_escapes() {
     assert_eq!(leaked, 0, "{leaked} of 1500 reads returned the outside file");
     assert_eq!(fs::read_to_string(evil.join("f.txt")).unwrap(), "OUTSIDE\n", "an append landed outside");
 }
+
+/// `move` and `delete` act through handles beneath the root too: a folder swapped for a symlink
+/// to an outside folder while they run never lets them delete, move out of or move into the
+/// outside folder (issue 10's leftover: they resolved paths by name).
+#[test]
+fn swapping_a_folder_for_a_symlink_never_lets_move_or_delete_escape() {
+    const N: usize = 400;
+    let s = sandbox();
+    let real = s.root.join("swap-real");
+    let evil = s.outside.join("swap-evil-2");
+    fs::create_dir_all(real.join("keep")).unwrap();
+    fs::create_dir_all(&evil).unwrap();
+    fs::create_dir_all(s.root.join("moved")).unwrap();
+    for i in 0..N {
+        for dir in [&real, &evil] {
+            fs::write(dir.join(format!("v{i}.txt")), "x").unwrap();
+            fs::write(dir.join(format!("m{i}.txt")), "x").unwrap();
+            fs::create_dir_all(dir.join(format!("t{i}"))).unwrap();
+            fs::write(dir.join(format!("t{i}/f.txt")), "x").unwrap();
+        }
+        fs::write(s.root.join(format!("src{i}.txt")), "x").unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, root, evil) = (stop.clone(), s.root.clone(), evil.clone());
+        std::thread::spawn(move || {
+            let (dir, parked, link) = (root.join("d"), root.join("d-parked"), root.join("d-link"));
+            fs::rename(root.join("swap-real"), &dir).unwrap();
+            symlink(&evil, &link).unwrap();
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                fs::rename(&dir, &parked).unwrap();
+                fs::rename(&link, &dir).unwrap();
+                fs::rename(&dir, &link).unwrap();
+                fs::rename(&parked, &dir).unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut done = 0;
+    for i in 0..N {
+        for args in [
+            json!({"action": "delete", "path": format!("d/v{i}.txt")}),
+            json!({"action": "delete", "path": format!("d/t{i}"), "recursive": true}),
+            json!({"action": "move", "path": format!("d/m{i}.txt"), "to": format!("moved/m{i}.txt")}),
+            json!({"action": "move", "path": format!("src{i}.txt"), "to": format!("d/in{i}.txt"), "create_dirs": false}),
+        ] {
+            if call(&s.root, "fs_edit", args).status == Status::Ok {
+                done += 1;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 100, "the swapper ran ({swaps})");
+    assert!(done > 0, "some moves and deletes were done");
+    let mut escaped = Vec::new();
+    for i in 0..N {
+        for name in [format!("v{i}.txt"), format!("m{i}.txt"), format!("t{i}/f.txt")] {
+            if !evil.join(&name).exists() {
+                escaped.push(format!("{name} deleted or moved out"));
+            }
+        }
+        if evil.join(format!("in{i}.txt")).exists() {
+            escaped.push(format!("in{i}.txt moved in"));
+        }
+    }
+    assert!(escaped.is_empty(), "{} escapes: {:?}", escaped.len(), &escaped[..escaped.len().min(10)]);
+}

@@ -1,11 +1,14 @@
 //! `quiver verify`: checks bundles the way the host does before loading them (signature,
-//! manifest, library, checksum) and never loads any plugin code.
+//! manifest, library, checksum), then, for a bundle that passed them all, the load check: the
+//! library is opened in a sandboxed worker process (never in this process) and must implement
+//! exactly the tools its manifest names, with actions and schemas that compile. `--no-load`
+//! skips the load check, so no plugin code runs at all.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
-use quiver_lifecycle::{BundleError, Host, Stage, verify_bundle};
+use quiver_lifecycle::{BundleError, Host, Stage, check_in_worker, verify_bundle};
 use serde_json::json;
 
 use crate::settings::Settings;
@@ -16,6 +19,10 @@ pub struct VerifyArgs {
     /// Bundle manifests (`*.tool.yaml`) or folders scanned like the host does
     /// [default: the configured plugins folder].
     pub paths: Vec<PathBuf>,
+    /// Skip the load check: no plugin code runs, and a library that lacks a tool its manifest
+    /// names is not caught.
+    #[arg(long)]
+    pub no_load: bool,
 }
 
 /// The outcome for one bundle.
@@ -65,13 +72,22 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
     let results: Vec<Checked> = manifests(&paths)
         .into_iter()
         .map(|m| match m.and_then(|path| verify_bundle(&path, policy)) {
-            Ok(b) => Checked::Ok {
-                path: b.manifest_path,
-                id: b.manifest.id,
-                version: b.manifest.version.to_string(),
-                sha256: b.sha256,
-                signer: b.signer_key_id,
-            },
+            Ok(b) => {
+                let ok = Checked::Ok {
+                    path: b.manifest_path.clone(),
+                    id: b.manifest.id.clone(),
+                    version: b.manifest.version.to_string(),
+                    sha256: b.sha256.clone(),
+                    signer: b.signer_key_id.clone(),
+                };
+                if a.no_load {
+                    return ok;
+                }
+                match check_in_worker(b, &settings.host.isolation) {
+                    Ok(()) => ok,
+                    Err(e) => Checked::Failed(e),
+                }
+            }
             Err(e) => Checked::Failed(e),
         })
         .collect();
@@ -110,7 +126,12 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
                 }
             }
         }
-        println!("{} verified, {n_failed} failed (no plugin code was loaded)", results.len() - n_failed);
+        let how = if a.no_load {
+            "no plugin code was loaded"
+        } else {
+            "libraries were opened only in sandboxed worker processes, after every other check"
+        };
+        println!("{} verified, {n_failed} failed ({how})", results.len() - n_failed);
     }
     if n_failed > 0 { Err(Reported.into()) } else { Ok(()) }
 }

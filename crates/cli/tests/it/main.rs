@@ -255,6 +255,48 @@ fn verify_names_the_failed_check_of_a_missing_signature() {
     assert!(!run.stdout().contains("marker_echo"));
 }
 
+/// The marker manifest lines that declare a tool the library does not implement.
+const GHOST_TOOL: &str = "    policies: {execution: inline}\n  - name: marker_ghost\n    title: Ghost\n    description: Declared in tool.yaml, never exported by the library.\n    domain: test\n    side_effects: read";
+
+#[test]
+fn verify_fails_on_a_manifest_naming_a_tool_the_library_lacks() {
+    let p = Project::new();
+    // A library whose embedded manifest (and so the signed one) declares `marker_ghost`, which
+    // its `export_plugin!` does not implement: every signature and checksum check passes.
+    let lib = quiver_tests::plugin_library("marker-plugin", &[("QUIVER_MARKER_ECHO_LINES", GHOST_TOOL)]);
+    let dir = p.path("plugins/marker");
+    let lib_copy = dir.join(lib.file_name().unwrap());
+    fs::copy(&lib, &lib_copy).unwrap();
+    let source = fs::read_to_string(repo_root().join("tests/plugins/marker-plugin/tool.yaml")).unwrap();
+    fs::write(p.manifest(), source.replacen("    policies: {execution: inline}", GHOST_TOOL, 1)).unwrap();
+    p.quiver(&["sign", "plugins/marker/marker.tool.yaml", "--key", "keys/test.key", "--library"])
+        .arg_path(&lib_copy)
+        .success();
+    let run = p.quiver(&["verify"]).failure(1);
+    let out = run.stdout();
+    assert!(out.contains("FAILED") && out.contains("marker.tool.yaml"), "{out}");
+    assert!(out.contains("`marker_ghost`") && out.contains("does not implement"), "{out}");
+    assert!(out.contains("export_plugin!") && out.contains("tool.yaml"), "the fix is named: {out}");
+    let v = p.quiver(&["verify", "--json"]).failure(1).json();
+    assert_eq!(v["n_failed"], 1, "{v:#}");
+    assert!(v["bundles"][0]["message"].as_str().unwrap().contains("marker_ghost"), "{v:#}");
+    // `list` refuses it too, with exit code 1.
+    let run = p.quiver(&["list"]).failure(1);
+    assert!(run.stderr().contains("marker_ghost"), "{}", run.stderr());
+}
+
+#[test]
+fn a_bare_library_in_the_plugins_folder_is_warned_about_with_the_fix() {
+    let p = Project::new();
+    fs::copy(marker_library(), p.path("plugins/stray.so")).unwrap();
+    let run = p.quiver(&["list"]).success();
+    let err = run.stderr();
+    assert!(err.contains("stray.so") && err.contains("without a manifest"), "{err}");
+    assert!(err.contains("NAME.tool.yaml") && err.contains("build-plugins"), "says how to fix it: {err}");
+    // The real bundle beside it still serves.
+    assert!(run.stdout().contains("marker_echo"), "{}", run.stdout());
+}
+
 #[test]
 fn keygen_refuses_to_overwrite_and_protects_the_secret_key() {
     use std::os::unix::fs::PermissionsExt;

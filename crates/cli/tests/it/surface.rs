@@ -16,8 +16,16 @@ fn bundled_libraries() -> &'static [PathBuf] {
     LIBS.get_or_init(|| PLUGINS.iter().map(|p| quiver_tests::plugin_library(p, &[])).collect())
 }
 
-/// A project with signed bundles of the three bundled plugins and two profiles sharing a head.
+/// A project with signed bundles of the three bundled plugins and the test profiles.
 fn project() -> tempfile::TempDir {
+    project_with(
+        "profiles:\n  agent: {mode: hybrid, eager: [fs_read, fs_list]}\n  plan: {mode: lazy, eager: [fs_read, fs_list]}\n  tiny: {mode: lazy, eager: [fs_read, fs_search], max_typed_tools: 3}\n",
+    )
+}
+
+/// A project with signed bundles of the three bundled plugins and `profiles` (YAML, appended
+/// to the configuration; empty: the built-in default profile).
+fn project_with(profiles: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let q = |args: &[&str]| {
         let out = Command::new(QUIVER).current_dir(dir.path()).args(args).env_remove("RUST_LOG").output().unwrap();
@@ -27,7 +35,7 @@ fn project() -> tempfile::TempDir {
     q(&["keygen", "--out-dir", "keys", "--name", "test"]);
     std::fs::write(
         dir.path().join("quiver.yaml"),
-        "plugins_dir: plugins\ntrusted_keys:\n  - path: keys/test.pub\nprofiles:\n  agent: {mode: hybrid, eager: [fs_read, fs_list]}\n  plan: {mode: lazy, eager: [fs_read, fs_list]}\n  tiny: {mode: lazy, eager: [fs_read, fs_search], max_typed_tools: 3}\n",
+        format!("plugins_dir: plugins\ntrusted_keys:\n  - path: keys/test.pub\n{profiles}"),
     )
     .unwrap();
     for (name, lib) in PLUGINS.iter().zip(bundled_libraries()) {
@@ -173,4 +181,91 @@ fn a_tiny_profile_keeps_an_always_on_surface_of_at_most_three_tools() {
     let tools: Vec<serde_json::Value> = serde_json::from_slice(&surface(dir.path(), "tiny")).unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["fs_read", "fs_search", "tool_search"]);
+}
+
+/// A stdio session of `quiver serve` (the default profile) that runs `tool_search` for each
+/// query, then lists its tools: the search answers and the final tool list.
+fn searches_then_listing(dir: &Path, queries: &[&str]) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(QUIVER)
+        .current_dir(dir)
+        .args(["serve"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "budget", "version": "1"}}}));
+    lines.next().unwrap().unwrap();
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // Responses by id (notifications such as tools/list_changed are skipped).
+    let mut reply = |id: u64| loop {
+        let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if v["id"] == id {
+            break v;
+        }
+    };
+    let mut answers = Vec::new();
+    for (k, q) in queries.iter().enumerate() {
+        let id = 2 + k as u64;
+        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "tool_search", "arguments": {"query": q}}}));
+        answers.push(reply(id)["result"]["structuredContent"].clone());
+    }
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 100, "method": "tools/list", "params": {}}));
+    let listing = reply(100);
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    (answers, listing["result"]["tools"].as_array().unwrap().clone())
+}
+
+/// The built-in default profile (no profiles configured) keeps its first turn at most 6 KiB
+/// (typed and meta tools, the bytes `quiver surface --bytes` prints), and four typical
+/// `tool_search` loads still fit in its 12 KiB budget: every loaded tool is in the tool list.
+#[test]
+fn the_default_profile_starts_small_and_four_typical_loads_fit() {
+    let dir = project_with("");
+    let first = surface_default(dir.path());
+    assert!(first.len() <= 6144, "the default profile's first turn is {} bytes (at most 6144)", first.len());
+    let queries = [
+        "compare two texts line by line",
+        "how many days between two dates",
+        "find files containing a word",
+        "pretty print json",
+    ];
+    let (answers, listing) = searches_then_listing(dir.path(), &queries);
+    let listed: Vec<&str> = listing.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let expected = ["text_diff", "date_diff", "fs_search", "json_format"];
+    for ((q, a), want) in queries.iter().zip(&answers).zip(expected) {
+        assert_eq!(a["tools"][0]["name"], want, "{q}: {a}");
+        assert!(a.get("not_listed").is_none(), "{q}: loaded tools did not fit: {a}");
+        assert!(listed.contains(&want), "{q}: {want} is not in the tool list {listed:?}");
+        for n in a["loaded"].as_array().into_iter().flatten() {
+            assert!(listed.contains(&n.as_str().unwrap()), "{q}: loaded {n} is not listed: {listed:?}");
+        }
+    }
+    // The typed tools (everything but the meta tools), without `_meta`, within the budget.
+    let typed: usize = listing
+        .iter()
+        .filter(|t| !["tool_search", "list_tools", "run_tool"].contains(&t["name"].as_str().unwrap()))
+        .map(|t| {
+            let mut t = t.clone();
+            t.as_object_mut().unwrap().remove("_meta");
+            serde_json::to_vec(&t).unwrap().len()
+        })
+        .sum();
+    assert!(typed <= 12288, "{typed} bytes of typed tools after four loads");
+}
+
+fn surface_default(dir: &Path) -> Vec<u8> {
+    let out =
+        Command::new(QUIVER).current_dir(dir).args(["surface", "--bytes"]).env_remove("RUST_LOG").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
 }

@@ -137,7 +137,8 @@ async fn tools_list_is_the_surface_in_order_with_metadata_and_pages() {
 
     let simple = tools.iter().find(|t| t["name"] == "test_simple_text").unwrap();
     assert_eq!(simple["annotations"]["readOnlyHint"], true, "{simple}");
-    assert_eq!(simple["annotations"]["destructiveHint"], false, "{simple}");
+    // destructiveHint and idempotentHint mean something only for tools that are not read-only.
+    assert!(simple["annotations"].get("destructiveHint").is_none(), "{simple}");
     assert_eq!(simple["outputSchema"]["type"], "object", "{simple}");
     let meta = &simple["_meta"];
     assert_eq!(meta["io.github.quiver/plugin"], "conformance-tools", "{meta}");
@@ -145,9 +146,10 @@ async fn tools_list_is_the_surface_in_order_with_metadata_and_pages() {
     assert_eq!(meta["io.github.quiver/state"], "active");
     assert_eq!(meta["io.github.quiver/sha256"].as_str().unwrap().len(), 64);
     assert_eq!(meta["io.github.quiver/signer"], f.key.pair.public_key().key_id().as_str());
-    // The 2020-12 keywords of a manifest schema reach the client untouched.
+    // The 2020-12 keywords of a manifest schema reach the client; `$schema` naming 2020-12, the
+    // dialect MCP assumes, is redundant and not sent.
     let schema = &tools.iter().find(|t| t["name"] == "json_schema_2020_12_tool").unwrap()["inputSchema"];
-    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert!(schema.get("$schema").is_none(), "{schema}");
     assert_eq!(schema["additionalProperties"], false);
     assert!(schema["$defs"]["address"].is_object());
 
@@ -178,6 +180,9 @@ async fn tool_search_loads_matches_and_announces_the_change() {
     let found = &r["result"]["structuredContent"];
     assert_eq!(found["tools"][0]["name"], "test_deferred_echo", "{r}");
     assert_eq!(found["loaded"], json!(["test_deferred_echo"]), "{r}");
+    // A search loads its confident matches only; weaker ones are named, not loaded.
+    assert!(found["tools"].as_array().unwrap().iter().any(|t| t["name"] == "marker_echo"), "{r}");
+    assert!(found["note"].as_str().unwrap().contains("Weaker matches were not loaded (marker_echo)"), "{r}");
     // The moment a tool is loaded is when its prompt snippet is shown.
     assert_eq!(
         found["how_to_use"]["test_deferred_echo"],
@@ -492,4 +497,38 @@ async fn repeated_malformed_calls_get_escalating_hints_then_a_refusal() {
     // A corrected call runs, and clears the record.
     let r = c.call("marker_echo", json!({ "text": "fixed" })).await;
     assert_ne!(r["result"]["isError"], true, "{r}");
+}
+
+/// Adaptive and hybrid sessions count calls as intent: a tool called through `run_tool` becomes
+/// typed in the session's tool list (announced with `list_changed`, once); a lazy session's
+/// list only changes through `tool_search`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_through_run_tool_makes_the_tool_typed_in_adaptive_and_hybrid() {
+    for mode in [ExposureMode::Adaptive, ExposureMode::Hybrid] {
+        let f = Fixture::new(mode, options());
+        let mut c = RawClient::start(&f.server);
+        c.initialize("intent-client", json!({})).await;
+        let listed = names(&c.list_all().await);
+        assert!(!listed.contains(&"test_deferred_echo".to_owned()), "{mode:?}: {listed:?}");
+        c.notes.clear();
+        let r = c.call("run_tool", json!({ "name": "test_deferred_echo", "arguments": { "text": "hi" } })).await;
+        assert_eq!(r["result"]["content"][0]["text"], "hi", "{r}");
+        assert_eq!(c.notes.len(), 1, "{mode:?}: {:?}", c.notes);
+        assert_eq!(c.notes[0]["method"], "notifications/tools/list_changed");
+        let relisted = names(&c.list_all().await);
+        assert_eq!(relisted.last().map(String::as_str), Some("test_deferred_echo"), "{mode:?}: {relisted:?}");
+        // Calling it again (now typed, or again through run_tool) announces nothing.
+        c.notes.clear();
+        c.call("test_deferred_echo", json!({ "text": "again" })).await;
+        c.call("run_tool", json!({ "name": "test_deferred_echo", "arguments": { "text": "hi" } })).await;
+        assert!(c.notes.is_empty(), "{mode:?}: {:?}", c.notes);
+    }
+    let f = Fixture::new(ExposureMode::Hybrid, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("lazy-client", json!({})).await;
+    c.notes.clear();
+    let r = c.call("run_tool", json!({ "name": "test_deferred_echo", "arguments": { "text": "hi" } })).await;
+    assert_eq!(r["result"]["content"][0]["text"], "hi", "{r}");
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+    assert!(!names(&c.list_all().await).contains(&"test_deferred_echo".to_owned()));
 }

@@ -781,3 +781,35 @@ async fn a_slow_tool_cannot_take_every_slot_and_inline_calls_never_wait_for_one(
         s.await.unwrap();
     }
 }
+
+/// `memory_writes` are kept per session and tool and come back to the tool on its next calls
+/// (`ToolRequest.memory_snippet`, read with `Context::recall`); another session or tool never
+/// sees them, a null value forgets a key, and oversized writes are refused, not half-kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_writes_come_back_to_the_same_tool_in_the_same_session() {
+    let f = fixture(RouterSettings::default());
+    let remember = |text: &str| json!({ "text": text });
+    let first = f.typed("marker_remember", remember("a"), everyone()).await;
+    assert_eq!(first.response.outputs, json!({ "previous": null }), "{:?}", first.response);
+    let second = f.typed("marker_remember", remember("b"), everyone()).await;
+    assert_eq!(second.response.outputs, json!({ "previous": "a" }), "{:?}", second.response);
+    // Through the generic lane it is the same tool in the same session.
+    let third = f.generic("marker_remember", remember("c"), everyone()).await;
+    assert_eq!(third.response.outputs, json!({ "previous": "b" }), "{:?}", third.response);
+    // Another session starts empty.
+    let other = quiver_router::Caller::new("other-session", quiver_catalog::Access::unrestricted());
+    let o = f.typed("marker_remember", remember("x"), other.clone()).await;
+    assert_eq!(o.response.outputs, json!({ "previous": null }));
+    // `forget` writes null: the key is gone.
+    let o = f.typed("marker_remember", json!({ "text": "y", "forget": true }), other.clone()).await;
+    assert_eq!(o.response.outputs, json!({ "previous": "x" }));
+    let o = f.typed("marker_remember", remember("z"), other.clone()).await;
+    assert_eq!(o.response.outputs, json!({ "previous": null }));
+    // A value over the per-tool bound is refused (the previous value stays) and logged, and the
+    // call itself still answers.
+    let big = "m".repeat(64 * 1024);
+    let o = f.typed("marker_remember", remember(&big), everyone()).await;
+    assert_eq!(o.response.outputs, json!({ "previous": "c" }));
+    let o = f.typed("marker_remember", remember("d"), everyone()).await;
+    assert_eq!(o.response.outputs, json!({ "previous": "c" }), "the oversized write was not kept");
+}

@@ -16,6 +16,11 @@ use crate::{everyone, fixture, support};
 /// `marker_shout` is retired and its name becomes an alias (in `state`) of `marker_text`'s
 /// `shout` action. Same library, same code.
 fn retire_shout(plugin: &PluginEntry, state: LifecycleState) -> Router {
+    retire_shout_with(plugin, state, state != LifecycleState::Removed)
+}
+
+/// [`retire_shout`] with the alias's `replay_supported` given.
+fn retire_shout_with(plugin: &PluginEntry, state: LifecycleState, replay_supported: bool) -> Router {
     let mut m: Manifest = plugin.manifest.clone();
     m.version = Version::new(0, 2, 0);
     m.tools.retain(|t| t.name != "marker_shout");
@@ -27,7 +32,7 @@ fn retire_shout(plugin: &PluginEntry, state: LifecycleState) -> Router {
         first_deprecated_version: Some(Version::new(0, 2, 0)),
         planned_removal_version: (state == LifecycleState::Deprecated).then(|| Version::new(0, 3, 0)),
         removed_in_version: (state == LifecycleState::Removed).then(|| Version::new(0, 2, 0)),
-        replay_supported: state != LifecycleState::Removed,
+        replay_supported,
     });
     let entry = support::entry_with(plugin, m, plugin.backend.clone());
     let catalog = Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).unwrap();
@@ -96,17 +101,39 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
         assert!(n.message().contains("deprecated since 0.2.0 and will be removed in 0.3.0"), "{}", n.message());
     }
 
-    // Once the alias is removed, those lines fail, naming the replacement; a changed output is
-    // reported as changed; an unreadable line fails.
-    let removed = retire_shout(&f.host.catalog().plugins()[0], LifecycleState::Removed);
-    let report = replay(&path, &removed, everyone()).await.unwrap();
-    assert_eq!((report.identical, report.changed, report.failed), (4, 0, 2));
+    // A removed alias that keeps `replay_supported: true` still replays (through the tool and
+    // action it named), with its removal notice: recorded transcripts keep working.
+    let removed_replayable = retire_shout_with(&f.host.catalog().plugins()[0], LifecycleState::Removed, true);
+    let report = replay(&path, &removed_replayable, everyone()).await.unwrap();
+    assert_eq!((report.identical, report.changed, report.failed), (6, 0, 0), "{:#?}", report.entries);
     for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
-        match &e.verdict {
-            ReplayVerdict::Failed { reason } => {
-                assert!(reason.starts_with("tool_removed") && reason.contains("marker_text"), "{reason}")
+        let o = e.outcome.as_ref().unwrap();
+        assert_eq!((o.meta.tool.as_deref(), o.meta.action.as_deref()), (Some("marker_text"), Some("shout")));
+        let n = o.meta.notice.as_ref().expect("the removal notice");
+        assert_eq!(n.state, LifecycleState::Removed);
+    }
+    // A live call by the removed name is still refused.
+    let live =
+        removed_replayable.call(quiver_router::Call::new("marker_shout", json!({"text": "x"}), everyone())).await;
+    assert_eq!(live.response.error.unwrap().code, "tool_removed");
+
+    // With `replay_supported: false` those lines are not run: they fail, saying so and naming
+    // the replacement; the same holds for a name still dispatchable (a deprecated alias).
+    for state in [LifecycleState::Removed, LifecycleState::Deprecated] {
+        let unsupported = retire_shout_with(&f.host.catalog().plugins()[0], state, false);
+        let report = replay(&path, &unsupported, everyone()).await.unwrap();
+        assert_eq!((report.identical, report.changed, report.failed), (4, 0, 2), "{state:?}");
+        for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
+            assert!(e.outcome.is_none(), "{state:?}: not run");
+            match &e.verdict {
+                ReplayVerdict::Failed { reason } => assert!(
+                    reason.starts_with("replay_unsupported")
+                        && reason.contains("replay_supported: false")
+                        && reason.contains("marker_text"),
+                    "{reason}"
+                ),
+                v => panic!("{v:?}"),
             }
-            v => panic!("{v:?}"),
         }
     }
     let mut line: serde_json::Value = serde_json::from_str(text.lines().nth(2).unwrap()).unwrap();

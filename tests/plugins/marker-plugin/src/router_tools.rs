@@ -309,7 +309,41 @@ impl Tool for Wait {
     }
 }
 
+/// Remember input.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct RememberInput {
+    /// Text to remember for the next call.
+    pub text: String,
+    /// Forget the remembered text instead.
+    #[serde(default)]
+    pub forget: bool,
+}
+
+/// Remember output.
+#[derive(Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct RememberOutput {
+    /// What the previous call of this session remembered.
+    pub previous: Option<String>,
+}
+
+/// Reads and writes the host's session memory (`Context::recall` / `Context::remember`).
+pub struct Remember;
+impl Tool for Remember {
+    const NAME: &'static str = "marker_remember";
+    type Input = RememberInput;
+    type Output = RememberOutput;
+    fn call(&self, input: RememberInput, cx: &mut Context<'_>) -> Result<RememberOutput, ToolError> {
+        let previous = cx.recall("last").and_then(|v| v.as_str().map(str::to_owned));
+        cx.remember("last", if input.forget { Value::Null } else { Value::String(input.text) });
+        Ok(RememberOutput { previous })
+    }
+}
+
 quiver_abi::export_plugin! {
     manifest: manifest(),
-    tools: [Echo, Panic, Sleep, Flaky, Fail, Big, BadOutputTool, Delete, Secret, Text, Shout, Gone, Ask, Wait],
+    tools: [Echo, Panic, Sleep, Flaky, Fail, Big, BadOutputTool, Delete, Secret, Text, Shout, Gone, Ask, Wait, Remember],
 }
