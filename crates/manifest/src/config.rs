@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, field, index};
 use crate::schema::{DocumentSchema, QUIVER_CONFIG_SCHEMA};
+use crate::secret::SecretRef;
 use crate::signature::PublicKey;
 use crate::validate::{SCOPE_FIX, TOOL_NAME_FIX, is_scope, is_tool_name};
 use crate::yaml;
@@ -76,6 +77,11 @@ pub struct HostConfig {
     /// Settings per plugin id, passed to that plugin's tools with every call
     /// (`ToolRequest.config`). Default none.
     pub plugin_config: BTreeMap<String, serde_json::Value>,
+    /// Secrets per plugin id, then per secret name (as the plugin's manifest declares it under
+    /// `secrets`): where each value comes from (`{ env: VAR }` or `{ file: PATH }`). Resolved
+    /// when the plugin loads; a declared secret with no source here refuses the load.
+    /// Default none.
+    pub secrets: BTreeMap<String, BTreeMap<String, SecretRef>>,
     /// Where plugins run: in the host process or in sandboxed worker processes.
     pub isolation: IsolationConfig,
 }
@@ -433,6 +439,7 @@ impl Default for HostConfig {
             router: RouterConfig::default(),
             server: ServerConfig::default(),
             plugin_config: BTreeMap::new(),
+            secrets: BTreeMap::new(),
             isolation: IsolationConfig::default(),
         }
     }
