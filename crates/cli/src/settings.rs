@@ -142,6 +142,11 @@ impl Settings {
     /// [`Settings::start_host`], also returning how many bundles were rejected (for commands
     /// that must exit non-zero then).
     pub fn start_host_counting(&self) -> Result<(Arc<Host>, usize)> {
+        self.start_host_reporting().map(|(host, report)| (host, report.rejected.len()))
+    }
+
+    /// [`Settings::start_host`], also returning the first scan's report (for metrics).
+    pub fn start_host_reporting(&self) -> Result<(Arc<Host>, quiver_lifecycle::ScanReport)> {
         if !self.host.plugins_dir.is_dir() {
             bail!(
                 "plugins folder {} does not exist (plugins_dir in {}, or --plugins); build the bundled plugins with `cargo xtask build-plugins`",
@@ -157,7 +162,7 @@ impl Settings {
         for w in host.catalog().warnings() {
             eprintln!("warning: {w}");
         }
-        Ok((Arc::new(host), report.rejected.len()))
+        Ok((Arc::new(host), report))
     }
 }
 

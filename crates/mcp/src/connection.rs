@@ -131,6 +131,11 @@ impl std::fmt::Debug for Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stop.cancel();
+        if self.live.get().is_some()
+            && let Some(m) = self.shared.router.metrics()
+        {
+            m.session_ended();
+        }
     }
 }
 
@@ -235,6 +240,9 @@ impl Connection {
         };
         match response {
             Ok(r) => {
+                if let Some(m) = self.shared.router.metrics() {
+                    m.search_result(r.total, r.loaded.len());
+                }
                 let mut value = serde_json::to_value(&r).unwrap_or(Value::Null);
                 if !r.loaded.is_empty() {
                     // Report what changed for the client: tools newly in its list, and loaded
@@ -465,7 +473,11 @@ impl ServerHandler for Connection {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<crate::HttpIdentity>());
         let live = self.start(&request, context.peer.clone(), http);
-        let _ = self.live.set(live);
+        if self.live.set(live).is_ok()
+            && let Some(m) = self.shared.router.metrics()
+        {
+            m.session_started();
+        }
         Ok(result)
     }
 

@@ -51,7 +51,8 @@ mod wire;
 pub use auth::{AuthFailure, Authenticator, Principal};
 pub use connection::Connection;
 pub use http::{
-    FIRST_BYTE_TIMEOUT, HttpIdentity, HttpOptions, MCP_PATH, RESOURCE_METADATA_PATH, serve_http, serve_http_on,
+    FIRST_BYTE_TIMEOUT, HttpIdentity, HttpOptions, MCP_PATH, METRICS_PATH, PROMETHEUS_CONTENT_TYPE,
+    RESOURCE_METADATA_PATH, serve_http, serve_http_on, serve_metrics_on,
 };
 pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
 pub use stdio::{serve_io, serve_stdio};

@@ -13,8 +13,8 @@ use quiver_catalog::{
     TOOL_SEARCH, ToolDef,
 };
 use quiver_telemetry::{
-    BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptEvent, TranscriptRecord, TranscriptWriter,
-    next_request_id,
+    BreakerState, CallEvent, Counters, Lane, Metrics, ToolCounters, TranscriptEvent, TranscriptRecord,
+    TranscriptWriter, next_request_id,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -264,6 +264,17 @@ impl Router {
         }
     }
 
+    /// The same router, also feeding `metrics` (call before the first call).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Router {
+        self.counters = Counters::with_metrics(metrics);
+        self
+    }
+
+    /// The Prometheus metrics this router feeds, when on.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.counters.metrics()
+    }
+
     /// The settings in force.
     pub fn settings(&self) -> &RouterSettings {
         &self.settings
@@ -372,6 +383,10 @@ impl Router {
     /// transcript when transcripts are on.
     pub fn record_surface(&self, caller: &Caller, n_typed: usize, n_total: usize, bytes: usize) {
         self.counters.record_surface(n_typed, n_total);
+        if let Some(m) = self.counters.metrics() {
+            // `mode` is the session's profile name, from the configuration (bounded).
+            m.surface(&caller.mode, bytes);
+        }
         if let Some(w) = &self.transcript {
             w.event(TranscriptEvent {
                 format: quiver_telemetry::TRANSCRIPT_FORMAT,
@@ -526,6 +541,7 @@ impl Router {
             retries: meta.retries,
             policy: &meta.policy,
             tool_counters,
+            action: meta.action.as_deref(),
         });
         if let (Some(w), Some(arguments)) = (&self.transcript, recorded) {
             w.record(TranscriptRecord {
@@ -604,7 +620,10 @@ impl Router {
                             self.settings.max_concurrency,
                         ))),
                         breaker: Breaker::default(),
-                        counters: self.counters.tool(&r.name),
+                        counters: {
+                            let actions: Vec<&str> = def.spec.actions.iter().map(|a| a.name.as_str()).collect();
+                            self.counters.tool(&r.name, &actions)
+                        },
                     })
                 })
             })

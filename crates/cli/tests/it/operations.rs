@@ -1,0 +1,216 @@
+//! Operations (issue 13) against a real `quiver serve --http` with the real fs-tools plugin:
+//! `/metrics` after a scripted MCP session, behind the same authentication as `/mcp`.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use quiver_tests::{TestKey, http_get, http_post, mcp_messages, plugin_library, write_bundle};
+use serde_json::{Value, json};
+
+const FS: &str = "fs-tools";
+const TOKEN: &str = "metrics-test-token-0123456789abcdef0123456789abcdef";
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A project with the fs-tools bundle (in-process), a root folder for it, bearer auth with
+/// [`TOKEN`], and a profile that allows confirmed tools; `extra` is appended to quiver.yaml.
+fn start(dir: &Path, extra: &str) -> Server {
+    let plugins = dir.join("plugins");
+    let key = TestKey::generate();
+    write_bundle(&plugins.join("fs"), FS, &plugin_library(FS, &[]), None, Some(&key));
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("notes.txt"), "hello\n").unwrap();
+    let key_line = key.public_text().lines().nth(1).unwrap().to_owned();
+    let config = dir.join("quiver.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "plugins_dir: plugins\nrescan_interval_ms: 0\ntrusted_keys: [{{name: test, key: {key_line}}}]\n\
+             isolation: {{default: in_process}}\nplugin_config: {{fs-tools: {{root: {root}}}}}\n\
+             profiles:\n  agent: {{mode: hybrid, approval: allow, eager: [fs_edit, fs_read]}}\n\
+             server:\n  auth:\n    tokens: [{{principal: ops, sha256: {sha}}}]\n{extra}",
+            root = root.display(),
+            sha = quiver_manifest::sha256_hex(TOKEN.as_bytes()),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("serving MCP at http://").nth(1) {
+                let _ = tx.send(rest.trim_end_matches("/mcp").to_owned());
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the server says where it listens");
+    Server { child, addr }
+}
+
+fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+/// An initialized MCP session; returns its id.
+fn open(addr: &str) -> String {
+    let auth = bearer();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "ops-test", "version": "1"}}});
+    let (status, headers, body) =
+        http_post(addr, &[JSON, ACCEPT, ("Authorization", &auth)], init.to_string().as_bytes());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let session = headers.iter().find(|(k, _)| k == "mcp-session-id").unwrap().1.clone();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, _) =
+        http_post(addr, &[JSON, ACCEPT, ("Mcp-Session-Id", &session), ("Authorization", &auth)], note.as_bytes());
+    assert_eq!(status, 202);
+    session
+}
+
+fn request(addr: &str, session: &str, method: &str, params: Value) -> Value {
+    let auth = bearer();
+    let req = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let (status, _, body) = http_post(
+        addr,
+        &[JSON, ACCEPT, ("Mcp-Session-Id", session), ("Authorization", &auth)],
+        req.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let reply = mcp_messages(&body).into_iter().find(|m| m.get("id") == Some(&json!(7))).expect("a response");
+    // A JSON-RPC error (an unknown tool is one) reads as a failed result here.
+    if reply.get("error").is_some() {
+        return json!({"isError": true, "error": reply["error"]});
+    }
+    reply["result"].clone()
+}
+
+fn call(addr: &str, session: &str, tool: &str, args: Value) -> Value {
+    request(addr, session, "tools/call", json!({"name": tool, "arguments": args}))
+}
+
+fn scrape(addr: &str) -> String {
+    let auth = bearer();
+    let (status, headers, body) = http_get(addr, "/metrics", &[("Authorization", &auth)]);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let ctype = headers.iter().find(|(k, _)| k == "content-type").map(|(_, v)| v.as_str()).unwrap_or("");
+    assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
+    String::from_utf8(body).unwrap()
+}
+
+/// The value of one series (`name{labels}` exactly as rendered), or 0 when absent.
+fn series(text: &str, name: &str) -> f64 {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+#[test]
+fn metrics_count_a_scripted_session_per_tool_action_lane_and_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "");
+    let addr = server.addr.clone();
+
+    // Unauthenticated scrapes are refused, like /mcp.
+    let (status, headers, _) = http_get(&addr, "/metrics", &[]);
+    assert_eq!(status, 401);
+    assert!(headers.iter().any(|(k, _)| k == "www-authenticate"), "{headers:?}");
+    let (status, _, _) = http_get(&addr, "/metrics", &[("Authorization", "Bearer wrong")]);
+    assert_eq!(status, 401);
+
+    let s = open(&addr);
+    let listed = request(&addr, &s, "tools/list", json!({}));
+    assert!(listed.to_string().contains("fs_edit"), "{listed}");
+    let ok = |r: &Value| assert_ne!(r["isError"], json!(true), "{r}");
+    // Typed: three writes and one append of fs_edit, one fs_read.
+    for i in 0..3 {
+        ok(&call(&addr, &s, "fs_edit", json!({"action": "write", "path": format!("w{i}.txt"), "content": "x"})));
+    }
+    ok(&call(&addr, &s, "fs_edit", json!({"action": "append", "path": "w0.txt", "content": "y"})));
+    ok(&call(&addr, &s, "fs_read", json!({"path": "notes.txt"})));
+    // Alias lane: write_file is fs_edit's action `write`.
+    ok(&call(&addr, &s, "write_file", json!({"path": "alias.txt", "content": "z"})));
+    // Generic lane: two calls through run_tool.
+    ok(&call(&addr, &s, "run_tool", json!({"name": "fs_edit", "arguments": {"action": "delete", "path": "w2.txt"}})));
+    ok(&call(&addr, &s, "run_tool", json!({"name": "fs_read", "arguments": {"path": "notes.txt"}})));
+    // Failures: a bad argument (typed), an unknown tool (never a label), a run_tool envelope
+    // without a name.
+    let bad = call(&addr, &s, "fs_edit", json!({"action": "write", "content": "no path"}));
+    assert_eq!(bad["isError"], json!(true), "{bad}");
+    let unknown = call(&addr, &s, "zz_secret_probe_tool", json!({}));
+    assert_eq!(unknown["isError"], json!(true), "{unknown}");
+    let envelope = call(&addr, &s, "run_tool", json!({"arguments": {}}));
+    assert_eq!(envelope["isError"], json!(true), "{envelope}");
+    // Search: one with hits, one with none.
+    ok(&call(&addr, &s, "tool_search", json!({"query": "read a text file"})));
+    ok(&call(&addr, &s, "tool_search", json!({"query": "qqzzyyxx wwvvkk"})));
+
+    let m = scrape(&addr);
+    let v = |name: &str| series(&m, name);
+    // Per tool and lane.
+    assert_eq!(v(r#"quiver_tool_calls_total{tool="fs_edit",lane="typed",status="ok"}"#), 4.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_calls_total{tool="fs_edit",lane="typed",status="error"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_calls_total{tool="fs_edit",lane="alias",status="ok"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_calls_total{tool="fs_edit",lane="generic",status="ok"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_calls_total{tool="fs_read",lane="typed",status="ok"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_calls_total{tool="fs_read",lane="generic",status="ok"}"#), 1.0, "{m}");
+    // Per effective action of the consolidated tool (the alias counts as `write`).
+    assert_eq!(v(r#"quiver_tool_action_calls_total{tool="fs_edit",action="write",status="ok"}"#), 4.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_action_calls_total{tool="fs_edit",action="append",status="ok"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_action_calls_total{tool="fs_edit",action="delete",status="ok"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_action_duration_seconds_count{tool="fs_edit",action="write"}"#), 5.0, "{m}");
+    // Latency histograms: every fs_edit call, the +Inf bucket equal to the count.
+    assert_eq!(v(r#"quiver_tool_call_duration_seconds_count{tool="fs_edit"}"#), 7.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_call_duration_seconds_bucket{tool="fs_edit",le="+Inf"}"#), 7.0, "{m}");
+    // Lanes overall: the unknown tool counts as typed, the bad envelope as generic.
+    assert_eq!(v(r#"quiver_calls_total{lane="typed",status="ok"}"#), 5.0, "{m}");
+    assert_eq!(v(r#"quiver_calls_total{lane="typed",status="error"}"#), 2.0, "{m}");
+    assert_eq!(v(r#"quiver_calls_total{lane="alias",status="ok"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_calls_total{lane="generic",status="ok"}"#), 2.0, "{m}");
+    assert_eq!(v(r#"quiver_calls_total{lane="generic",status="error"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_call_duration_seconds_count{lane="typed"}"#), 7.0, "{m}");
+    // Errors by code and validation failures.
+    assert_eq!(v(r#"quiver_call_errors_total{code="unknown_tool"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_call_errors_total{code="invalid_arguments"}"#), 2.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_errors_total{tool="fs_edit",code="invalid_arguments"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_validation_failures_total{lane="typed"}"#), 1.0, "{m}");
+    assert_eq!(v(r#"quiver_validation_failures_total{lane="generic"}"#), 1.0, "{m}");
+    // Meta tools and search.
+    assert_eq!(v(r#"quiver_meta_calls_total{tool="run_tool"}"#), 3.0, "{m}");
+    assert_eq!(v(r#"quiver_meta_calls_total{tool="tool_search"}"#), 2.0, "{m}");
+    assert_eq!(v("quiver_tool_search_zero_results_total"), 1.0, "{m}");
+    // Sessions, surfaces per profile, the catalog, breakers.
+    assert_eq!(v("quiver_sessions_active"), 1.0, "{m}");
+    assert_eq!(v("quiver_sessions_total"), 1.0, "{m}");
+    assert!(v(r#"quiver_surface_bytes_count{profile="agent"}"#) >= 1.0, "{m}");
+    assert!(v(r#"quiver_surface_bytes_sum{profile="agent"}"#) > 256.0, "{m}");
+    assert_eq!(v("quiver_plugins_loaded"), 1.0, "{m}");
+    assert!(v("quiver_tools_loaded") >= 5.0, "{m}");
+    assert_eq!(v(r#"quiver_tool_breaker_state{tool="fs_edit"}"#), 0.0, "{m}");
+    // Bounded labels: what a caller sends never becomes a label value.
+    assert!(!m.contains("zz_secret_probe_tool") && !m.contains("qqzzyyxx"), "{m}");
+    assert!(m.contains("# TYPE quiver_tool_call_duration_seconds histogram"), "{m}");
+    assert!(m.contains("# HELP quiver_tool_calls_total"), "{m}");
+}
