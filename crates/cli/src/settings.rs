@@ -125,6 +125,7 @@ impl Settings {
             max_concurrency: r.max_concurrency as usize,
             transcript_dir: self.config.transcripts.dir.as_ref().map(|d| self.base_dir.join(d)),
             plugin_config: self.config.plugin_config.clone(),
+            rate_limits: self.config.rate_limits.clone(),
         }
     }
 

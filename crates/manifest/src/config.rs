@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, field, index};
+use crate::model::RateLimits;
 use crate::schema::{DocumentSchema, QUIVER_CONFIG_SCHEMA};
 use crate::secret::SecretRef;
 use crate::signature::PublicKey;
@@ -82,6 +83,9 @@ pub struct HostConfig {
     /// when the plugin loads; a declared secret with no source here refuses the load.
     /// Default none.
     pub secrets: BTreeMap<String, BTreeMap<String, SecretRef>>,
+    /// Rate limits per tool name (canonical), overriding the manifest's `policies.rate_limit`
+    /// scope by scope. Default none.
+    pub rate_limits: BTreeMap<String, RateLimits>,
     /// Where plugins run: in the host process or in sandboxed worker processes.
     pub isolation: IsolationConfig,
 }
@@ -440,6 +444,7 @@ impl Default for HostConfig {
             server: ServerConfig::default(),
             plugin_config: BTreeMap::new(),
             secrets: BTreeMap::new(),
+            rate_limits: BTreeMap::new(),
             isolation: IsolationConfig::default(),
         }
     }

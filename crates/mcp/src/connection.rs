@@ -177,6 +177,7 @@ impl Connection {
             mode: profile.name.clone(),
             access: profile.access.clone(),
             approval: profile.approval,
+            principal: principal.clone(),
         };
         let caps = &request.capabilities;
         let client = Arc::new(ClientSide {

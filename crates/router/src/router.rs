@@ -22,6 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, Breaker, Verdict};
+use crate::limits::{self, Limits};
 use crate::results::{READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
 use crate::sink::{AbandonOnDrop, RouterSink};
 use crate::{Approval, Call, CallMeta, CallOutcome, Caller, ClientBridge, RouterSettings, codes, suggest, validate};
@@ -69,6 +70,8 @@ pub(crate) struct ToolState {
     semaphore: Arc<Semaphore>,
     breaker: Breaker,
     counters: Arc<ToolCounters>,
+    /// Rate-limit buckets; `None` when the tool is not limited.
+    limits: Option<Limits>,
 }
 
 /// Tool states in the order of one catalog snapshot's tools.
@@ -620,6 +623,14 @@ impl Router {
                             self.settings.max_concurrency,
                         ))),
                         breaker: Breaker::default(),
+                        limits: {
+                            let manifest = def.policies.rate_limit;
+                            let limits = match self.settings.rate_limits.get(&r.name) {
+                                Some(over) => manifest.overridden_by(over),
+                                None => manifest,
+                            };
+                            Limits::new(&limits)
+                        },
                         counters: {
                             let actions: Vec<&str> = def.spec.actions.iter().map(|a| a.name.as_str()).collect();
                             self.counters.tool(&r.name, &actions)
@@ -775,6 +786,17 @@ impl Router {
             return Err(e);
         }
         meta.policy.push(Cow::Borrowed("arguments:ok"));
+
+        // 3b. Rate limits (before approval: nobody is asked about a call that is refused).
+        if let Some(limits) = &state.limits
+            && let Err((scope, limit, wait)) = limits.check(&caller.session_id, caller.principal.as_deref())
+        {
+            meta.policy.push(Cow::Borrowed("rate:limited"));
+            if let (Some(all), Some(tool)) = (self.counters.metrics(), state.counters.metrics()) {
+                tool.rate_limited(all, scope);
+            }
+            return Err(limits::refused(tool_name, scope, limit, wait));
+        }
 
         // 4. Approval.
         let confirmed =

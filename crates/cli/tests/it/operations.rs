@@ -214,3 +214,41 @@ fn metrics_count_a_scripted_session_per_tool_action_lane_and_code() {
     assert!(m.contains("# TYPE quiver_tool_call_duration_seconds histogram"), "{m}");
     assert!(m.contains("# HELP quiver_tool_calls_total"), "{m}");
 }
+
+/// Rate limits from the configuration: a burst over a session's limit is refused with
+/// `rate_limited` and a retry hint; other tools and other sessions are unaffected; the refusal
+/// is counted per tool and scope.
+#[test]
+fn a_burst_over_a_rate_limit_is_refused_with_a_retry_hint_and_nothing_else_is_affected() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "rate_limits:\n  fs_read:\n    session: {per_minute: 60, burst: 3}\n");
+    let addr = server.addr.clone();
+    let s = open(&addr);
+    let read = |session: &str| call(&addr, session, "fs_read", json!({"path": "notes.txt"}));
+    for _ in 0..3 {
+        let r = read(&s);
+        assert_ne!(r["isError"], json!(true), "{r}");
+    }
+    let refused = read(&s);
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    let text = refused.to_string();
+    assert!(text.contains("rate_limited") && text.contains("per session"), "{text}");
+    let retry: u64 = text
+        .split("retry_after_ms")
+        .nth(1)
+        .and_then(|rest| {
+            rest.trim_start_matches(|c: char| !c.is_ascii_digit()).split(|c: char| !c.is_ascii_digit()).next()
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no retry_after_ms in {text}"));
+    assert!((1..=1000).contains(&retry), "one token a second: {retry} ms in {text}");
+    // Another tool in the same session, and the same tool in another session, still run.
+    let stat = call(&addr, &s, "fs_stat", json!({"path": "notes.txt"}));
+    assert_ne!(stat["isError"], json!(true), "{stat}");
+    let other = open(&addr);
+    let r = read(&other);
+    assert_ne!(r["isError"], json!(true), "{r}");
+    let m = scrape(&addr);
+    assert_eq!(series(&m, r#"quiver_rate_limited_total{tool="fs_read",scope="session"}"#), 1.0, "{m}");
+    assert_eq!(series(&m, r#"quiver_call_errors_total{code="rate_limited"}"#), 1.0, "{m}");
+}
