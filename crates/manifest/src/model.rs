@@ -155,6 +155,11 @@ pub struct ToolSpec {
     /// User requests that should find this tool (search evaluation and contract tests).
     #[serde(default)]
     pub examples: Vec<String>,
+    /// Names of the secrets the tool needs (names only, never values): the operator supplies
+    /// each under `secrets.<plugin id>.<NAME>` in the host configuration, and the tool reads
+    /// it from its request (`Context::secret`). A missing one refuses the bundle at load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 /// Risk class of a tool or action, ordered from least to most risky.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
+use quiver_abi::{ErrorCode, Secrets, Status, ToolError, ToolResponse};
 use quiver_catalog::{
     AbortReason, Access, Catalog, CatalogSource, Dispatch, META_TOOLS, Notice, PluginEntry, RUN_TOOL, RemoteCall,
     TOOL_SEARCH, ToolDef,
@@ -42,6 +42,8 @@ struct RequestView<'a> {
     invocation_policies: PoliciesView<'a>,
     #[serde(skip_serializing_if = "Value::is_null")]
     config: &'a Value,
+    #[serde(skip_serializing_if = "Secrets::is_empty")]
+    secrets: &'a Secrets,
 }
 
 #[derive(Serialize)]
@@ -72,6 +74,8 @@ pub(crate) struct ToolState {
     counters: Arc<ToolCounters>,
     /// Rate-limit buckets; `None` when the tool is not limited.
     limits: Option<Limits>,
+    /// The secrets the tool declares, with their values (empty for most tools).
+    secrets: Secrets,
 }
 
 /// Tool states in the order of one catalog snapshot's tools.
@@ -623,6 +627,16 @@ impl Router {
                             self.settings.max_concurrency,
                         ))),
                         breaker: Breaker::default(),
+                        secrets: {
+                            let supplied = self.settings.secrets.get(&plugin.manifest.id);
+                            Secrets(
+                                def.spec
+                                    .secrets
+                                    .iter()
+                                    .filter_map(|n| Some((n.clone(), supplied?.get(n)?.expose().to_owned())))
+                                    .collect(),
+                            )
+                        },
                         limits: {
                             let manifest = def.policies.rate_limit;
                             let limits = match self.settings.rate_limits.get(&r.name) {
@@ -861,6 +875,7 @@ impl Router {
             } else {
                 &config
             },
+            secrets: &state.secrets,
         };
         let mut body = Vec::with_capacity(256 + args_len_hint(&args));
         serde_json::to_writer(&mut body, &request)

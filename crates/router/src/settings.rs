@@ -27,6 +27,9 @@ pub struct RouterSettings {
     /// Rate limits per canonical tool name (host config `rate_limits`), overriding each tool's
     /// manifest `policies.rate_limit` scope by scope.
     pub rate_limits: std::collections::BTreeMap<String, quiver_manifest::RateLimits>,
+    /// Plugin secrets per plugin id and name (host config `secrets`, resolved). Each tool's
+    /// requests carry the ones its manifest declares.
+    pub secrets: std::collections::BTreeMap<String, std::collections::BTreeMap<String, quiver_manifest::Secret>>,
 }
 
 impl Default for RouterSettings {
@@ -40,6 +43,7 @@ impl Default for RouterSettings {
             transcript_dir: None,
             plugin_config: Default::default(),
             rate_limits: Default::default(),
+            secrets: Default::default(),
         }
     }
 }

@@ -9,6 +9,7 @@ use quiver_tests::{TestKey, http_get, http_post, mcp_messages, plugin_library, w
 use serde_json::{Value, json};
 
 const FS: &str = "fs-tools";
+const SECRET: &str = "secret-plugin";
 const TOKEN: &str = "metrics-test-token-0123456789abcdef0123456789abcdef";
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
@@ -16,6 +17,8 @@ const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 struct Server {
     child: Child,
     addr: String,
+    /// Every line the server wrote on stderr so far.
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
@@ -25,12 +28,18 @@ impl Drop for Server {
     }
 }
 
-/// A project with the fs-tools bundle (in-process), a root folder for it, bearer auth with
-/// [`TOKEN`], and a profile that allows confirmed tools; `extra` is appended to quiver.yaml.
+/// A project with the fs-tools and secret-plugin bundles (in-process), a root folder for
+/// fs-tools, bearer auth with [`TOKEN`], and a profile that allows confirmed tools; `extra` is
+/// appended to quiver.yaml (secret-plugin is rejected unless it supplies `API_TOKEN`).
 fn start(dir: &Path, extra: &str) -> Server {
+    start_with_env(dir, extra, &[])
+}
+
+fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)]) -> Server {
     let plugins = dir.join("plugins");
     let key = TestKey::generate();
     write_bundle(&plugins.join("fs"), FS, &plugin_library(FS, &[]), None, Some(&key));
+    write_bundle(&plugins.join("secret"), SECRET, &plugin_library(SECRET, &[]), None, Some(&key));
     let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("notes.txt"), "hello\n").unwrap();
@@ -48,28 +57,35 @@ fn start(dir: &Path, extra: &str) -> Server {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quiver"))
-        .arg("--config")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_quiver"));
+    cmd.arg("--config")
         .arg(&config)
         .args(["serve", "--http", "127.0.0.1:0"])
         .current_dir(dir)
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (tx, rx) = std::sync::mpsc::channel();
+    let seen = lines.clone();
     std::thread::spawn(move || {
         use std::io::BufRead;
         for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(rest) = line.split("serving MCP at http://").nth(1) {
                 let _ = tx.send(rest.trim_end_matches("/mcp").to_owned());
             }
+            seen.lock().unwrap().push(line);
         }
     });
-    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the server says where it listens");
-    Server { child, addr }
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("the server says where it listens: {:?}", lines.lock().unwrap()));
+    Server { child, addr, stderr: lines }
 }
 
 fn bearer() -> String {
@@ -207,6 +223,8 @@ fn metrics_count_a_scripted_session_per_tool_action_lane_and_code() {
     assert!(v(r#"quiver_surface_bytes_count{profile="agent"}"#) >= 1.0, "{m}");
     assert!(v(r#"quiver_surface_bytes_sum{profile="agent"}"#) > 256.0, "{m}");
     assert_eq!(v("quiver_plugins_loaded"), 1.0, "{m}");
+    // secret-plugin was refused: its secret is not configured.
+    assert_eq!(v(r#"quiver_bundle_rejections_total{stage="secrets"}"#), 1.0, "{m}");
     assert!(v("quiver_tools_loaded") >= 5.0, "{m}");
     assert_eq!(v(r#"quiver_tool_breaker_state{tool="fs_edit"}"#), 0.0, "{m}");
     // Bounded labels: what a caller sends never becomes a label value.
@@ -251,4 +269,94 @@ fn a_burst_over_a_rate_limit_is_refused_with_a_retry_hint_and_nothing_else_is_af
     let m = scrape(&addr);
     assert_eq!(series(&m, r#"quiver_rate_limited_total{tool="fs_read",scope="session"}"#), 1.0, "{m}");
     assert_eq!(series(&m, r#"quiver_call_errors_total{code="rate_limited"}"#), 1.0, "{m}");
+}
+
+/// FNV-1a as secret-plugin computes it.
+fn fnv1a(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A tool receives the secret its manifest declares, from the environment variable the
+/// configuration names; the value appears in no response, log line (at trace level), transcript,
+/// metric or error.
+#[test]
+fn a_declared_secret_reaches_its_tool_and_no_output_channel() {
+    const VALUE: &str = "sk-live-7Q2x9ZpL4mW8vR3nT6yB1cD5";
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_with_env(
+        dir.path(),
+        "secrets:\n  secret-plugin:\n    API_TOKEN: {env: QV_TEST_API_TOKEN}\ntranscripts:\n  dir: transcripts\n",
+        &[("QV_TEST_API_TOKEN", VALUE), ("RUST_LOG", "trace")],
+    );
+    let addr = server.addr.clone();
+    let s = open(&addr);
+    let mut seen = Vec::new();
+    seen.push(request(&addr, &s, "tools/list", json!({})).to_string());
+    let r = call(&addr, &s, "secret_probe", json!({}));
+    assert_eq!(r["structuredContent"]["received"], json!(true), "{r}");
+    assert_eq!(r["structuredContent"]["length"], json!(VALUE.len()), "{r}");
+    assert_eq!(r["structuredContent"]["fnv1a"], json!(fnv1a(VALUE.as_bytes())), "{r}");
+    seen.push(r.to_string());
+    // Error paths: bad arguments, through run_tool, a wrong tool name, and the resource.
+    seen.push(call(&addr, &s, "secret_probe", json!({"unexpected": 1})).to_string());
+    seen.push(call(&addr, &s, "run_tool", json!({"name": "secret_probe", "arguments": {}})).to_string());
+    seen.push(call(&addr, &s, "secret_prob", json!({})).to_string());
+    seen.push(request(&addr, &s, "resources/read", json!({"uri": "quiver://tools/secret_probe"})).to_string());
+    seen.push(scrape(&addr));
+    // Let the transcript writer and the log lines catch up, then stop the server.
+    std::thread::sleep(Duration::from_millis(300));
+    let log = server.stderr.lock().unwrap().join("\n");
+    assert!(log.contains("secret_probe"), "trace logging ran: {log}");
+    let mut transcripts = String::new();
+    for e in std::fs::read_dir(dir.path().join("transcripts")).unwrap().flatten() {
+        transcripts.push_str(&std::fs::read_to_string(e.path()).unwrap());
+    }
+    assert!(transcripts.contains("secret_probe"), "the calls were transcribed: {transcripts}");
+    for (channel, text) in [("responses", seen.join("\n")), ("stderr log", log), ("transcripts", transcripts)] {
+        assert!(!text.contains(VALUE), "the secret leaked into the {channel}");
+        assert!(!text.contains(&VALUE[3..15]), "part of the secret leaked into the {channel}");
+    }
+    drop(server);
+}
+
+/// A declared secret the configuration does not supply, or whose variable is unset, refuses the
+/// bundle at load with a message naming the plugin, the secret and how to supply it.
+#[test]
+fn a_missing_secret_refuses_the_bundle_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = TestKey::generate();
+    write_bundle(&dir.path().join("plugins/secret"), SECRET, &plugin_library(SECRET, &[]), None, Some(&key));
+    let key_line = key.public_text().lines().nth(1).unwrap().to_owned();
+    let base = format!("plugins_dir: plugins\ntrusted_keys: [{{name: test, key: {key_line}}}]\n");
+    let list = |config: &str| {
+        std::fs::write(dir.path().join("quiver.yaml"), config).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .args(["--config", "quiver.yaml", "list"])
+            .current_dir(dir.path())
+            .env_remove("QV_UNSET_TOKEN")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "a rejected bundle makes list fail");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = list(&base);
+    assert!(
+        err.contains("secret-plugin")
+            && err.contains("`API_TOKEN`")
+            && err.contains("secrets:")
+            && err.contains("env:"),
+        "{err}"
+    );
+    let err = list(&format!("{base}secrets:\n  secret-plugin:\n    API_TOKEN: {{env: QV_UNSET_TOKEN}}\n"));
+    assert!(
+        err.contains("secret-plugin") && err.contains("API_TOKEN") && err.contains("`QV_UNSET_TOKEN` is not set"),
+        "{err}"
+    );
+    let err = list(&format!("{base}secrets:\n  secret-plugin:\n    API_TOKEN: {{file: missing/token}}\n"));
+    assert!(err.contains("missing/token") && err.contains("cannot be read"), "{err}");
 }
