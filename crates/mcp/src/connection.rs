@@ -56,6 +56,19 @@ pub(crate) struct Live {
 }
 
 impl Live {
+    /// What the operator dashboard shows of this session.
+    pub(crate) fn view(&self) -> serde_json::Value {
+        let state = self.lock();
+        json!({
+            "id": self.caller.session_id,
+            "client": self.caller.client,
+            "profile": self.caller.mode,
+            "mode": self.mode.as_str(),
+            "surface_bytes": state.listing.as_ref().map(|l| l.bytes),
+            "loaded": state.session.loaded().iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -474,10 +487,12 @@ impl ServerHandler for Connection {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<crate::HttpIdentity>());
         let live = self.start(&request, context.peer.clone(), http);
-        if self.live.set(live).is_ok()
-            && let Some(m) = self.shared.router.metrics()
-        {
-            m.session_started();
+        let registered = Arc::downgrade(&live);
+        if self.live.set(live).is_ok() {
+            self.shared.register_session(registered);
+            if let Some(m) = self.shared.router.metrics() {
+                m.session_started();
+            }
         }
         Ok(result)
     }

@@ -42,6 +42,7 @@ use quiver_telemetry::Metrics;
 
 use crate::QuiverServer;
 use crate::auth::{AuthFailure, Authenticator, Principal};
+use crate::dashboard::{self, Dashboard, UiState};
 use crate::wire::{Refusal, error_json, parse, too_large};
 
 /// Where the protected resource metadata (RFC 9728) is served.
@@ -125,6 +126,9 @@ pub struct HttpOptions {
     pub session_idle_timeout: Duration,
     /// Queue bound of each session.
     pub max_requests_per_session: usize,
+    /// The operator dashboard at `/ui` (its data behind the same authentication as `/mcp`);
+    /// `None`: no dashboard.
+    pub dashboard: Option<Arc<Dashboard>>,
 }
 
 impl Default for HttpOptions {
@@ -138,6 +142,7 @@ impl Default for HttpOptions {
             max_sessions: 256,
             session_idle_timeout: Duration::from_secs(600),
             max_requests_per_session: 64,
+            dashboard: None,
         }
     }
 }
@@ -218,9 +223,25 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         owners: Mutex::new(HashMap::new()),
     });
     let metadata = axum::routing::get(resource_metadata).with_state(gate.clone());
-    let operator = axum::Router::new()
-        .route(METRICS_PATH, axum::routing::get(metrics_page).with_state(server.shared.router.metrics().cloned()))
-        .route_layer(axum::middleware::from_fn_with_state(gate.clone(), operator_only));
+    let mut operator = axum::Router::new()
+        .route(METRICS_PATH, axum::routing::get(metrics_page).with_state(server.shared.router.metrics().cloned()));
+    if let Some(dashboard) = &opts.dashboard {
+        let ui = UiState { server: server.clone(), dashboard: dashboard.clone() };
+        operator = operator
+            .route("/ui/api/state", axum::routing::get(dashboard::state).with_state(ui.clone()))
+            .route("/ui/api/search", axum::routing::get(dashboard::search).with_state(ui));
+    }
+    let operator = operator.route_layer(axum::middleware::from_fn_with_state(gate.clone(), operator_only));
+    // The page itself holds no data (it is the same for everyone); its API is authenticated.
+    let operator = if opts.dashboard.is_some() {
+        operator
+            .route("/ui", axum::routing::get(dashboard::index))
+            .route("/ui/", axum::routing::get(dashboard::index))
+            .route("/ui/style.css", axum::routing::get(dashboard::style))
+            .route("/ui/app.js", axum::routing::get(dashboard::script))
+    } else {
+        operator
+    };
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
         .layer(axum::middleware::from_fn_with_state(max_bytes, check_body))

@@ -40,6 +40,7 @@
 mod auth;
 mod bridge;
 mod connection;
+mod dashboard;
 mod http;
 mod listing;
 mod resources;
@@ -50,6 +51,7 @@ mod wire;
 
 pub use auth::{AuthFailure, Authenticator, Principal};
 pub use connection::Connection;
+pub use dashboard::Dashboard;
 pub use http::{
     FIRST_BYTE_TIMEOUT, HttpIdentity, HttpOptions, MCP_PATH, METRICS_PATH, PROMETHEUS_CONTENT_TYPE,
     RESOURCE_METADATA_PATH, serve_http, serve_http_on, serve_metrics_on,

@@ -57,9 +57,8 @@ fn setup() -> Setup {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let rt1 = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let router = Arc::new(Router::new(host.clone(), RouterSettings::default()));
-    let metered = Arc::new(
-        Router::new(host, RouterSettings::default()).with_metrics(Arc::new(quiver_telemetry::Metrics::new())),
-    );
+    let metered =
+        Arc::new(Router::new(host, RouterSettings::default()).with_metrics(Arc::new(quiver_telemetry::Metrics::new())));
     let body = serde_json::to_string(&ToolRequest {
         request_id: "bench".into(),
         tool_id: "marker_echo".into(),
@@ -68,7 +67,16 @@ fn setup() -> Setup {
         ..ToolRequest::default()
     })
     .expect("request");
-    Setup { rt, rt1, router, metered, backend, caller: Caller::new("bench", Access::unrestricted()), body, _plugins: plugins }
+    Setup {
+        rt,
+        rt1,
+        router,
+        metered,
+        backend,
+        caller: Caller::new("bench", Access::unrestricted()),
+        body,
+        _plugins: plugins,
+    }
 }
 
 fn direct_fn() -> String {

@@ -3,7 +3,8 @@
 //! (with its background rescans) into `quiver_mcp`: the host is the catalog source, its
 //! `on_change` feeds the server's change channel so sessions hear `tools/list_changed`.
 //! Metrics ([`quiver_telemetry::Metrics`]) are on with `--http` (served at `/metrics`) or
-//! `--metrics ADDR` (a separate listener, for stdio mode).
+//! `--metrics ADDR` (a separate listener, for stdio mode); with `--http` the operator dashboard
+//! is at `/ui`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use quiver_lifecycle::{Host, ScanReport};
-use quiver_mcp::{HttpOptions, MCP_PATH, METRICS_PATH, QuiverServer, ServerOptions, SessionProfile};
+use quiver_mcp::{Dashboard, HttpOptions, MCP_PATH, METRICS_PATH, QuiverServer, ServerOptions, SessionProfile};
 use quiver_router::Router;
 use quiver_telemetry::Metrics;
 use tokio::sync::watch;
@@ -73,20 +74,24 @@ fn authenticator(settings: &Settings) -> Result<Option<Arc<quiver_mcp::Authentic
     Ok(Some(Arc::new(a)))
 }
 
-/// Feeds the catalog size and bundle rejections (by stage) of every scan into `metrics`.
-fn watch_host(metrics: &Arc<Metrics>, host: &Arc<Host>, first_scan: &ScanReport) {
-    let record = |m: &Metrics, report: &ScanReport, host: &Host| {
+/// Feeds the catalog size and bundle rejections (by stage) of every scan into `metrics`, and
+/// the rejections into the dashboard's log.
+fn watch_host(metrics: &Arc<Metrics>, dashboard: Option<&Arc<Dashboard>>, host: &Arc<Host>, first_scan: &ScanReport) {
+    let record = |m: &Metrics, d: Option<&Dashboard>, report: &ScanReport, host: &Host| {
         for r in &report.rejected {
             m.bundle_rejected(r.stage.as_str());
+            if let Some(d) = d {
+                d.rejected(&r.bundle.display().to_string(), r.stage.as_str(), &r.message);
+            }
         }
         let catalog = host.catalog();
         m.catalog(catalog.plugins().len(), catalog.tools().len());
     };
-    record(metrics, first_scan, host);
-    let (m, weak) = (metrics.clone(), Arc::downgrade(host));
+    record(metrics, dashboard.map(|d| &**d), first_scan, host);
+    let (m, d, weak) = (metrics.clone(), dashboard.cloned(), Arc::downgrade(host));
     host.on_scan(move |report| {
         if let Some(host) = weak.upgrade() {
-            record(&m, report, &host);
+            record(&m, d.as_deref(), report, &host);
         }
     });
 }
@@ -100,8 +105,13 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     let (host, first_scan) = settings.start_host_reporting()?;
     // Metrics are on whenever something can read them: the HTTP transport or `--metrics`.
     let metrics = (a.http.is_some() || a.metrics.is_some()).then(|| Arc::new(Metrics::new()));
+    // The operator dashboard, on the HTTP transport.
+    let dashboard = a.http.is_some().then(|| {
+        let profiles = settings.config.profiles.iter().map(|(n, p)| SessionProfile::from_config(n, p)).collect();
+        Arc::new(Dashboard::new(profiles))
+    });
     if let Some(m) = &metrics {
-        watch_host(m, &host, &first_scan);
+        watch_host(m, dashboard.as_ref(), &host, &first_scan);
     }
     let metrics_auth = if a.metrics.is_some() && a.http.is_none() { authenticator(&settings)? } else { None };
     let rt =
@@ -175,6 +185,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
                     shutdown,
                     auth,
                     insecure_no_auth: a.insecure_no_auth,
+                    dashboard: dashboard.clone(),
                     ..HttpOptions::from_config(&settings.config.server)
                 };
                 quiver_mcp::serve_http_on(server, listener, opts).await.context("the HTTP MCP server failed")

@@ -360,3 +360,118 @@ fn a_missing_secret_refuses_the_bundle_with_a_clear_error() {
     let err = list(&format!("{base}secrets:\n  secret-plugin:\n    API_TOKEN: {{file: missing/token}}\n"));
     assert!(err.contains("missing/token") && err.contains("cannot be read"), "{err}");
 }
+
+/// The `chromium` binary, when installed. CI installs it (`.ci/run`) and sets
+/// `QUIVER_REQUIRE_CHROMIUM`, so the browser test cannot silently skip there.
+fn chromium() -> Option<&'static str> {
+    let ok = Command::new("chromium").arg("--version").output().is_ok_and(|o| o.status.success());
+    if ok {
+        return Some("chromium");
+    }
+    assert!(
+        std::env::var_os("QUIVER_REQUIRE_CHROMIUM").is_none(),
+        "QUIVER_REQUIRE_CHROMIUM is set but the `chromium` command is not installed (apt-get install chromium)"
+    );
+    eprintln!("note: `chromium` is not installed; skipping the dashboard browser test");
+    None
+}
+
+/// Headless Chromium loading `url`: `--dump-dom` (returns the rendered DOM) or, with `shot`, a
+/// screenshot written there.
+fn browse(browser: &str, url: &str, shot: Option<&Path>) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(browser);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--virtual-time-budget=8000",
+        "--window-size=1280,2200",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()));
+    match shot {
+        Some(p) => cmd.arg(format!("--screenshot={}", p.display())),
+        None => cmd.arg("--dump-dom"),
+    };
+    let out = cmd.arg(url).stdin(Stdio::null()).output().expect("run chromium");
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The operator dashboard in a real browser against a running server after a scripted session:
+/// tool count, the session's row, the charts, the rejected bundle and a search with ranks and
+/// scores; its data is refused without the bearer token, to the browser and to plain requests.
+#[test]
+fn the_dashboard_renders_in_headless_chromium_behind_the_same_auth() {
+    let Some(browser) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "");
+    let addr = server.addr.clone();
+    let s = open(&addr);
+    for _ in 0..3 {
+        call(&addr, &s, "fs_read", json!({"path": "notes.txt"}));
+    }
+    call(&addr, &s, "fs_edit", json!({"action": "write", "path": "ui.txt", "content": "x"}));
+    call(&addr, &s, "fs_edit", json!({"action": "write"}));
+
+    // Plain requests: the data needs the token; the page shell holds none.
+    for path in ["/ui/api/state", "/ui/api/search?q=read&profile=agent"] {
+        let (status, _, _) = http_get(&addr, path, &[]);
+        assert_eq!(status, 401, "{path}");
+    }
+    let (status, _, shell) = http_get(&addr, "/ui", &[]);
+    assert_eq!(status, 200);
+    let shell = String::from_utf8(shell).unwrap();
+    assert!(!shell.contains("fs_read") && !shell.contains("ops-test"), "the shell carries no data");
+    let auth = bearer();
+    let (status, _, state) = http_get(&addr, "/ui/api/state", &[("Authorization", &auth)]);
+    assert_eq!(status, 200);
+    let state: Value = serde_json::from_slice(&state).unwrap();
+    let n_tools = state["tools"].as_array().unwrap().len();
+    assert_eq!(n_tools, 5, "fs-tools' five tools: {state}");
+
+    // Without the token the browser shows the refusal and no data.
+    let dom = browse(browser, &format!("http://{addr}/ui"), None);
+    assert!(dom.contains("authentication required"), "{dom}");
+    assert!(!dom.contains("ops-test"), "{dom}");
+
+    // With it: the rendered page.
+    let url = format!("http://{addr}/ui?q=read%20a%20file&profile=agent#token={TOKEN}");
+    let dom = browse(browser, &url, None);
+    assert!(dom.contains(&format!(r#"id="tool-count" class="figure">{n_tools}<"#)), "tool count:\n{dom}");
+    assert!(dom.contains(r#"id="session-count" class="figure">1<"#), "{dom}");
+    let session_row = dom.split(r#"<tr class="session">"#).nth(1).unwrap_or_else(|| panic!("no session row:\n{dom}"));
+    let session_row = session_row.split("</tr>").next().unwrap();
+    assert!(session_row.contains("ops-test") && session_row.contains("agent"), "{session_row}");
+    let chart = dom.split(r#"<svg id="calls-chart""#).nth(1).unwrap_or_else(|| panic!("no calls chart:\n{dom}"));
+    let chart = chart.split("</svg>").next().unwrap();
+    assert!(chart.contains(r#"data-tool="fs_read""#) && chart.contains("3 calls"), "{chart}");
+    assert!(chart.contains("<rect"), "{chart}");
+    assert!(dom.contains(r#"<svg id="latency-chart""#), "{dom}");
+    // The catalog: fs_edit's deprecated alias with its planned removal.
+    assert!(dom.contains("write_file (deprecated, action write, removal planned in 1.0.0)"), "{dom}");
+    // Provenance and the rejected bundle.
+    assert!(dom.contains("in_process"), "{dom}");
+    let rejected = dom.split(r#"<table id="rejections">"#).nth(1).unwrap().split("</table>").next().unwrap();
+    assert!(rejected.contains("secrets") && rejected.contains("API_TOKEN"), "{rejected}");
+    // The search playground: ranked hits with scores.
+    let results = dom.split(r#"<table id="search-results">"#).nth(1).unwrap().split("</table>").next().unwrap();
+    let first = results.split(r#"<tr class="hit">"#).nth(1).unwrap_or_else(|| panic!("no hits:\n{results}"));
+    assert!(first.contains(">1<") && first.contains("fs_read"), "{first}");
+
+    // Screenshots, kept for people to look at (target/ui-screenshots/).
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ui-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    for (name, url) in [("dashboard.png", url.as_str()), ("dashboard-no-token.png", &format!("http://{addr}/ui"))] {
+        let path = shots.join(name);
+        let _ = std::fs::remove_file(&path);
+        browse(browser, url, Some(&path));
+        let png = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} is not a real screenshot", path.display());
+    }
+}
