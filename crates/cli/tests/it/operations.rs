@@ -231,6 +231,26 @@ fn metrics_count_a_scripted_session_per_tool_action_lane_and_code() {
     assert!(!m.contains("zz_secret_probe_tool") && !m.contains("qqzzyyxx"), "{m}");
     assert!(m.contains("# TYPE quiver_tool_call_duration_seconds histogram"), "{m}");
     assert!(m.contains("# HELP quiver_tool_calls_total"), "{m}");
+
+    // `quiver stats URL` reads the same figures from the running server.
+    let stats = |token: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_quiver"));
+        cmd.args(["--json", "stats", &format!("http://{addr}/metrics")]).env_remove("QUIVER_TOKEN");
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        cmd.output().unwrap()
+    };
+    let out = stats(Some(TOKEN));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tools"]["fs_edit"]["calls"], json!(7.0), "{v}");
+    assert_eq!(v["tools"]["fs_edit"]["errors"], json!(1.0), "{v}");
+    assert_eq!(v["lanes"]["generic"]["calls"], json!(3.0), "{v}");
+    assert_eq!(v["errors"]["unknown_tool"], json!(1.0), "{v}");
+    let out = stats(None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Rate limits from the configuration: a burst over a session's limit is refused with
