@@ -32,10 +32,10 @@ impl Drop for Server {
 /// fs-tools, bearer auth with [`TOKEN`], and a profile that allows confirmed tools; `extra` is
 /// appended to quiver.yaml (secret-plugin is rejected unless it supplies `API_TOKEN`).
 fn start(dir: &Path, extra: &str) -> Server {
-    start_with_env(dir, extra, &[])
+    start_with_env(dir, extra, &[], "in_process")
 }
 
-fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)]) -> Server {
+fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)], isolation: &str) -> Server {
     let plugins = dir.join("plugins");
     let key = TestKey::generate();
     write_bundle(&plugins.join("fs"), FS, &plugin_library(FS, &[]), None, Some(&key));
@@ -49,7 +49,7 @@ fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)]) -> Server {
         &config,
         format!(
             "plugins_dir: plugins\nrescan_interval_ms: 0\ntrusted_keys: [{{name: test, key: {key_line}}}]\n\
-             isolation: {{default: in_process}}\nplugin_config: {{fs-tools: {{root: {root}}}}}\n\
+             isolation: {{default: {isolation}}}\nplugin_config: {{fs-tools: {{root: {root}}}}}\n\
              profiles:\n  agent: {{mode: hybrid, approval: allow, eager: [fs_edit, fs_read]}}\n\
              server:\n  auth:\n    tokens: [{{principal: ops, sha256: {sha}}}]\n{extra}",
             root = root.display(),
@@ -306,12 +306,24 @@ fn fnv1a(bytes: &[u8]) -> String {
 /// metric or error.
 #[test]
 fn a_declared_secret_reaches_its_tool_and_no_output_channel() {
+    secret_reaches_its_tool_only("in_process");
+}
+
+/// The same through a sandboxed worker process (whose environment is empty: the secret travels
+/// in the request).
+#[test]
+fn a_declared_secret_reaches_an_isolated_tool_and_no_output_channel() {
+    secret_reaches_its_tool_only("process");
+}
+
+fn secret_reaches_its_tool_only(isolation: &str) {
     const VALUE: &str = "sk-live-7Q2x9ZpL4mW8vR3nT6yB1cD5";
     let dir = tempfile::tempdir().unwrap();
     let server = start_with_env(
         dir.path(),
         "secrets:\n  secret-plugin:\n    API_TOKEN: {env: QV_TEST_API_TOKEN}\ntranscripts:\n  dir: transcripts\n",
         &[("QV_TEST_API_TOKEN", VALUE), ("RUST_LOG", "trace")],
+        isolation,
     );
     let addr = server.addr.clone();
     let s = open(&addr);
