@@ -384,6 +384,9 @@ pub struct AuthConfig {
     pub jwt: Option<JwtConfig>,
     /// Profile per principal (token principal or JWT `sub`).
     pub principals: BTreeMap<String, String>,
+    /// Principals allowed to read the operator endpoints (`/metrics`, the dashboard's data),
+    /// which show every tool whatever the principal's scopes. Default none.
+    pub operators: Vec<String>,
 }
 
 /// A static bearer token, stored as the sha256 of its text.

@@ -339,10 +339,23 @@ fn authenticate(gate: &Gate, request: &Request) -> Result<Option<Principal>, Box
     }
 }
 
-/// The operator endpoints (`/metrics`): the same authentication as `/mcp`, no session.
+/// The operator endpoints (`/metrics`, the dashboard's data): the same authentication as
+/// `/mcp`, and the principal must be an operator (`server.auth.operators`): they name every
+/// tool, whatever the principal's scopes.
 async fn operator_only(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     match authenticate(&gate, &request) {
-        Ok(_) => next.run(request).await,
+        Ok(None) => next.run(request).await,
+        Ok(Some(p)) if gate.auth.as_ref().is_some_and(|a| a.is_operator(&p)) => next.run(request).await,
+        Ok(Some(p)) => {
+            tracing::warn!(principal = %p.name, "operator endpoint refused: not in server.auth.operators");
+            plain_error(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "principal `{}` may not read operator data (metrics, dashboard): add it to server.auth.operators",
+                    p.name
+                ),
+            )
+        }
         Err(refused) => *refused,
     }
 }

@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 const FS: &str = "fs-tools";
 const SECRET: &str = "secret-plugin";
 const TOKEN: &str = "metrics-test-token-0123456789abcdef0123456789abcdef";
+/// A principal that may use the tools but is not an operator.
+const AGENT_TOKEN: &str = "agent-test-token-0123456789abcdef0123456789abcdef";
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 
@@ -51,9 +53,10 @@ fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)], isolation: &str
             "plugins_dir: plugins\nrescan_interval_ms: 0\ntrusted_keys: [{{name: test, key: {key_line}}}]\n\
              isolation: {{default: {isolation}}}\nplugin_config: {{fs-tools: {{root: {root}}}}}\n\
              profiles:\n  agent: {{mode: hybrid, approval: allow, eager: [fs_edit, fs_read]}}\n\
-             server:\n  auth:\n    tokens: [{{principal: ops, sha256: {sha}}}]\n{extra}",
+             server:\n  auth:\n    operators: [ops]\n    tokens: [{{principal: ops, sha256: {sha}}}, {{principal: agent, sha256: {agent}}}]\n{extra}",
             root = root.display(),
             sha = quiver_manifest::sha256_hex(TOKEN.as_bytes()),
+            agent = quiver_manifest::sha256_hex(AGENT_TOKEN.as_bytes()),
         ),
     )
     .unwrap();
@@ -155,6 +158,11 @@ fn metrics_count_a_scripted_session_per_tool_action_lane_and_code() {
     assert!(headers.iter().any(|(k, _)| k == "www-authenticate"), "{headers:?}");
     let (status, _, _) = http_get(&addr, "/metrics", &[("Authorization", "Bearer wrong")]);
     assert_eq!(status, 401);
+    // An authenticated principal that is not an operator may not read them either (they name
+    // every tool, whatever its scopes).
+    let (status, _, body) = http_get(&addr, "/metrics", &[("Authorization", &format!("Bearer {AGENT_TOKEN}"))]);
+    assert_eq!(status, 403);
+    assert!(String::from_utf8_lossy(&body).contains("server.auth.operators"));
 
     let s = open(&addr);
     let listed = request(&addr, &s, "tools/list", json!({}));
@@ -455,6 +463,8 @@ fn the_dashboard_renders_in_headless_chromium_behind_the_same_auth() {
     for path in ["/ui/api/state", "/ui/api/search?q=read&profile=agent"] {
         let (status, _, _) = http_get(&addr, path, &[]);
         assert_eq!(status, 401, "{path}");
+        let (status, _, _) = http_get(&addr, path, &[("Authorization", &format!("Bearer {AGENT_TOKEN}"))]);
+        assert_eq!(status, 403, "{path}: not an operator");
     }
     let (status, _, shell) = http_get(&addr, "/ui", &[]);
     assert_eq!(status, 200);
