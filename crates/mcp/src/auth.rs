@@ -137,7 +137,7 @@ impl Authenticator {
 
     /// True when `principal` may read the operator endpoints (`server.auth.operators`).
     pub fn is_operator(&self, principal: &Principal) -> bool {
-        self.operators.iter().any(|o| *o == principal.name)
+        self.operators.contains(&principal.name)
     }
 
     /// Checks the value of an `Authorization` header.
