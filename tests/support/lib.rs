@@ -213,6 +213,26 @@ pub fn http_post(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec
     stream.write_all(body).expect("write body");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).expect("read");
+    split_response(&raw)
+}
+
+/// One HTTP/1.1 `GET path` to `addr` (blocking, `Connection: close`); returns the status, the
+/// headers (names lower-cased) and the body, de-chunked.
+pub fn http_get(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).expect("write");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    split_response(&raw)
+}
+
+fn split_response(raw: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("header end");
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let rest = &raw[split + 4..];

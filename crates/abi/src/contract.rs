@@ -32,6 +32,33 @@ pub struct ToolRequest {
     /// Optional context the host remembered for this tool and session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_snippet: Option<String>,
+    /// The secrets this tool declares in its manifest (`secrets:`), by name, with the values
+    /// the operator supplied (`secrets.<plugin id>` in the host configuration). Empty when the
+    /// tool declares none. Printed redacted by `Debug`.
+    #[serde(default, skip_serializing_if = "Secrets::is_empty")]
+    pub secrets: Secrets,
+}
+
+/// Secret values by name. `Debug` prints the names only; read a value with [`Secrets::get`].
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(transparent)]
+pub struct Secrets(pub std::collections::BTreeMap<String, String>);
+
+impl Secrets {
+    /// The value of secret `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.0.keys().map(|k| (k, "<redacted>"))).finish()
+    }
 }
 
 /// The caller of a request.

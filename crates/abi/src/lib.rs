@@ -24,7 +24,9 @@ pub mod fixtures;
 mod module;
 pub mod sdk;
 
-pub use contract::{AgentContext, ErrorCode, InvocationPolicies, Status, ToolError, ToolRequest, ToolResponse};
+pub use contract::{
+    AgentContext, ErrorCode, InvocationPolicies, Secrets, Status, ToolError, ToolRequest, ToolResponse,
+};
 pub use module::{
     ABI_VERSION, ActionSchema, CallHandle, HostServices, HostServicesRef, LogLevel, PluginInfo, PluginMod,
     PluginModRef, SDK_VERSION, ToolSchemas,

@@ -274,6 +274,12 @@ impl<'a> Context<'a> {
         &self.request.config
     }
 
+    /// The value of secret `name`, when the tool declares it in its manifest (`secrets:`) and
+    /// the operator supplied it. Never log it or put it in a result.
+    pub fn secret(&self, name: &str) -> Option<&str> {
+        self.request.secrets.get(name)
+    }
+
     /// The consolidated-tool action of this call, if the tool has actions.
     pub fn action(&self) -> Option<&str> {
         self.request.invocation_policies.action.as_deref()

@@ -69,6 +69,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
             lifecycle: LifecycleSpec { state, ..LifecycleSpec::default() },
             actions: Vec::new(),
             examples: Vec::new(),
+            secrets: Vec::new(),
         };
         defs.push(ToolDef {
             policies: spec.policies.effective(spec.side_effects),

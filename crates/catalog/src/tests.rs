@@ -39,6 +39,7 @@ fn tool(name: &str, state: LifecycleState, domain: &str, scopes: &[&str]) -> Too
         lifecycle: LifecycleSpec { state, ..LifecycleSpec::default() },
         actions: vec![],
         examples: vec![],
+        secrets: vec![],
     }
 }
 

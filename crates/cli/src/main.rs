@@ -77,7 +77,7 @@ enum Command {
     Token(commands::token::TokenArgs),
     /// Re-run a call transcript against the plugins loaded now and compare the answers.
     Replay(commands::replay::ReplayArgs),
-    /// Summarize a call transcript (calls, outcomes, durations, errors per tool).
+    /// Summarize a call transcript, or a running server's metrics (a http:// URL; --token).
     Stats(commands::stats::StatsArgs),
     /// Serve the tools to MCP clients: stdio by default, streamable HTTP with --http.
     Serve(commands::serve::ServeArgs),

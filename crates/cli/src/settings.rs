@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use quiver_catalog::ConflictPolicy;
 use quiver_lifecycle::worker::WorkerSettings;
 use quiver_lifecycle::{Host, HostSettings, IsolationPolicy, VerifyPolicy};
-use quiver_manifest::{HostConfig, NameConflicts, Profile, PublicKey, TrustedKeys};
+use quiver_manifest::{HostConfig, NameConflicts, Profile, PublicKey, Secret, TrustedKeys};
 use quiver_router::RouterSettings;
 
 use crate::GlobalArgs;
@@ -27,6 +27,8 @@ pub struct Settings {
     pub base_dir: PathBuf,
     /// What the plugin host needs (plugins folder, trusted keys, limits), resolved.
     pub host: HostSettings,
+    /// Plugin secrets (`secrets:`) whose values were read, per plugin id and name.
+    pub secrets: BTreeMap<String, BTreeMap<String, Secret>>,
 }
 
 impl Settings {
@@ -69,6 +71,25 @@ impl Settings {
             tracing::warn!("no trusted_keys configured ({origin}): every bundle will be refused");
         }
         let isolation = isolation_policy(&config, &trusted, &origin)?;
+        // Plugin secrets are read once, here; one that cannot be read refuses only the bundles
+        // needing it (with the reason), never the host.
+        let mut secrets: BTreeMap<String, BTreeMap<String, Secret>> = BTreeMap::new();
+        let mut secret_status: BTreeMap<String, BTreeMap<String, Result<(), String>>> = BTreeMap::new();
+        for (plugin, named) in &config.secrets {
+            for (name, source) in named {
+                let status = match source.resolve(&base_dir) {
+                    Ok(value) => {
+                        secrets.entry(plugin.clone()).or_default().insert(name.clone(), value);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        tracing::warn!(plugin = %plugin, secret = %name, "secret unavailable: {e}");
+                        Err(e.to_string())
+                    }
+                };
+                secret_status.entry(plugin.clone()).or_default().insert(name.clone(), status);
+            }
+        }
         let host = HostSettings {
             plugins_dir: plugins_override.unwrap_or_else(|| base_dir.join(&config.plugins_dir)),
             verify: VerifyPolicy {
@@ -81,6 +102,7 @@ impl Settings {
                     quiver_lifecycle::RollbackStore::open(&base_dir.join(&config.state_dir))
                         .map_err(|e| anyhow::anyhow!("{origin}: state_dir: {e}"))?,
                 )),
+                secrets: secret_status,
             },
             cache_dir: config.cache_dir.as_ref().map(|d| base_dir.join(d)),
             conflicts: match config.name_conflicts {
@@ -89,7 +111,7 @@ impl Settings {
             },
             isolation,
         };
-        Ok(Settings { config, config_path, base_dir, host })
+        Ok(Settings { config, config_path, base_dir, host, secrets })
     }
 
     /// The name of a trusted key, by key id.
@@ -125,6 +147,8 @@ impl Settings {
             max_concurrency: r.max_concurrency as usize,
             transcript_dir: self.config.transcripts.dir.as_ref().map(|d| self.base_dir.join(d)),
             plugin_config: self.config.plugin_config.clone(),
+            rate_limits: self.config.rate_limits.clone(),
+            secrets: self.secrets.clone(),
         }
     }
 
@@ -142,6 +166,11 @@ impl Settings {
     /// [`Settings::start_host`], also returning how many bundles were rejected (for commands
     /// that must exit non-zero then).
     pub fn start_host_counting(&self) -> Result<(Arc<Host>, usize)> {
+        self.start_host_reporting().map(|(host, report)| (host, report.rejected.len()))
+    }
+
+    /// [`Settings::start_host`], also returning the first scan's report (for metrics).
+    pub fn start_host_reporting(&self) -> Result<(Arc<Host>, quiver_lifecycle::ScanReport)> {
         if !self.host.plugins_dir.is_dir() {
             bail!(
                 "plugins folder {} does not exist (plugins_dir in {}, or --plugins); build the bundled plugins with `cargo xtask build-plugins`",
@@ -168,7 +197,7 @@ impl Settings {
         for w in host.catalog().warnings() {
             eprintln!("warning: {w}");
         }
-        Ok((Arc::new(host), report.rejected.len()))
+        Ok((Arc::new(host), report))
     }
 }
 

@@ -1,5 +1,6 @@
 //! Verifying a bundle (no plugin code runs) and loading a verified one.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
@@ -45,6 +46,8 @@ pub enum Stage {
     Worker,
     /// Reaching an upstream MCP server or reading its tools (`sources` in the configuration).
     Upstream,
+    /// A secret a tool declares is not supplied by the host configuration (`secrets:`).
+    Secrets,
 }
 
 impl Stage {
@@ -64,6 +67,7 @@ impl Stage {
             Stage::Catalog => "catalog",
             Stage::Worker => "worker",
             Stage::Upstream => "upstream",
+            Stage::Secrets => "secrets",
         }
     }
     /// True for the checks that run before any plugin code is loaded.
@@ -108,6 +112,11 @@ pub struct VerifyPolicy {
     pub revoked: Revocations,
     /// The persistent rollback record; `None`: only the in-memory downgrade check.
     pub rollback: Option<Arc<RollbackStore>>,
+    /// The secrets the host configuration names, per plugin id and secret name (`secrets:`):
+    /// `Ok` when its value was resolved, `Err(why)` when its variable or file could not be
+    /// read. A bundle whose tools declare a secret that is missing here or `Err` is refused
+    /// before loading.
+    pub secrets: BTreeMap<String, BTreeMap<String, Result<(), String>>>,
 }
 
 impl Default for VerifyPolicy {
@@ -121,6 +130,7 @@ impl Default for VerifyPolicy {
             strict: true,
             revoked: Revocations::default(),
             rollback: None,
+            secrets: BTreeMap::new(),
         }
     }
 }
@@ -308,6 +318,34 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
     let text = std::str::from_utf8(&manifest_bytes)
         .map_err(|_| fail(Stage::Manifest, format!("{origin} is not UTF-8 text")))?;
     let manifest = Manifest::from_yaml(text, &origin).map_err(|e| fail(Stage::Manifest, e.to_string()))?;
+    let supplied = policy.secrets.get(&manifest.id);
+    for tool in &manifest.tools {
+        for name in &tool.secrets {
+            match supplied.and_then(|s| s.get(name)) {
+                Some(Ok(())) => continue,
+                Some(Err(why)) => {
+                    return Err(fail(
+                        Stage::Secrets,
+                        format!(
+                            "plugin `{id}`: tool `{tool}` needs the secret `{name}`, configured as secrets.{id}.{name}, but {why}",
+                            id = manifest.id,
+                            tool = tool.name,
+                        ),
+                    ));
+                }
+                None => {}
+            }
+            let missing = name;
+            return Err(fail(
+                Stage::Secrets,
+                format!(
+                    "plugin `{id}`: tool `{tool}` needs the secret `{missing}`, which the host configuration does not supply; add it to quiver.yaml as `secrets: {{ {id}: {{ {missing}: {{ env: VARIABLE }} }} }}` (or `{{ file: PATH }}`), then set that variable or create that file",
+                    id = manifest.id,
+                    tool = tool.name,
+                ),
+            ));
+        }
+    }
     let Some(artifact) = manifest.artifact.clone() else {
         return Err(fail(
             Stage::Manifest,

@@ -53,6 +53,7 @@ impl ScanReport {
 }
 
 type Listener = Box<dyn Fn(&ScanReport, &Arc<Catalog>) + Send + Sync>;
+type ScanListener = Box<dyn Fn(&ScanReport) + Send + Sync>;
 
 /// Asks the host's rescanner ([`Host::spawn_rescanner`]) to refresh every source soon: within
 /// one tick (50 ms), whatever the rescan interval.
@@ -82,6 +83,8 @@ pub struct Host {
     /// Serializes refreshes (sources are refreshed one round at a time).
     refreshing: Mutex<()>,
     listeners: Mutex<Vec<Listener>>,
+    /// Told of every rescan, changed or not (rejections are news too).
+    scan_listeners: Mutex<Vec<ScanListener>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -158,6 +161,7 @@ impl Host {
             signal: RescanSignal::default(),
             refreshing: Mutex::new(()),
             listeners: Mutex::new(Vec::new()),
+            scan_listeners: Mutex::new(Vec::new()),
         })
     }
 
@@ -183,6 +187,12 @@ impl Host {
         self.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(f));
     }
 
+    /// Registers a function called after every rescan, whether or not the catalog changed
+    /// (operations: rejected bundles are counted here).
+    pub fn on_scan(&self, f: impl Fn(&ScanReport) + Send + Sync + 'static) {
+        self.scan_listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(f));
+    }
+
     /// Bundle manifests in the plugins folder, sorted: `*.tool.yaml` in it and in each direct
     /// subfolder (hidden entries skipped).
     pub fn find_manifests(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -193,6 +203,14 @@ impl Host {
     /// their entries. A bundle that fails any check keeps its last good version (if it had one)
     /// and is reported once until its files change again.
     pub fn rescan(&self) -> ScanReport {
+        let report = self.refresh_and_build();
+        for l in self.scan_listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            l(&report);
+        }
+        report
+    }
+
+    fn refresh_and_build(&self) -> ScanReport {
         let _round = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.catalog.load_full();
         let mut claims = NameClaims::new(&current, self.settings.conflicts);

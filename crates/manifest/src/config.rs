@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, field, index};
+use crate::model::RateLimits;
 use crate::schema::{DocumentSchema, QUIVER_CONFIG_SCHEMA};
+use crate::secret::SecretRef;
 use crate::signature::PublicKey;
 use crate::validate::{SCOPE_FIX, TOOL_NAME_FIX, is_scope, is_tool_name};
 use crate::yaml;
@@ -76,6 +78,14 @@ pub struct HostConfig {
     /// Settings per plugin id, passed to that plugin's tools with every call
     /// (`ToolRequest.config`). Default none.
     pub plugin_config: BTreeMap<String, serde_json::Value>,
+    /// Secrets per plugin id, then per secret name (as the plugin's manifest declares it under
+    /// `secrets`): where each value comes from (`{ env: VAR }` or `{ file: PATH }`). Resolved
+    /// when the plugin loads; a declared secret with no source here refuses the load.
+    /// Default none.
+    pub secrets: BTreeMap<String, BTreeMap<String, SecretRef>>,
+    /// Rate limits per tool name (canonical), overriding the manifest's `policies.rate_limit`
+    /// scope by scope. Default none.
+    pub rate_limits: BTreeMap<String, RateLimits>,
     /// Where plugins run: in the host process or in sandboxed worker processes.
     pub isolation: IsolationConfig,
     /// Upstream MCP servers whose tools join the catalog. Default none.
@@ -376,6 +386,9 @@ pub struct AuthConfig {
     pub jwt: Option<JwtConfig>,
     /// Profile per principal (token principal or JWT `sub`).
     pub principals: BTreeMap<String, String>,
+    /// Principals allowed to read the operator endpoints (`/metrics`, the dashboard's data),
+    /// which show every tool whatever the principal's scopes. Default none.
+    pub operators: Vec<String>,
 }
 
 /// A static bearer token, stored as the sha256 of its text.
@@ -435,6 +448,8 @@ impl Default for HostConfig {
             router: RouterConfig::default(),
             server: ServerConfig::default(),
             plugin_config: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            rate_limits: BTreeMap::new(),
             isolation: IsolationConfig::default(),
             sources: Vec::new(),
         }

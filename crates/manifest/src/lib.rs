@@ -14,10 +14,13 @@
 //! - **Signatures**: minisign-format keys and signatures ([`PublicKey`], [`TrustedKeys`],
 //!   [`verify`], [`KeyPair`], [`sign`]), interoperable with the `minisign` tool.
 //! - **Checksums**: [`sha256_hex`] of library bytes, as written in `artifact.sha256`.
+//! - **Secret sources**: [`SecretRef`] (`{ env: NAME }` or `{ file: PATH }`) and its
+//!   [`SecretRef::resolve`], the crate's one I/O function, run only when a caller asks.
 //!
 //! What it does not do: load plugins, run plugin code, scan or watch folders, read key files or
 //! resolve paths. Its parsing core does no I/O at all; callers read files and pass text or bytes
-//! (**Architecture Invariant**: `manifest` does no I/O).
+//! (**Architecture Invariant**: `manifest` does no I/O; the one exception is
+//! [`SecretRef::resolve`], which callers invoke explicitly).
 
 #![warn(missing_docs)]
 
@@ -27,6 +30,7 @@ mod config;
 mod error;
 mod model;
 mod schema;
+mod secret;
 mod signature;
 mod sources;
 mod validate;
@@ -42,9 +46,10 @@ pub use config::{
 pub use error::{Issue, ManifestError};
 pub use model::{
     ActionSpec, AliasSpec, Artifact, Execution, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, PathAccess,
-    PathDefault, PathGrant, Policies, PolicySpec, SandboxSpec, SideEffects, ToolSpec,
+    PathDefault, PathGrant, Policies, PolicySpec, RateLimit, RateLimits, SandboxSpec, SideEffects, ToolSpec,
 };
 pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA};
+pub use secret::{MAX_SECRET_FILE_BYTES, Secret, SecretError, SecretRef};
 pub use signature::{
     BUNDLE_COMMENT_PREFIX, KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified,
     bundle_comment, check_bundle_comment, sign, sign_bundle, verify,

@@ -155,6 +155,11 @@ pub struct ToolSpec {
     /// User requests that should find this tool (search evaluation and contract tests).
     #[serde(default)]
     pub examples: Vec<String>,
+    /// Names of the secrets the tool needs (names only, never values): the operator supplies
+    /// each under `secrets.<plugin id>.<NAME>` in the host configuration, and the tool reads
+    /// it from its request (`Context::secret`). A missing one refuses the bundle at load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 /// Risk class of a tool or action, ordered from least to most risky.
@@ -210,6 +215,59 @@ pub struct PolicySpec {
     /// Where calls run (default [`Execution::Thread`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<Execution>,
+    /// Call rate limits (token buckets); default none. The host configuration's
+    /// `rate_limits.<tool>` overrides them scope by scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimits>,
+}
+
+/// Rate limits of one tool, each a token bucket; an unset scope is unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    /// Across every caller of the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<RateLimit>,
+    /// Per MCP session (one client connection, one CLI run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<RateLimit>,
+    /// Per authenticated principal (HTTP auth); callers without one share one bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<RateLimit>,
+}
+
+impl RateLimits {
+    /// True when no scope is limited.
+    pub fn is_empty(&self) -> bool {
+        self.tool.is_none() && self.session.is_none() && self.principal.is_none()
+    }
+    /// These limits with every scope `over` sets replaced by its value.
+    pub fn overridden_by(self, over: &RateLimits) -> RateLimits {
+        RateLimits {
+            tool: over.tool.or(self.tool),
+            session: over.session.or(self.session),
+            principal: over.principal.or(self.principal),
+        }
+    }
+}
+
+/// A token bucket: `per_minute` calls a minute on average, `burst` at once (default: the
+/// per-minute figure, at least 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Sustained calls per minute, at least 1.
+    pub per_minute: u32,
+    /// Calls allowed at once after an idle period, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+}
+
+impl RateLimit {
+    /// The bucket size.
+    pub fn burst(&self) -> u32 {
+        self.burst.unwrap_or(self.per_minute).max(1)
+    }
 }
 
 /// Where a tool's calls run.
@@ -239,6 +297,8 @@ pub struct Policies {
     pub max_concurrency: u32,
     /// Where calls run.
     pub execution: Execution,
+    /// Rate limits from the manifest (the host may override them).
+    pub rate_limit: RateLimits,
 }
 
 impl Policies {
@@ -260,6 +320,7 @@ impl PolicySpec {
             max_result_bytes: self.max_result_bytes.unwrap_or(Policies::DEFAULT_MAX_RESULT_BYTES),
             max_concurrency: self.max_concurrency.unwrap_or(Policies::DEFAULT_MAX_CONCURRENCY),
             execution: self.execution.unwrap_or_default(),
+            rate_limit: self.rate_limit.unwrap_or_default(),
         }
     }
 }

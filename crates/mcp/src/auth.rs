@@ -53,6 +53,8 @@ pub struct Authenticator {
     pub(crate) metadata: serde_json::Value,
     /// This server's resource URI, when configured.
     pub(crate) resource: Option<String>,
+    /// Principals allowed on the operator endpoints (`server.auth.operators`).
+    operators: Vec<String>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -129,7 +131,13 @@ impl Authenticator {
             jwt,
             metadata,
             resource,
+            operators: auth.operators.clone(),
         })
+    }
+
+    /// True when `principal` may read the operator endpoints (`server.auth.operators`).
+    pub fn is_operator(&self, principal: &Principal) -> bool {
+        self.operators.contains(&principal.name)
     }
 
     /// Checks the value of an `Authorization` header.

@@ -56,6 +56,19 @@ pub(crate) struct Live {
 }
 
 impl Live {
+    /// What the operator dashboard shows of this session.
+    pub(crate) fn view(&self) -> serde_json::Value {
+        let state = self.lock();
+        json!({
+            "id": self.caller.session_id,
+            "client": self.caller.client,
+            "profile": self.caller.mode,
+            "mode": self.mode.as_str(),
+            "surface_bytes": state.listing.as_ref().map(|l| l.bytes),
+            "loaded": state.session.loaded().iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -131,6 +144,11 @@ impl std::fmt::Debug for Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stop.cancel();
+        if self.live.get().is_some()
+            && let Some(m) = self.shared.router.metrics()
+        {
+            m.session_ended();
+        }
     }
 }
 
@@ -172,6 +190,7 @@ impl Connection {
             mode: profile.name.clone(),
             access: profile.access.clone(),
             approval: profile.approval,
+            principal: principal.clone(),
         };
         let caps = &request.capabilities;
         let client = Arc::new(ClientSide {
@@ -235,6 +254,9 @@ impl Connection {
         };
         match response {
             Ok(r) => {
+                if let Some(m) = self.shared.router.metrics() {
+                    m.search_result(r.total, r.loaded.len());
+                }
                 let mut value = serde_json::to_value(&r).unwrap_or(Value::Null);
                 if !r.loaded.is_empty() {
                     // Report what changed for the client: tools newly in its list, and loaded
@@ -505,7 +527,13 @@ impl ServerHandler for Connection {
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<crate::HttpIdentity>());
         let live = self.start(&request, context.peer.clone(), http);
-        let _ = self.live.set(live);
+        let registered = Arc::downgrade(&live);
+        if self.live.set(live).is_ok() {
+            self.shared.register_session(registered);
+            if let Some(m) = self.shared.router.metrics() {
+                m.session_started();
+            }
+        }
         Ok(result)
     }
 

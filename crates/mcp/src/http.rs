@@ -3,6 +3,10 @@
 //! default); a layer in front of it answers bodies that are too large or not JSON-RPC with a
 //! JSON-RPC error, so every client sees a protocol error rather than a plain-text one.
 //!
+//! Operations: `GET /metrics` is the Prometheus text exposition of the router's
+//! [`quiver_telemetry::Metrics`], behind the same authentication as `/mcp` (404 when metrics
+//! are off); [`serve_metrics_on`] serves it alone for stdio mode.
+//!
 //! Security (issue 10): with `auth`, every `/mcp` request needs a valid bearer token (401 with
 //! `WWW-Authenticate: Bearer resource_metadata=...` otherwise, and the RFC 9728 metadata at
 //! `/.well-known/oauth-protected-resource[/mcp]`); a session belongs to the principal that
@@ -34,8 +38,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use quiver_telemetry::Metrics;
+
 use crate::QuiverServer;
 use crate::auth::{AuthFailure, Authenticator, Principal};
+use crate::dashboard::{self, Dashboard, UiState};
 use crate::wire::{Refusal, error_json, parse, too_large};
 
 /// Where the protected resource metadata (RFC 9728) is served.
@@ -57,6 +64,43 @@ pub struct HttpIdentity {
 
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
+
+/// The path of the Prometheus metrics (same authentication as [`MCP_PATH`]).
+pub const METRICS_PATH: &str = "/metrics";
+
+/// Content type of the Prometheus text exposition format.
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves only `GET /metrics` (for stdio mode: `quiver serve --metrics ADDR`), with `auth` when
+/// given; without it only a loopback address is served. Runs until `shutdown` is cancelled.
+pub async fn serve_metrics_on(
+    metrics: Arc<Metrics>,
+    listener: TcpListener,
+    auth: Option<Arc<Authenticator>>,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    let local = listener.local_addr()?;
+    if auth.is_none() && !local.ip().is_loopback() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing to serve metrics on {local} without authentication: configure server.auth in quiver.yaml or bind a loopback address"
+            ),
+        ));
+    }
+    let gate = Arc::new(Gate {
+        auth,
+        client_hint: false,
+        sessions: Arc::new(LocalSessionManager::default()),
+        max_sessions: 1,
+        owners: Mutex::new(HashMap::new()),
+    });
+    let app = axum::Router::new()
+        .route(METRICS_PATH, axum::routing::get(metrics_page).with_state(Some(metrics)))
+        .route_layer(axum::middleware::from_fn_with_state(gate, operator_only));
+    tracing::info!(addr = %local, path = METRICS_PATH, "serving metrics over HTTP");
+    axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
 
 /// Who may reach the HTTP transport, and the bounds of its sessions.
 #[derive(Debug, Clone)]
@@ -82,6 +126,9 @@ pub struct HttpOptions {
     pub session_idle_timeout: Duration,
     /// Queue bound of each session.
     pub max_requests_per_session: usize,
+    /// The operator dashboard at `/ui` (its data behind the same authentication as `/mcp`);
+    /// `None`: no dashboard.
+    pub dashboard: Option<Arc<Dashboard>>,
 }
 
 impl Default for HttpOptions {
@@ -95,6 +142,7 @@ impl Default for HttpOptions {
             max_sessions: 256,
             session_idle_timeout: Duration::from_secs(600),
             max_requests_per_session: 64,
+            dashboard: None,
         }
     }
 }
@@ -175,13 +223,33 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         owners: Mutex::new(HashMap::new()),
     });
     let metadata = axum::routing::get(resource_metadata).with_state(gate.clone());
+    let mut operator = axum::Router::new()
+        .route(METRICS_PATH, axum::routing::get(metrics_page).with_state(server.shared.router.metrics().cloned()));
+    if let Some(dashboard) = &opts.dashboard {
+        let ui = UiState { server: server.clone(), dashboard: dashboard.clone() };
+        operator = operator
+            .route("/ui/api/state", axum::routing::get(dashboard::state).with_state(ui.clone()))
+            .route("/ui/api/search", axum::routing::get(dashboard::search).with_state(ui));
+    }
+    let operator = operator.route_layer(axum::middleware::from_fn_with_state(gate.clone(), operator_only));
+    // The page itself holds no data (it is the same for everyone); its API is authenticated.
+    let operator = if opts.dashboard.is_some() {
+        operator
+            .route("/ui", axum::routing::get(dashboard::index))
+            .route("/ui/", axum::routing::get(dashboard::index))
+            .route("/ui/style.css", axum::routing::get(dashboard::style))
+            .route("/ui/app.js", axum::routing::get(dashboard::script))
+    } else {
+        operator
+    };
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
         .layer(axum::middleware::from_fn_with_state(max_bytes, check_body))
         .layer(axum::middleware::from_fn_with_state(known_sessions, check_delete))
         .layer(axum::middleware::from_fn_with_state(gate.clone(), admit))
         .route(RESOURCE_METADATA_PATH, metadata.clone())
-        .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), metadata);
+        .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), metadata)
+        .merge(operator);
     tracing::info!(addr = %local, path = MCP_PATH, auth = opts.auth.is_some(), "serving MCP over streamable HTTP");
     let shutdown = opts.shutdown.clone();
     let listener = GuardedListener {
@@ -248,31 +316,68 @@ fn plain_error(status: StatusCode, message: &str) -> Response {
 }
 
 /// Authenticates, keeps sessions with their principal, and caps new sessions.
-async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let principal = match &gate.auth {
-        None => None,
-        Some(auth) => {
-            let value = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-            match auth.authenticate(value) {
-                Ok(p) => Some(p),
-                Err(failure) => {
-                    let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok());
-                    let mut challenge = format!("Bearer resource_metadata=\"{}\"", gate.metadata_url(host));
-                    if let AuthFailure::Invalid(why) = &failure {
-                        tracing::warn!(reason = %why, "HTTP request refused: invalid credentials");
-                        challenge.push_str(", error=\"invalid_token\"");
-                    }
-                    let mut response = plain_error(
-                        StatusCode::UNAUTHORIZED,
-                        "authentication required: send `Authorization: Bearer TOKEN`",
-                    );
-                    if let Ok(v) = challenge.parse() {
-                        response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-                    }
-                    return response;
-                }
+/// The request's principal (`None` without `auth`), or the 401 answer with its challenge.
+fn authenticate(gate: &Gate, request: &Request) -> Result<Option<Principal>, Box<Response>> {
+    let Some(auth) = &gate.auth else { return Ok(None) };
+    let value = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    match auth.authenticate(value) {
+        Ok(p) => Ok(Some(p)),
+        Err(failure) => {
+            let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok());
+            let mut challenge = format!("Bearer resource_metadata=\"{}\"", gate.metadata_url(host));
+            if let AuthFailure::Invalid(why) = &failure {
+                tracing::warn!(reason = %why, "HTTP request refused: invalid credentials");
+                challenge.push_str(", error=\"invalid_token\"");
             }
+            let mut response =
+                plain_error(StatusCode::UNAUTHORIZED, "authentication required: send `Authorization: Bearer TOKEN`");
+            if let Ok(v) = challenge.parse() {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            Err(Box::new(response))
         }
+    }
+}
+
+/// The operator endpoints (`/metrics`, the dashboard's data): the same authentication as
+/// `/mcp`, and the principal must be an operator (`server.auth.operators`): they name every
+/// tool, whatever the principal's scopes.
+async fn operator_only(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    match authenticate(&gate, &request) {
+        Ok(None) => next.run(request).await,
+        Ok(Some(p)) if gate.auth.as_ref().is_some_and(|a| a.is_operator(&p)) => next.run(request).await,
+        Ok(Some(p)) => {
+            tracing::warn!(principal = %p.name, "operator endpoint refused: not in server.auth.operators");
+            plain_error(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "principal `{}` may not read operator data (metrics, dashboard): add it to server.auth.operators",
+                    p.name
+                ),
+            )
+        }
+        Err(refused) => *refused,
+    }
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+async fn metrics_page(State(metrics): State<Option<Arc<Metrics>>>) -> Response {
+    let Some(metrics) = metrics else {
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .body(Body::from("metrics are off in this server\n"))
+            .unwrap_or_default();
+    };
+    Response::builder()
+        .header(header::CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE)
+        .body(Body::from(metrics.render()))
+        .unwrap_or_default()
+}
+
+async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
+    let principal = match authenticate(&gate, &request) {
+        Ok(p) => p,
+        Err(refused) => return *refused,
     };
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let who = principal.as_ref().map(|p| p.name.clone()).unwrap_or_default();

@@ -42,6 +42,7 @@
 mod auth;
 mod bridge;
 mod connection;
+mod dashboard;
 mod http;
 mod listing;
 mod resources;
@@ -52,8 +53,10 @@ mod wire;
 
 pub use auth::{AuthFailure, Authenticator, Principal};
 pub use connection::Connection;
+pub use dashboard::Dashboard;
 pub use http::{
-    FIRST_BYTE_TIMEOUT, HttpIdentity, HttpOptions, MCP_PATH, RESOURCE_METADATA_PATH, serve_http, serve_http_on,
+    FIRST_BYTE_TIMEOUT, HttpIdentity, HttpOptions, MCP_PATH, METRICS_PATH, PROMETHEUS_CONTENT_TYPE,
+    RESOURCE_METADATA_PATH, serve_http, serve_http_on, serve_metrics_on,
 };
 pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
 pub use stdio::{serve_io, serve_stdio};

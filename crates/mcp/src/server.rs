@@ -143,6 +143,23 @@ pub(crate) struct Shared {
     pub(crate) changes: watch::Receiver<Arc<Catalog>>,
     pub(crate) options: ServerOptions,
     pub(crate) tools: ToolCache,
+    /// Live sessions, for the operator dashboard (dead entries are pruned when listed).
+    pub(crate) sessions: std::sync::Mutex<Vec<std::sync::Weak<crate::connection::Live>>>,
+}
+
+impl Shared {
+    pub(crate) fn register_session(&self, live: std::sync::Weak<crate::connection::Live>) {
+        let mut all = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|w| w.strong_count() > 0);
+        all.push(live);
+    }
+
+    /// The sessions still open.
+    pub(crate) fn live_sessions(&self) -> Vec<Arc<crate::connection::Live>> {
+        let mut all = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|w| w.strong_count() > 0);
+        all.iter().filter_map(std::sync::Weak::upgrade).collect()
+    }
 }
 
 /// The MCP server: what all its sessions share. Cheap to clone; [`QuiverServer::connection`]
@@ -181,7 +198,15 @@ impl QuiverServer {
         options: ServerOptions,
     ) -> QuiverServer {
         QuiverServer {
-            shared: Arc::new(Shared { source, router, profiles, changes, options, tools: ToolCache::default() }),
+            shared: Arc::new(Shared {
+                source,
+                router,
+                profiles,
+                changes,
+                options,
+                tools: ToolCache::default(),
+                sessions: Default::default(),
+            }),
         }
     }
 

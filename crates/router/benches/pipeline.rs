@@ -19,6 +19,9 @@
 //! task: the `round_trip_*` variants show what a tool with the default `thread` execution pays
 //! on top.
 //!
+//! `pipeline_metrics_current_thread` is `pipeline_current_thread` through a router that also
+//! feeds Prometheus metrics; the summary prints the difference (issue 13: at most 0.5 µs).
+//!
 //! After the criterion groups a plain timing loop prints ns per call, the ratio to `direct_fn`,
 //! and the router's own work (pipeline minus the ABI call).
 //! `--profile-time` skips that summary (for `perf record`).
@@ -40,6 +43,8 @@ struct Setup {
     rt: tokio::runtime::Runtime,
     rt1: tokio::runtime::Runtime,
     router: Arc<Router>,
+    /// The same router feeding Prometheus metrics (`quiver_telemetry::Metrics`).
+    metered: Arc<Router>,
     backend: Arc<dyn ToolBackend>,
     caller: Caller,
     body: String,
@@ -51,7 +56,9 @@ fn setup() -> Setup {
     let backend = host.catalog().plugins()[0].backend.clone();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let rt1 = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let router = Arc::new(Router::new(host, RouterSettings::default()));
+    let router = Arc::new(Router::new(host.clone(), RouterSettings::default()));
+    let metered =
+        Arc::new(Router::new(host, RouterSettings::default()).with_metrics(Arc::new(quiver_telemetry::Metrics::new())));
     let body = serde_json::to_string(&ToolRequest {
         request_id: "bench".into(),
         tool_id: "marker_echo".into(),
@@ -60,7 +67,16 @@ fn setup() -> Setup {
         ..ToolRequest::default()
     })
     .expect("request");
-    Setup { rt, rt1, router, backend, caller: Caller::new("bench", Access::unrestricted()), body, _plugins: plugins }
+    Setup {
+        rt,
+        rt1,
+        router,
+        metered,
+        backend,
+        caller: Caller::new("bench", Access::unrestricted()),
+        body,
+        _plugins: plugins,
+    }
 }
 
 fn direct_fn() -> String {
@@ -88,7 +104,12 @@ fn pipeline(s: &Setup, rt: &tokio::runtime::Runtime) -> quiver_router::CallOutco
 /// Runs `iters` pipeline calls one after another inside one task on the runtime (as the MCP
 /// server does: calls arrive on runtime tasks), returning the elapsed time.
 fn pipeline_loop(s: &Setup, rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
-    let router = s.router.clone();
+    router_loop(&s.router, s, rt, iters)
+}
+
+/// [`pipeline_loop`] through `router`.
+fn router_loop(router: &Arc<Router>, s: &Setup, rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    let router = router.clone();
     let caller = s.caller.clone();
     let task = async move {
         let start = Instant::now();
@@ -159,6 +180,9 @@ fn main() {
         });
         g.bench_function("round_trip_current_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt1, n)));
         g.bench_function("pipeline_current_thread", |b| b.iter_custom(|n| pipeline_loop(&s, &s.rt1, n)));
+        g.bench_function("pipeline_metrics_current_thread", |b| {
+            b.iter_custom(|n| router_loop(&s.metered, &s, &s.rt1, n))
+        });
         g.bench_function("round_trip_multi_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt, n)));
         g.bench_function("pipeline_multi_thread", |b| b.iter_custom(|n| pipeline_loop(&s, &s.rt, n)));
         g.bench_function("pipeline_block_on_from_outside", |b| b.iter(|| pipeline(&s, &s.rt)));
@@ -193,4 +217,15 @@ fn main() {
         println!("  [{name}] overhead vs direct_fn                              {:>9.0} ns", full - direct);
         println!("  [{name}] router work (pipeline - abi_invoke)                {:>9.0} ns", full - abi);
     }
+    // Metrics on vs off: the same calls through a router feeding Prometheus handles; rounds
+    // interleaved, best of 9 each.
+    router_loop(&s.metered, &s, &s.rt1, 200);
+    let (mut off, mut on) = (f64::MAX, f64::MAX);
+    for _ in 0..9 {
+        off = off.min(per_call(router_loop(&s.router, &s, &s.rt1, n / 5), n / 5));
+        on = on.min(per_call(router_loop(&s.metered, &s, &s.rt1, n / 5), n / 5));
+    }
+    println!("  [current_thread] pipeline, metrics off                    {off:>9.0}");
+    println!("  [current_thread] pipeline, metrics on                     {on:>9.0}");
+    println!("  [current_thread] metrics cost per call                    {:>9.0} ns", on - off);
 }

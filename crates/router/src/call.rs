@@ -93,6 +93,9 @@ pub struct Caller {
     pub access: Access,
     /// What to do about calls that need confirmation.
     pub approval: Approval,
+    /// The authenticated principal (HTTP auth); `None` on stdio and without authentication.
+    /// Keys the per-principal rate limits.
+    pub principal: Option<String>,
 }
 
 impl Caller {
@@ -104,6 +107,7 @@ impl Caller {
             mode: String::new(),
             access,
             approval: Approval::Ask,
+            principal: None,
         }
     }
 

@@ -7,6 +7,9 @@ pub const CIRCUIT_OPEN: &str = "circuit_open";
 pub const CONFIRMATION_REQUIRED: &str = "confirmation_required";
 /// The name was removed; the message names the replacement and the removing version.
 pub const TOOL_REMOVED: &str = "tool_removed";
+/// A rate limit (per tool, session or principal) refused the call; retryable after
+/// `details.retry_after_ms`.
+pub const RATE_LIMITED: &str = "rate_limited";
 /// The tool's result does not match its output schema (a fault of the tool).
 pub const INVALID_OUTPUT: &str = "invalid_output";
 

@@ -37,6 +37,7 @@
 mod breaker;
 mod call;
 pub mod codes;
+mod limits;
 mod memory;
 mod replay;
 mod results;

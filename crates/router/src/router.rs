@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
+use quiver_abi::{ErrorCode, Secrets, Status, ToolError, ToolResponse};
 use quiver_catalog::{
     AbortReason, Access, Catalog, CatalogSource, Dispatch, META_TOOLS, Notice, PluginEntry, RUN_TOOL, RemoteCall,
     TOOL_SEARCH, ToolDef,
 };
 use quiver_telemetry::{
-    BreakerState, CallEvent, Counters, Lane, ToolCounters, TranscriptEvent, TranscriptRecord, TranscriptWriter,
-    next_request_id,
+    BreakerState, CallEvent, Counters, Lane, Metrics, ToolCounters, TranscriptEvent, TranscriptRecord,
+    TranscriptWriter, next_request_id,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -22,6 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, Breaker, Verdict};
+use crate::limits::{self, Limits};
 use crate::results::{READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
 use crate::sink::{AbandonOnDrop, RouterSink};
 use crate::{Approval, Call, CallMeta, CallOutcome, Caller, ClientBridge, RouterSettings, codes, suggest, validate};
@@ -43,6 +44,8 @@ struct RequestView<'a> {
     config: &'a Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     memory_snippet: Option<String>,
+    #[serde(skip_serializing_if = "Secrets::is_empty")]
+    secrets: &'a Secrets,
 }
 
 #[derive(Serialize)]
@@ -71,6 +74,10 @@ pub(crate) struct ToolState {
     semaphore: Arc<Semaphore>,
     breaker: Breaker,
     counters: Arc<ToolCounters>,
+    /// Rate-limit buckets; `None` when the tool is not limited.
+    limits: Option<Limits>,
+    /// The secrets the tool declares, with their values (empty for most tools).
+    secrets: Secrets,
 }
 
 /// Tool states in the order of one catalog snapshot's tools.
@@ -268,6 +275,17 @@ impl Router {
         }
     }
 
+    /// The same router, also feeding `metrics` (call before the first call).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Router {
+        self.counters = Counters::with_metrics(metrics);
+        self
+    }
+
+    /// The Prometheus metrics this router feeds, when on.
+    pub fn metrics(&self) -> Option<&Arc<Metrics>> {
+        self.counters.metrics()
+    }
+
     /// The settings in force.
     pub fn settings(&self) -> &RouterSettings {
         &self.settings
@@ -376,6 +394,10 @@ impl Router {
     /// transcript when transcripts are on.
     pub fn record_surface(&self, caller: &Caller, n_typed: usize, n_total: usize, bytes: usize) {
         self.counters.record_surface(n_typed, n_total);
+        if let Some(m) = self.counters.metrics() {
+            // `mode` is the session's profile name, from the configuration (bounded).
+            m.surface(&caller.mode, bytes);
+        }
         if let Some(w) = &self.transcript {
             w.event(TranscriptEvent {
                 format: quiver_telemetry::TRANSCRIPT_FORMAT,
@@ -535,6 +557,7 @@ impl Router {
             retries: meta.retries,
             policy: &meta.policy,
             tool_counters,
+            action: meta.action.as_deref(),
         });
         if let (Some(w), Some(arguments)) = (&self.transcript, recorded) {
             w.record(TranscriptRecord {
@@ -613,7 +636,28 @@ impl Router {
                             self.settings.max_concurrency,
                         ))),
                         breaker: Breaker::default(),
-                        counters: self.counters.tool(&r.name),
+                        secrets: {
+                            let supplied = self.settings.secrets.get(&plugin.manifest.id);
+                            Secrets(
+                                def.spec
+                                    .secrets
+                                    .iter()
+                                    .filter_map(|n| Some((n.clone(), supplied?.get(n)?.expose().to_owned())))
+                                    .collect(),
+                            )
+                        },
+                        limits: {
+                            let manifest = def.policies.rate_limit;
+                            let limits = match self.settings.rate_limits.get(&r.name) {
+                                Some(over) => manifest.overridden_by(over),
+                                None => manifest,
+                            };
+                            Limits::new(&limits)
+                        },
+                        counters: {
+                            let actions: Vec<&str> = def.spec.actions.iter().map(|a| a.name.as_str()).collect();
+                            self.counters.tool(&r.name, &actions)
+                        },
                     })
                 })
             })
@@ -766,6 +810,17 @@ impl Router {
         }
         meta.policy.push(Cow::Borrowed("arguments:ok"));
 
+        // 3b. Rate limits (before approval: nobody is asked about a call that is refused).
+        if let Some(limits) = &state.limits
+            && let Err((scope, limit, wait)) = limits.check(&caller.session_id, caller.principal.as_deref())
+        {
+            meta.policy.push(Cow::Borrowed("rate:limited"));
+            if let (Some(all), Some(tool)) = (self.counters.metrics(), state.counters.metrics()) {
+                tool.rate_limited(all, scope);
+            }
+            return Err(limits::refused(tool_name, scope, limit, wait));
+        }
+
         // 4. Approval.
         let confirmed =
             self.approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge).await?;
@@ -830,6 +885,7 @@ impl Router {
                 &config
             },
             memory_snippet: self.memory.snippet(&caller.session_id, resolved.plugin.id(), tool_name),
+            secrets: &state.secrets,
         };
         let mut body = Vec::with_capacity(256 + args_len_hint(&args));
         serde_json::to_writer(&mut body, &request)

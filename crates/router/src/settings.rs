@@ -24,6 +24,12 @@ pub struct RouterSettings {
     /// Settings per plugin id (host config `plugin_config`), sent to the plugin's tools as
     /// `ToolRequest.config` unless a call brings its own.
     pub plugin_config: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Rate limits per canonical tool name (host config `rate_limits`), overriding each tool's
+    /// manifest `policies.rate_limit` scope by scope.
+    pub rate_limits: std::collections::BTreeMap<String, quiver_manifest::RateLimits>,
+    /// Plugin secrets per plugin id and name (host config `secrets`, resolved). Each tool's
+    /// requests carry the ones its manifest declares.
+    pub secrets: std::collections::BTreeMap<String, std::collections::BTreeMap<String, quiver_manifest::Secret>>,
 }
 
 impl Default for RouterSettings {
@@ -36,6 +42,8 @@ impl Default for RouterSettings {
             max_concurrency: 256,
             transcript_dir: None,
             plugin_config: Default::default(),
+            rate_limits: Default::default(),
+            secrets: Default::default(),
         }
     }
 }

@@ -112,6 +112,8 @@ pub struct ToolCounters {
     breaker: AtomicU8,
     breaker_opens: AtomicU64,
     durations: Histogram,
+    /// Prometheus handles, when metrics are on.
+    metrics: Option<crate::ToolMetrics>,
 }
 
 impl ToolCounters {
@@ -135,9 +137,17 @@ impl ToolCounters {
     /// Records the breaker's new state (counting openings).
     pub fn set_breaker(&self, state: BreakerState) {
         let old = self.breaker.swap(state.to_u8(), Relaxed);
-        if state == BreakerState::Open && old != BreakerState::Open.to_u8() {
+        let opened = state == BreakerState::Open && old != BreakerState::Open.to_u8();
+        if opened {
             self.breaker_opens.fetch_add(1, Relaxed);
         }
+        if let Some(m) = &self.metrics {
+            m.breaker(state, opened);
+        }
+    }
+    /// The tool's Prometheus handles, when metrics are on.
+    pub fn metrics(&self) -> Option<&crate::ToolMetrics> {
+        self.metrics.as_ref()
     }
     /// The breaker state last recorded.
     pub fn breaker(&self) -> BreakerState {
@@ -159,7 +169,7 @@ impl ToolCounters {
 }
 
 /// Error codes counted one by one; others are counted as `other`.
-const KNOWN_CODES: [&str; 14] = [
+pub(crate) const KNOWN_CODES: [&str; 15] = [
     "invalid_arguments",
     "tool_error",
     "panic",
@@ -173,6 +183,7 @@ const KNOWN_CODES: [&str; 14] = [
     "circuit_open",
     "confirmation_required",
     "tool_removed",
+    "rate_limited",
     "other",
 ];
 
@@ -273,6 +284,8 @@ pub struct CallEvent<'a> {
     pub policy: &'a [Cow<'static, str>],
     /// The tool's counters, when the call reached a tool.
     pub tool_counters: Option<&'a ToolCounters>,
+    /// The effective action of a consolidated tool.
+    pub action: Option<&'a str>,
 }
 
 struct Joined<'a>(&'a [Cow<'static, str>]);
@@ -307,6 +320,7 @@ pub struct Counters {
     last_typed: AtomicU64,
     last_total: AtomicU64,
     tools: RwLock<BTreeMap<String, Arc<ToolCounters>>>,
+    metrics: Option<Arc<crate::Metrics>>,
 }
 
 impl Counters {
@@ -315,13 +329,33 @@ impl Counters {
         Counters::default()
     }
 
-    /// The counters of a tool, created on first use. Takes a lock: call it when building
-    /// per-tool state, not per call.
-    pub fn tool(&self, name: &str) -> Arc<ToolCounters> {
+    /// Fresh counters that also feed `metrics`.
+    pub fn with_metrics(metrics: Arc<crate::Metrics>) -> Counters {
+        Counters { metrics: Some(metrics), ..Counters::default() }
+    }
+
+    /// The Prometheus metrics these counters feed, when on.
+    pub fn metrics(&self) -> Option<&Arc<crate::Metrics>> {
+        self.metrics.as_ref()
+    }
+
+    /// The counters of a tool (with its declared `actions`), created on first use. Takes a
+    /// lock: call it when building per-tool state, not per call.
+    pub fn tool(&self, name: &str, actions: &[&str]) -> Arc<ToolCounters> {
         if let Some(t) = self.tools.read().unwrap_or_else(|e| e.into_inner()).get(name) {
             return t.clone();
         }
-        self.tools.write().unwrap_or_else(|e| e.into_inner()).entry(name.to_owned()).or_default().clone()
+        self.tools
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                Arc::new(ToolCounters {
+                    metrics: self.metrics.as_ref().map(|m| m.tool(name, actions)),
+                    ..ToolCounters::default()
+                })
+            })
+            .clone()
     }
 
     /// Records a finished call and emits its `tracing` event (target `quiver::call`).
@@ -335,6 +369,15 @@ impl Counters {
         if let Some(code) = ev.error_code {
             let i = KNOWN_CODES.iter().position(|c| *c == code).unwrap_or(KNOWN_CODES.len() - 1);
             self.errors[i].fetch_add(1, Relaxed);
+        }
+        if let Some(m) = &self.metrics {
+            let mlane = match (ev.lane, ev.tool) {
+                (Lane::Generic, _) => crate::MetricLane::Generic,
+                (Lane::Typed, Some(tool)) if tool != ev.called_name => crate::MetricLane::Alias,
+                (Lane::Typed, _) => crate::MetricLane::Typed,
+            };
+            let tool = ev.tool_counters.and_then(|t| t.metrics.as_ref()).map(|t| (t, ev.action));
+            m.record_call(mlane, ev.status, ev.error_code, ev.duration, ev.retries, tool);
         }
         if let Some(t) = ev.tool_counters {
             t.status.add(ev.status);
@@ -368,11 +411,17 @@ impl Counters {
     /// A `list_tools` call on the generic lane.
     pub fn record_list_tools(&self) {
         self.list_calls.fetch_add(1, Relaxed);
+        if let Some(m) = &self.metrics {
+            m.meta_call("list_tools");
+        }
     }
 
     /// A `tool_search` call, and whether it succeeded.
     pub fn record_tool_search(&self, ok: bool) {
         self.search_calls.fetch_add(1, Relaxed);
+        if let Some(m) = &self.metrics {
+            m.meta_call("tool_search");
+        }
         if !ok {
             self.search_failures.fetch_add(1, Relaxed);
         }
@@ -381,6 +430,9 @@ impl Counters {
     /// A `run_tool` call on the generic lane.
     pub fn record_run_tool(&self) {
         self.run_calls.fetch_add(1, Relaxed);
+        if let Some(m) = &self.metrics {
+            m.meta_call("run_tool");
+        }
     }
 
     /// A `run_tool` call whose arguments (its own, or the target tool's) failed validation.
@@ -507,7 +559,7 @@ mod tests {
     #[test]
     fn counters_add_up_per_lane_tool_and_code() {
         let c = Counters::new();
-        let t = c.tool("echo");
+        let t = c.tool("echo", &[]);
         let policy = [Cow::Borrowed("approval:not-required")];
         let ev = |lane, status, code| CallEvent {
             request_id: "r",
@@ -522,6 +574,7 @@ mod tests {
             retries: 1,
             policy: &policy,
             tool_counters: Some(&t),
+            action: None,
         };
         c.record_call(&ev(Lane::Typed, Status::Ok, None));
         c.record_call(&ev(Lane::Generic, Status::Error, Some("timeout")));

@@ -13,17 +13,23 @@
 //!   background thread, one file per session); [`stats_from_transcript`] summarizes a file
 //!   (`quiver stats TRANSCRIPT`).
 //!
+//! - [`Metrics`]: Prometheus metrics (the `metrics` crate with its Prometheus recorder, no global
+//!   recorder, no listener): handles pre-registered per tool ([`ToolMetrics`]), bounded labels,
+//!   [`Metrics::render`] gives the text exposition the transports serve on `/metrics`.
+//!
 //! What this crate does not do: decide anything about a call (the router does), replay
-//! transcripts (`quiver-router`), or export metrics over the network.
+//! transcripts (`quiver-router`), or serve anything over the network (the MCP transports do).
 
 mod counters;
 mod logging;
+mod metrics;
 mod request_id;
 mod stats;
 mod transcript;
 
 pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters};
 pub use logging::init_logging;
+pub use metrics::{LimitScope, META_TOOLS, MetricLane, Metrics, ToolMetrics};
 pub use request_id::next_request_id;
 pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,

@@ -164,6 +164,8 @@ pub(crate) fn build_entry(
             },
             actions: Vec::new(),
             examples: o.examples.clone(),
+            // An upstream gets its credentials through the source's env or headers.
+            secrets: Vec::new(),
         };
         taken.insert(name.clone(), upstream.to_owned());
         for a in &o.aliases {

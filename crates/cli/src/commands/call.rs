@@ -49,6 +49,7 @@ pub fn run(g: &GlobalArgs, a: &CallArgs) -> Result<()> {
             ApprovalMode::Ask => Approval::Ask,
             ApprovalMode::Deny => Approval::Deny,
         },
+        principal: None,
     };
     let call = Call::new(&a.tool, arguments, caller).confirmed(a.yes);
     let rt =

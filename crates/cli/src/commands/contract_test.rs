@@ -257,6 +257,15 @@ fn load_bundle(
             max_library_bytes: 1 << 30,
             // A throwaway folder of our own making: permissions and rollback do not apply.
             strict: false,
+            // Declared secrets count as supplied so the bundles load; their tools get no
+            // values here (fixtures of such tools run without them).
+            secrets: std::iter::once(&manifest)
+                .chain(others.iter().map(|n| &n.manifest))
+                .map(|m| {
+                    let names = m.tools.iter().flat_map(|t| &t.secrets).map(|n| (n.clone(), Ok(()))).collect();
+                    (m.id.clone(), names)
+                })
+                .collect(),
             ..VerifyPolicy::default()
         },
         cache_dir: Some(dir.join("cache")),

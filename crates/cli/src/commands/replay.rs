@@ -35,6 +35,7 @@ pub fn run(g: &GlobalArgs, a: &ReplayArgs) -> Result<()> {
         mode: profile_name,
         access: Access::new(&profile.scopes, &profile.gated),
         approval: if a.yes { Approval::Allow } else { Approval::Deny },
+        principal: None,
     };
     // Replays are not recorded again.
     let router = Router::new(host, quiver_router::RouterSettings { transcript_dir: None, ..settings.router() });

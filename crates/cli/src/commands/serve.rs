@@ -2,6 +2,9 @@
 //! `--http ADDR` serves streamable HTTP at `http://ADDR/mcp` instead. Wires the lifecycle host
 //! (with its background rescans) into `quiver_mcp`: the host is the catalog source, its
 //! `on_change` feeds the server's change channel so sessions hear `tools/list_changed`.
+//! Metrics ([`quiver_telemetry::Metrics`]) are on with `--http` (served at `/metrics`) or
+//! `--metrics ADDR` (a separate listener, for stdio mode); with `--http` the operator dashboard
+//! is at `/ui`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,8 +12,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use quiver_mcp::{HttpOptions, MCP_PATH, QuiverServer, ServerOptions, SessionProfile};
+use quiver_lifecycle::{Host, ScanReport};
+use quiver_mcp::{Dashboard, HttpOptions, MCP_PATH, METRICS_PATH, QuiverServer, ServerOptions, SessionProfile};
 use quiver_router::Router;
+use quiver_telemetry::Metrics;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +50,11 @@ pub struct ServeArgs {
     /// authenticates). Without it, such a bind is refused unless server.auth is configured.
     #[arg(long)]
     pub insecure_no_auth: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (for stdio mode; the HTTP transport
+    /// always serves /metrics next to /mcp). IP:PORT or a port on the loopback address; a
+    /// non-loopback address needs server.auth.
+    #[arg(long, value_name = "ADDR", value_parser = http_addr, env = "QUIVER_METRICS")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// The authenticator of `server.auth`, reading the JWKS file relative to the config's folder.
@@ -64,13 +74,46 @@ fn authenticator(settings: &Settings) -> Result<Option<Arc<quiver_mcp::Authentic
     Ok(Some(Arc::new(a)))
 }
 
+/// Feeds the catalog size and bundle rejections (by stage) of every scan into `metrics`, and
+/// the rejections into the dashboard's log.
+fn watch_host(metrics: &Arc<Metrics>, dashboard: Option<&Arc<Dashboard>>, host: &Arc<Host>, first_scan: &ScanReport) {
+    let record = |m: &Metrics, d: Option<&Dashboard>, report: &ScanReport, host: &Host| {
+        for r in &report.rejected {
+            m.bundle_rejected(r.stage.as_str());
+            if let Some(d) = d {
+                d.rejected(&r.bundle.display().to_string(), r.stage.as_str(), &r.message);
+            }
+        }
+        let catalog = host.catalog();
+        m.catalog(catalog.plugins().len(), catalog.tools().len());
+    };
+    record(metrics, dashboard.map(|d| &**d), first_scan, host);
+    let (m, d, weak) = (metrics.clone(), dashboard.cloned(), Arc::downgrade(host));
+    host.on_scan(move |report| {
+        if let Some(host) = weak.upgrade() {
+            record(&m, d.as_deref(), report, &host);
+        }
+    });
+}
+
 pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     if a.profile.is_some() {
         settings.profile(a.profile.as_deref())?;
     }
     let auth = if a.http.is_some() { authenticator(&settings)? } else { None };
-    let host = settings.start_host()?;
+    let (host, first_scan) = settings.start_host_reporting()?;
+    // Metrics are on whenever something can read them: the HTTP transport or `--metrics`.
+    let metrics = (a.http.is_some() || a.metrics.is_some()).then(|| Arc::new(Metrics::new()));
+    // The operator dashboard, on the HTTP transport.
+    let dashboard = a.http.is_some().then(|| {
+        let profiles = settings.config.profiles.iter().map(|(n, p)| SessionProfile::from_config(n, p)).collect();
+        Arc::new(Dashboard::new(profiles))
+    });
+    if let Some(m) = &metrics {
+        watch_host(m, dashboard.as_ref(), &host, &first_scan);
+    }
+    let metrics_auth = if a.metrics.is_some() && a.http.is_none() { authenticator(&settings)? } else { None };
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let result = rt.block_on(async {
@@ -81,7 +124,39 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         let interval = settings.config.rescan_interval_ms;
         // With rescans off (0) the rescanner still runs for sources that change on their own.
         let _rescanner = host.spawn_rescanner(Duration::from_millis(interval));
-        let router = Arc::new(Router::new(host.clone(), settings.router()));
+        let mut router = Router::new(host.clone(), settings.router());
+        if let Some(m) = &metrics {
+            router = router.with_metrics(m.clone());
+            let m = m.clone();
+            // Folds histogram samples into buckets so memory stays bounded between scrapes.
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    tick.tick().await;
+                    m.run_upkeep();
+                }
+            });
+        }
+        let router = Arc::new(router);
+        if let (Some(addr), Some(m)) = (a.metrics, &metrics) {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+            let local = listener.local_addr()?;
+            eprintln!("quiver: serving metrics at http://{local}{METRICS_PATH}");
+            let (m, auth) = (m.clone(), metrics_auth.clone());
+            if auth.is_none() && !local.ip().is_loopback() {
+                anyhow::bail!(
+                    "--metrics {local}: refusing to serve metrics on a non-loopback address without authentication; configure server.auth in {} or bind 127.0.0.1",
+                    settings.origin()
+                );
+            }
+            tokio::spawn(async move {
+                if let Err(e) = quiver_mcp::serve_metrics_on(m, listener, auth, CancellationToken::new()).await {
+                    tracing::error!(error = %e, "the metrics endpoint failed");
+                }
+            });
+        }
         let profiles = SessionProfile::resolver(&settings.config, a.profile.clone());
         let options = ServerOptions::from_config(&settings.config);
         let server = QuiverServer::with_options(host.clone(), router.clone(), profiles, changes, options);
@@ -111,6 +186,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
                     shutdown,
                     auth,
                     insecure_no_auth: a.insecure_no_auth,
+                    dashboard: dashboard.clone(),
                     ..HttpOptions::from_config(&settings.config.server)
                 };
                 quiver_mcp::serve_http_on(server, listener, opts).await.context("the HTTP MCP server failed")

@@ -360,6 +360,7 @@ fn bad_config_names_the_file_and_the_fix() {
 }
 
 mod isolation;
+mod operations;
 mod setup;
 mod surface;
 

@@ -399,7 +399,7 @@ fn error_snapshots() {
     check(
         &edit("    title: Other\n", "    title: Other\n    colour: red\n    policies: {timeout_ms: 0}\n"),
         expect![[r#"
-            demo.tool.yaml: tools[1].colour: unknown field `colour` (fix: remove `colour`; the fields allowed here are: actions, aliases, capabilities, description, domain, examples, idempotent, input_schema, lifecycle, name, output_schema, policies, prompt_snippet, scopes, side_effects, title)
+            demo.tool.yaml: tools[1].colour: unknown field `colour` (fix: remove `colour`; the fields allowed here are: actions, aliases, capabilities, description, domain, examples, idempotent, input_schema, lifecycle, name, output_schema, policies, prompt_snippet, scopes, secrets, side_effects, title)
             demo.tool.yaml: tools[1].policies.timeout_ms: 0 is below the minimum 1 (fix: use 1 or more; Deadline of a call in milliseconds, 1 to 600000 (10 minutes). Default 30000.)"#]],
     );
     check(
@@ -507,4 +507,29 @@ fn bad_configs_name_the_field() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `policies.rate_limit` is read into the effective policies, refused when malformed, and the
+/// host configuration's `rate_limits` overrides it scope by scope.
+#[test]
+fn rate_limits_are_declared_in_policies_and_overridden_by_the_config() {
+    let text = repo_file("tests/plugins/marker-plugin/tool.yaml");
+    let first_tool = text.find("\n  - name: marker_panic").expect("marker_panic");
+    let line_end = first_tool + 1 + text[first_tool + 1..].find('\n').unwrap();
+    let with =
+        |policy: &str| format!("{}\n    policies:\n      rate_limit: {policy}{}", &text[..line_end], &text[line_end..]);
+    let m = Manifest::from_yaml(&with("{tool: {per_minute: 120, burst: 5}, session: {per_minute: 10}}"), "t.yaml")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tool = m.tool("marker_panic").unwrap();
+    let limits = tool.policies.effective(tool.side_effects).rate_limit;
+    assert_eq!(limits.tool.map(|l| (l.per_minute, l.burst())), Some((120, 5)));
+    assert_eq!(limits.session.map(|l| l.burst()), Some(10), "burst defaults to per_minute");
+    assert!(limits.principal.is_none());
+    let err = Manifest::from_yaml(&with("{session: {per_minute: 0}}"), "t.yaml").unwrap_err().to_string();
+    assert!(err.contains("rate_limit"), "{err}");
+    let cfg =
+        HostConfig::from_yaml("rate_limits:\n  marker_panic:\n    session: {per_minute: 3}\n", "quiver.yaml").unwrap();
+    let merged = limits.overridden_by(&cfg.rate_limits["marker_panic"]);
+    assert_eq!(merged.session.map(|l| l.per_minute), Some(3));
+    assert_eq!(merged.tool.map(|l| l.per_minute), Some(120), "scopes the config leaves out keep the manifest's");
 }

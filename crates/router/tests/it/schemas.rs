@@ -67,6 +67,7 @@ fn full_request() -> ToolRequest {
         },
         config: json!({"root": "/tmp"}),
         memory_snippet: Some("last file: b.txt".into()),
+        secrets: quiver_abi::Secrets([("API_TOKEN".to_owned(), "v".to_owned())].into()),
     }
 }
 
