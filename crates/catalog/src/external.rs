@@ -69,6 +69,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
             lifecycle: LifecycleSpec { state, ..LifecycleSpec::default() },
             actions: Vec::new(),
             examples: Vec::new(),
+            invoke: None,
         };
         defs.push(ToolDef {
             policies: spec.policies.effective(spec.side_effects),
@@ -88,6 +89,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
         description: "external tool list".to_owned(),
         abi: quiver_abi::ABI_VERSION,
         artifact: None,
+        adapter: None,
         sandbox: Default::default(),
         // The tool specs live once, in the entry's tools; a pseudo-plugin has no signed manifest
         // to keep a second copy of.

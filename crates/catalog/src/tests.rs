@@ -39,6 +39,7 @@ fn tool(name: &str, state: LifecycleState, domain: &str, scopes: &[&str]) -> Too
         lifecycle: LifecycleSpec { state, ..LifecycleSpec::default() },
         actions: vec![],
         examples: vec![],
+        invoke: None,
     }
 }
 
@@ -77,6 +78,7 @@ fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
         description: "test".into(),
         abi: 1,
         artifact: None,
+        adapter: None,
         sandbox: Default::default(),
         tools,
     };

@@ -13,6 +13,8 @@
 //!   [`Profile`].
 //! - **Signatures**: minisign-format keys and signatures ([`PublicKey`], [`TrustedKeys`],
 //!   [`verify`], [`KeyPair`], [`sign`]), interoperable with the `minisign` tool.
+//! - **Adapters** ([`AdapterSpec`], [`InvokeSpec`], [`Template`]): a bundle whose tools run a
+//!   command or make an HTTP request, described entirely in its signed manifest.
 //! - **Checksums**: [`sha256_hex`] of library bytes, as written in `artifact.sha256`.
 //!
 //! What it does not do: load plugins, run plugin code, scan or watch folders, read key files or
@@ -21,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+mod adapter;
 mod artifact;
 mod checksum;
 mod config;
@@ -31,6 +34,10 @@ mod signature;
 mod validate;
 mod yaml;
 
+pub use adapter::{
+    AdapterSpec, CommandAdapter, HttpAdapter, HttpMethod, InvokeSpec, OutputFormat, Payload, Piece, Template,
+    check_base_url, value_text,
+};
 pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
 pub use checksum::sha256_hex;
 pub use config::{
