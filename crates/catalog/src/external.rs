@@ -106,6 +106,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
             manifest: String::new(),
             tools: Vec::new(),
         }),
+        source: "external".to_owned(),
     };
     Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).map_err(|e| e.to_string())
 }

@@ -19,6 +19,7 @@
 //! pipeline (`quiver-router`), or unload libraries (never: a swapped-out library stays mapped so
 //! in-flight calls finish on it).
 
+pub mod adapter;
 mod bundle;
 mod host;
 mod host_services;

@@ -220,7 +220,11 @@ impl Template {
                         match chars.next() {
                             Some('}') => break,
                             Some(c) => name.push(c),
-                            None => return Err("an unclosed `{`; close the placeholder, or write `{{` for a literal brace".into()),
+                            None => {
+                                return Err(
+                                    "an unclosed `{`; close the placeholder, or write `{{` for a literal brace".into()
+                                );
+                            }
                         }
                     }
                     if !lit.is_empty() {
@@ -385,7 +389,11 @@ pub(crate) fn adapter_issues(
         }
         AdapterSpec::Http(h) => {
             if let Err(e) = check_base_url(&h.base_url) {
-                push("adapter.http.base_url".into(), e, "write e.g. `http://127.0.0.1:8080` or `https://api.example.com/v1`");
+                push(
+                    "adapter.http.base_url".into(),
+                    e,
+                    "write e.g. `http://127.0.0.1:8080` or `https://api.example.com/v1`",
+                );
             }
             if !network {
                 push(
@@ -439,17 +447,29 @@ pub(crate) fn adapter_issues(
         };
         if is_http {
             if !invoke.args.is_empty() {
-                push(field(&at_invoke, "args"), wrong_kind("args"), "remove it; build the request with `path`, `query`, `headers` and `body`");
+                push(
+                    field(&at_invoke, "args"),
+                    wrong_kind("args"),
+                    "remove it; build the request with `path`, `query`, `headers` and `body`",
+                );
             }
             if invoke.stdin.is_some() {
                 push(field(&at_invoke, "stdin"), wrong_kind("stdin"), "remove it; use `body`");
             }
             if let Some(p) = &invoke.path {
                 if !p.starts_with('/') {
-                    push(field(&at_invoke, "path"), format!("`{}` does not start with `/`", excerpt(p)), "write the path after the base URL, e.g. `/items/{id}`");
+                    push(
+                        field(&at_invoke, "path"),
+                        format!("`{}` does not start with `/`", excerpt(p)),
+                        "write the path after the base URL, e.g. `/items/{id}`",
+                    );
                 }
                 if p.contains(['?', '#']) {
-                    push(field(&at_invoke, "path"), "a path has no query or fragment".into(), "put query parameters under `query`");
+                    push(
+                        field(&at_invoke, "path"),
+                        "a path has no query or fragment".into(),
+                        "put query parameters under `query`",
+                    );
                 }
                 templates.push((field(&at_invoke, "path"), p));
             }
@@ -458,7 +478,11 @@ pub(crate) fn adapter_issues(
             }
             for (k, v) in &invoke.headers {
                 if !is_header_name(k) {
-                    push(field(&field(&at_invoke, "headers"), k), format!("`{}` is not a header name", excerpt(k)), "use letters, digits and `-`");
+                    push(
+                        field(&field(&at_invoke, "headers"), k),
+                        format!("`{}` is not a header name", excerpt(k)),
+                        "use letters, digits and `-`",
+                    );
                 }
                 templates.push((field(&field(&at_invoke, "headers"), k), v));
             }
@@ -471,7 +495,11 @@ pub(crate) fn adapter_issues(
                 ("body", invoke.body.is_some()),
             ] {
                 if set {
-                    push(field(&at_invoke, k), wrong_kind(k), "remove it; build the command line with `args` and `stdin`");
+                    push(
+                        field(&at_invoke, k),
+                        wrong_kind(k),
+                        "remove it; build the command line with `args` and `stdin`",
+                    );
                 }
             }
             for (k, a) in invoke.args.iter().enumerate() {
@@ -540,12 +568,7 @@ mod tests {
         let t = Template::parse("--arg={name}{{x}}{*}").unwrap();
         assert_eq!(
             t.pieces,
-            vec![
-                Piece::Text("--arg=".into()),
-                Piece::Arg("name".into()),
-                Piece::Text("{x}".into()),
-                Piece::All
-            ]
+            vec![Piece::Text("--arg=".into()), Piece::Arg("name".into()), Piece::Text("{x}".into()), Piece::All]
         );
         assert_eq!(
             t.render(&json!({"name": "a b", "n": 1}), str::to_owned).as_deref(),
@@ -576,17 +599,28 @@ mod tests {
 
     #[test]
     fn adapter_manifests_are_checked_with_errors_naming_the_field() {
-        let ok = manifest("  command: {program: jq}", "    invoke: {args: [\"-n\", \"{q}\"], stdin: json}", "").unwrap();
+        let ok =
+            manifest("  command: {program: jq}", "    invoke: {args: [\"-n\", \"{q}\"], stdin: json}", "").unwrap();
         assert!(matches!(ok.adapter, Some(AdapterSpec::Command(_))));
         assert_eq!(ok.tools[0].invoke.as_ref().unwrap().stdin, Some(Payload::Json));
 
         let e = manifest("  command: {program: jq}", "    invoke: {args: [\"{nope}\"]}", "").unwrap_err().to_string();
         assert!(e.contains("tools[0].invoke.args[0]: placeholder `{nope}` names no property"), "{e}");
         let e = manifest("  command: {program: ./jq}", "    invoke: {method: GET}", "").unwrap_err().to_string();
-        assert!(e.contains("adapter.command.program") && e.contains("tools[0].invoke.method: `method` is for HTTP adapters"), "{e}");
-        let e = manifest("  http: {base_url: \"http://127.0.0.1:1\"}", "    invoke: {path: \"/x/{q}\"}", "").unwrap_err().to_string();
+        assert!(
+            e.contains("adapter.command.program")
+                && e.contains("tools[0].invoke.method: `method` is for HTTP adapters"),
+            "{e}"
+        );
+        let e = manifest("  http: {base_url: \"http://127.0.0.1:1\"}", "    invoke: {path: \"/x/{q}\"}", "")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sandbox.network") && e.contains("sandbox: {network: true}"), "{e}");
-        let http = manifest("  http: {base_url: \"http://127.0.0.1:1\"}", "    invoke: {path: \"/x/{q}\", query: {a: \"{q}\"}}", "sandbox: {network: true}\n");
+        let http = manifest(
+            "  http: {base_url: \"http://127.0.0.1:1\"}",
+            "    invoke: {path: \"/x/{q}\", query: {a: \"{q}\"}}",
+            "sandbox: {network: true}\n",
+        );
         assert!(http.is_ok(), "{http:?}");
         let e = manifest("  command: {program: jq}", "", "").unwrap_err().to_string();
         assert!(e.contains("tools[0].invoke: tool `demo_run` of an adapter bundle has no `invoke`"), "{e}");

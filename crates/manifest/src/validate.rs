@@ -278,7 +278,12 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
     }
     check_unique_names(&mut c, m);
     let tools: Vec<_> = m.tools.iter().map(|t| (t.name.clone(), t.invoke.as_ref(), t.input_schema.as_ref())).collect();
-    c.issues.extend(crate::adapter::adapter_issues(m.adapter.as_ref(), m.artifact.is_some(), m.sandbox.network, &tools));
+    c.issues.extend(crate::adapter::adapter_issues(
+        m.adapter.as_ref(),
+        m.artifact.is_some(),
+        m.sandbox.network,
+        &tools,
+    ));
     c.issues
 }
 

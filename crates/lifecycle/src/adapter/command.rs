@@ -1,0 +1,169 @@
+//! Command adapters: one process per call, started with `execve` directly (no shell), its argv
+//! built from the tool's templates (one rendered template = one argv element), stdin from the
+//! arguments, stdout parsed as JSON or text, the exit code mapped to a result or an error.
+//!
+//! The process runs in its own process group with an empty environment plus the resolved
+//! allow-list; at the deadline or on cancellation the whole group is killed.
+
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use quiver_abi::{ErrorCode, ToolError};
+use quiver_catalog::CallSink;
+use serde_json::Value;
+
+use super::{MAX_OUTPUT_BYTES, Resolved, ToolPlan, excerpt, mapped_error, parse_output, payload};
+
+/// Largest stderr kept for error messages.
+const MAX_STDERR_BYTES: usize = 64 << 10;
+
+pub(crate) struct CommandRunner {
+    program: String,
+    working_dir: String,
+    env: Vec<(String, String)>,
+}
+
+/// Reads at most `cap` bytes; reports whether there was more.
+fn read_capped(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
+    let mut buf = Vec::new();
+    let _ = (&mut r).take(cap as u64 + 1).read_to_end(&mut buf);
+    let over = buf.len() > cap;
+    buf.truncate(cap);
+    // Drain the rest so the program never blocks on a full pipe.
+    let _ = std::io::copy(&mut r, &mut std::io::sink());
+    (buf, over)
+}
+
+impl CommandRunner {
+    pub(crate) fn new(resolved: &Resolved) -> Result<CommandRunner, String> {
+        let program = resolved.program.clone().ok_or("a command adapter without a resolved program")?;
+        Ok(CommandRunner { program, working_dir: resolved.working_dir.clone(), env: resolved.env.clone() })
+    }
+
+    /// The argv after the program: each template rendered to exactly one element; an element
+    /// naming an absent argument is left out.
+    pub(crate) fn argv(plan: &ToolPlan, args: &Value) -> Result<Vec<String>, ToolError> {
+        let mut out = Vec::with_capacity(plan.args.len());
+        for t in &plan.args {
+            if let Some(a) = t.render(args, str::to_owned) {
+                if a.contains('\0') {
+                    return Err(ToolError::invalid(
+                        "an argument contains a NUL character, which a command line cannot carry; remove it",
+                    ));
+                }
+                out.push(a);
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn run(
+        &self,
+        plan: &ToolPlan,
+        args: &Value,
+        deadline: Instant,
+        sink: &dyn CallSink,
+    ) -> Result<Value, ToolError> {
+        let argv = Self::argv(plan, args)?;
+        let name = self.program.rsplit('/').next().unwrap_or(&self.program).to_owned();
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&argv)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.working_dir)
+            .stdin(if plan.invoke.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(|e| {
+            ToolError::tool(format!(
+                "cannot start `{}` in {}: {e}; check that it is installed and the folder exists (and, in a worker, that the sandbox grants it)",
+                self.program, self.working_dir
+            ))
+        })?;
+        let pid = child.id() as i32;
+        let writer = match (plan.invoke.stdin.as_ref(), child.stdin.take()) {
+            (Some(p), Some(mut stdin)) => {
+                let (bytes, _) = payload(p, args);
+                Some(std::thread::spawn(move || {
+                    // A program that exits without reading all of stdin is not an error here.
+                    let _ = stdin.write_all(&bytes);
+                }))
+            }
+            _ => None,
+        };
+        let stdout = child.stdout.take().map(|o| std::thread::spawn(move || read_capped(o, MAX_OUTPUT_BYTES)));
+        let stderr = child.stderr.take().map(|e| std::thread::spawn(move || read_capped(e, MAX_STDERR_BYTES)));
+        let kill = || {
+            // SAFETY: signals our own child's process group (it was started with its own group).
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        };
+        let mut pause = Duration::from_millis(1);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) => {}
+                Err(e) => {
+                    kill();
+                    let _ = child.wait();
+                    return Err(ToolError::tool(format!("cannot wait for `{name}`: {e}")));
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline || sink.is_cancelled() {
+                kill();
+                let _ = child.wait();
+                return Err(if now >= deadline {
+                    ToolError::new(
+                        ErrorCode::TIMEOUT,
+                        format!("`{name}` did not finish before the deadline; it was killed"),
+                    )
+                    .retryable()
+                } else {
+                    ToolError::new(ErrorCode::CANCELLED, format!("the call was cancelled; `{name}` was killed"))
+                });
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        };
+        // The program is gone; anything it left running in its group goes too.
+        kill();
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        let (out, out_over) = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
+        let (err, _) = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+        let err_text = String::from_utf8_lossy(&err);
+        let code = match status.code() {
+            Some(c) => c,
+            None => {
+                return Err(ToolError::tool(format!(
+                    "`{name}` was killed by signal {}{}",
+                    status.signal().unwrap_or(0),
+                    if err_text.trim().is_empty() { String::new() } else { format!(": {}", excerpt(&err_text)) }
+                )));
+            }
+        };
+        let ok = code == 0 || plan.invoke.ok.iter().any(|c| i32::from(*c) == code);
+        if !ok {
+            let detail =
+                if err_text.trim().is_empty() { excerpt(&String::from_utf8_lossy(&out)) } else { excerpt(&err_text) };
+            return Err(mapped_error(
+                &plan.invoke,
+                code.clamp(0, i32::from(u16::MAX)) as u16,
+                format!("`{name}` exited with status {code}: {detail}"),
+                false,
+            ));
+        }
+        if out_over {
+            return Err(ToolError::tool(format!(
+                "`{name}` printed more than {MAX_OUTPUT_BYTES} bytes; narrow the request"
+            )));
+        }
+        parse_output(plan.invoke.output, &out, &format!("the output of `{name}`"))
+    }
+}
