@@ -222,7 +222,7 @@ impl Template {
                             Some(c) => name.push(c),
                             None => {
                                 return Err(
-                                    "an unclosed `{`; close the placeholder, or write `{{` for a literal brace".into()
+                                    "an unclosed `{`; close the placeholder, or write `{{` for a literal brace".into(),
                                 );
                             }
                         }
@@ -505,6 +505,13 @@ pub(crate) fn adapter_issues(
             for (k, a) in invoke.args.iter().enumerate() {
                 templates.push((index(&field(&at_invoke, "args"), k), a));
             }
+            if let Some(k) = shell_script_with_placeholder(adapter, &invoke.args) {
+                push(
+                    index(&field(&at_invoke, "args"), k),
+                    "an argument is interpolated into a shell script (`-c`), where it could run commands".into(),
+                    "keep the script fixed and pass arguments after it as positional parameters: `args: [\"-c\", \"jq -n --arg v \\\"$1\\\" ...\", \"sh\", \"{value}\"]`, or run the program directly",
+                );
+            }
         }
         for (path, text) in templates {
             match Template::parse(text) {
@@ -552,6 +559,22 @@ pub(crate) fn adapter_issues(
         }
     }
     issues
+}
+
+/// Programs that run their `-c` argument as a script.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox", "csh", "tcsh"];
+
+/// The index of a shell's `-c` script element that contains a placeholder, if any.
+fn shell_script_with_placeholder(adapter: &AdapterSpec, args: &[String]) -> Option<usize> {
+    let AdapterSpec::Command(c) = adapter else { return None };
+    let name = c.program.rsplit('/').next().unwrap_or(&c.program);
+    if !SHELLS.contains(&name) {
+        return None;
+    }
+    let flag = args.iter().position(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))?;
+    let script = flag + 1;
+    let t = Template::parse(args.get(script)?).ok()?;
+    t.pieces.iter().any(|p| !matches!(p, Piece::Text(_))).then_some(script)
 }
 
 fn is_header_name(s: &str) -> bool {
@@ -622,6 +645,18 @@ mod tests {
             "sandbox: {network: true}\n",
         );
         assert!(http.is_ok(), "{http:?}");
+        let e = manifest("  command: {program: /bin/sh}", "    invoke: {args: [\"-c\", \"echo {q}\"]}", "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tools[0].invoke.args[1]: an argument is interpolated into a shell script"), "{e}");
+        assert!(
+            manifest(
+                "  command: {program: sh}",
+                "    invoke: {args: [\"-c\", \"echo \\\"$1\\\"\", \"sh\", \"{q}\"]}",
+                ""
+            )
+            .is_ok()
+        );
         let e = manifest("  command: {program: jq}", "", "").unwrap_err().to_string();
         assert!(e.contains("tools[0].invoke: tool `demo_run` of an adapter bundle has no `invoke`"), "{e}");
     }

@@ -25,7 +25,19 @@ pub(crate) struct HttpRunner {
     base_url: String,
     base_url_setting: Option<String>,
     headers: Vec<(HeaderName, HeaderValue)>,
-    client: Client,
+    /// Built on the first call (on a call thread: the blocking client cannot be built or
+    /// dropped on an async task, and in a worker its threads start inside the sandbox).
+    client: std::sync::OnceLock<Result<Client, String>>,
+}
+
+impl Drop for HttpRunner {
+    /// The blocking client owns a runtime that must not be dropped on an async task (a hot
+    /// swap may drop the adapter there): it goes on a thread of its own.
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = std::thread::Builder::new().name("quiver-adapter-drop".into()).spawn(move || drop(c));
+        }
+    }
 }
 
 impl HttpRunner {
@@ -38,13 +50,26 @@ impl HttpRunner {
             value.set_sensitive(true);
             headers.push((name, value));
         }
-        let client = Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(concat!("quiver-adapter/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
-        Ok(HttpRunner { base_url, base_url_setting: spec.base_url_setting.clone(), headers, client })
+        Ok(HttpRunner {
+            base_url,
+            base_url_setting: spec.base_url_setting.clone(),
+            headers,
+            client: Default::default(),
+        })
+    }
+
+    fn client(&self) -> Result<&Client, ToolError> {
+        self.client
+            .get_or_init(|| {
+                Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .no_proxy()
+                    .user_agent(concat!("quiver-adapter/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| ToolError::tool(e.clone()))
     }
 
     /// The base URL of a call: the operator's setting when present, else the manifest's.
@@ -121,7 +146,8 @@ impl HttpRunner {
         }
         let m = reqwest::Method::from_bytes(method.as_str().as_bytes())
             .map_err(|e| ToolError::tool(format!("method {}: {e}", method.as_str())))?;
-        let mut req = self.client.request(m, url.clone()).timeout(remaining);
+        let client = self.client()?;
+        let mut req = client.request(m, url.clone()).timeout(remaining);
         for (k, v) in &self.headers {
             req = req.header(k.clone(), v.clone());
         }
