@@ -22,6 +22,7 @@ mod contract_test;
 mod demo;
 mod e2e;
 mod new_tool;
+mod test_endpoint;
 mod wordnet;
 mod workspace;
 

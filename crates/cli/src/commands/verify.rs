@@ -20,7 +20,7 @@ pub struct VerifyArgs {
 
 /// The outcome for one bundle.
 enum Checked {
-    Ok { path: PathBuf, id: String, version: String, sha256: String, signer: Option<String> },
+    Ok { path: PathBuf, id: String, version: String, sha256: String, signer: Option<String>, source: &'static str },
     Failed(BundleError),
 }
 
@@ -66,6 +66,7 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
         .into_iter()
         .map(|m| match m.and_then(|path| verify_bundle(&path, policy)) {
             Ok(b) => Checked::Ok {
+                source: b.manifest.adapter.as_ref().map(|a| a.label()).unwrap_or("plugin"),
                 path: b.manifest_path,
                 id: b.manifest.id,
                 version: b.manifest.version.to_string(),
@@ -81,8 +82,8 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
         let bundles: Vec<_> = results
             .iter()
             .map(|r| match r {
-                Checked::Ok { path, id, version, sha256, signer } => json!({
-                    "bundle": path, "ok": true, "id": id, "version": version, "sha256": sha256,
+                Checked::Ok { path, id, version, sha256, signer, source } => json!({
+                    "bundle": path, "ok": true, "id": id, "version": version, "sha256": sha256, "source": source,
                     "signer_key_id": signer, "signer": signer.as_deref().and_then(|k| settings.key_name(k)),
                 }),
                 Checked::Failed(e) => json!({
@@ -95,7 +96,7 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
     } else {
         for r in &results {
             match r {
-                Checked::Ok { path, id, version, sha256, signer } => {
+                Checked::Ok { path, id, version, sha256, signer, source } => {
                     let signer = match signer {
                         Some(k) => match settings.key_name(k) {
                             Some(name) => format!("key {k} ({name})"),
@@ -103,7 +104,7 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
                         },
                         None => "UNSIGNED (allow_unsigned)".to_owned(),
                     };
-                    println!("OK      {}  {id} {version}  sha256 {sha256}  signed by {signer}", show(path));
+                    println!("OK      {}  {id} {version} ({source})  sha256 {sha256}  signed by {signer}", show(path));
                 }
                 Checked::Failed(e) => {
                     println!("FAILED  {}  {} check: {}", show(&e.bundle), e.stage.as_str(), e.message);
