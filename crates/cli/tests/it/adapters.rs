@@ -353,3 +353,51 @@ fn an_http_adapter_must_declare_the_network() {
     let e = quiver_manifest::Manifest::from_yaml(&text, "http-echo.tool.yaml").unwrap_err().to_string();
     assert!(e.contains("sandbox.network") && e.contains("network: true"), "{e}");
 }
+
+/// `quiver sign` signs an adapter manifest (no `--library`), and `verify`, `list`, `search` and
+/// `surface` name each tool's source.
+#[test]
+fn the_cli_signs_adapters_and_shows_each_tools_source() {
+    let p = super::Project::new();
+    let dir = p.path("plugins/argv");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("argv.tool.yaml"), ARGV_ADAPTER).unwrap();
+    p.quiver(&["sign", "plugins/argv/argv.tool.yaml", "--key", "keys/test.key"]).success();
+
+    let v = p.quiver(&["verify", "--json"]).success().json();
+    let sources: Vec<(&str, &str)> = v["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["id"].as_str().unwrap(), b["source"].as_str().unwrap()))
+        .collect();
+    assert!(
+        sources.contains(&("argv-echo", "adapter:command")) && sources.contains(&("marker-plugin", "plugin")),
+        "{v:#}"
+    );
+    let human = p.quiver(&["verify"]).success().stdout();
+    assert!(human.contains("argv-echo 0.1.0 (adapter:command)"), "{human}");
+
+    let v = p.quiver(&["list", "--json"]).success().json();
+    let of = |name: &str| {
+        v["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).map(|t| t["source"].clone()).unwrap()
+    };
+    assert_eq!(of("argv_echo"), "adapter:command");
+    assert_eq!(of("marker_echo"), "plugin");
+    let run = p.quiver(&["list"]).success();
+    assert!(run.stdout().contains("SOURCE") && run.stdout().contains("adapter:command"), "{}", run.stdout());
+    // Signed by a key that is not first-party: the adapter runs in a worker.
+    assert!(run.stderr().contains("plugin argv-echo 0.1.0 (adapter:command): process"), "{}", run.stderr());
+    // And it works there: the worker runs jq inside its sandbox.
+    let v = p.quiver(&["--json", "call", "argv_echo", "--args", r#"{"text": "$(id)"}"#]).success().json();
+    assert_eq!(v["response"]["outputs"]["result"], json!(["$(id)"]), "{v:#}");
+
+    let v = p.quiver(&["search", "--json", "arguments jq received"]).success().json();
+    let hit = v["tools"].as_array().unwrap().iter().find(|t| t["name"] == "argv_echo").cloned();
+    assert_eq!(hit.map(|t| t["source"].clone()), Some(json!("adapter:command")), "{v:#}");
+
+    let v = p.quiver(&["surface", "--json"]).success().json();
+    let listed = |src: &str| v["sources"][src].as_array().cloned().unwrap_or_default();
+    assert!(listed("adapter:command").contains(&json!("argv_echo")), "{v:#}");
+    assert!(listed("plugin").contains(&json!("marker_echo")), "{v:#}");
+}
