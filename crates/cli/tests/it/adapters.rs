@@ -401,3 +401,64 @@ fn the_cli_signs_adapters_and_shows_each_tools_source() {
     assert!(listed("adapter:command").contains(&json!("argv_echo")), "{v:#}");
     assert!(listed("plugin").contains(&json!("marker_echo")), "{v:#}");
 }
+
+const SHELL_ADAPTER: &str = r#"manifest_version: 1
+id: shell-jobs
+version: 0.1.0
+display_name: Shell jobs
+description: Fixed shell scripts, arguments as positional parameters.
+abi: 1
+adapter:
+  command:
+    program: /bin/sh
+tools:
+  - name: leaves_a_job
+    title: Leaves a job
+    description: Starts a background job that holds stdout and prints its process group.
+    side_effects: read
+    input_schema: {type: object, properties: {}}
+    invoke:
+      args: ["-c", "sleep 30 & echo $$"]
+  - name: sleeps
+    title: Sleeps
+    description: Sleeps for the given seconds.
+    side_effects: read
+    input_schema: {type: object, properties: {secs: {type: string}}, required: [secs]}
+    policies: {timeout_ms: 300}
+    invoke:
+      args: ["-c", "sleep \"$1\"", "sh", "{secs}"]
+"#;
+
+/// Processes whose process group is `pgid`.
+fn group_members(pgid: u64) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            // Fields after the command name: state, ppid, pgrp.
+            let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+            let f: Vec<&str> = rest.split(' ').collect();
+            f.len() > 2 && f[0] != "Z" && f[2].parse::<u64>().ok() == Some(pgid)
+        })
+        .count()
+}
+
+/// A program's leftover background job (holding its stdout open) is killed with its process
+/// group when the program exits, and a program past the deadline is killed: the call answers
+/// either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_and_its_jobs_end_with_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let key = TestKey::generate();
+    write_adapter(&plugins, "shell-jobs", SHELL_ADAPTER, &key);
+    let host = host(&plugins, &key, Isolation::InProcess);
+    let router = Router::new(host.clone() as Arc<dyn CatalogSource>, RouterSettings::default());
+    let r = call(&router, "leaves_a_job", json!({})).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let pgid = r.outputs["result"].as_u64().expect("the shell printed its pid");
+    assert_eq!(group_members(pgid), 0, "the background job of group {pgid} outlived the call");
+    let r = call(&router, "sleeps", json!({"secs": "30"})).await;
+    assert_eq!(r.error.as_ref().map(|e| e.code.as_str()), Some("timeout"), "{r:?}");
+}

@@ -103,15 +103,22 @@ impl CommandRunner {
             }
         };
         let mut pause = Duration::from_millis(1);
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break s,
-                Ok(None) => {}
-                Err(e) => {
-                    kill();
-                    let _ = child.wait();
-                    return Err(ToolError::tool(format!("cannot wait for `{name}`: {e}")));
-                }
+        loop {
+            // Exited? Asked without reaping (WNOWAIT): while the leader is a zombie its group id
+            // cannot be reused, so the group kill below can only reach its own processes.
+            // SAFETY: waitid on our own child with a zeroed siginfo_t it fills in.
+            let exited = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                let r = libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                );
+                r == 0 && info.si_pid() != 0
+            };
+            if exited {
+                break;
             }
             let now = Instant::now();
             if now >= deadline || sink.is_cancelled() {
@@ -129,9 +136,11 @@ impl CommandRunner {
             }
             std::thread::sleep(pause.min(deadline - now));
             pause = (pause * 2).min(Duration::from_millis(20));
-        };
-        // The program is gone; anything it left running in its group goes too.
+        }
+        // The program is done; anything it left running in its group (holding the pipes open)
+        // goes too, then the leader is reaped.
         kill();
+        let status = child.wait().map_err(|e| ToolError::tool(format!("cannot wait for `{name}`: {e}")))?;
         if let Some(w) = writer {
             let _ = w.join();
         }
