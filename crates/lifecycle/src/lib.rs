@@ -12,6 +12,11 @@
 //! opened → ABI check → the library's embedded manifest must equal the signed one.
 //! [`verify_bundle`] runs the checks that need no plugin code; [`load_verified`] the rest.
 //!
+//! Declarative adapter bundles (a signed manifest with `adapter:`, no library) take the same
+//! path up to the manifest; the signature's trusted comment binds the manifest's own sha256, and
+//! [`adapter::Adapter`] runs their tools (a command or an HTTP request) in the host or in a
+//! sandboxed worker.
+//!
 //! Principal types: [`Host`] (scan state, last good state per bundle, lock-free catalog
 //! snapshots), [`VerifiedBundle`], [`BundleError`] with its failed [`Stage`].
 //!

@@ -1,6 +1,7 @@
 //! Tool sources: where plugin entries come from. [`BundleSource`] is the plugins folder: it
 //! scans, verifies and loads bundles (in-process or in a worker process) and keeps the last good
-//! state of each. Upstream MCP servers and adapters are the next sources behind the same trait.
+//! state of each (plugin libraries and declarative adapter bundles alike). Upstream MCP servers
+//! are the next source behind the same trait.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
