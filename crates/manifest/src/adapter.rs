@@ -328,8 +328,8 @@ fn properties(schema: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The semantic rules of an adapter manifest. `tools` is each tool's (name, path, invoke,
-/// input schema).
+/// The semantic rules of an adapter manifest (also of a plugin manifest: no tool may have
+/// `invoke` there). `tools` is each tool's (name, invoke, input schema), in manifest order.
 pub(crate) fn adapter_issues(
     adapter: Option<&AdapterSpec>,
     has_artifact: bool,
