@@ -87,6 +87,20 @@ tools:
     invoke:
       args: ["-c", ".", "{path}"]
       errors: {"2": not_found}
+  - name: json_filter
+    title: Filter JSON
+    description: Runs a jq filter on a document given on stdin.
+    side_effects: read
+    input_schema:
+      type: object
+      properties:
+        filter: {type: string}
+        document: {type: array}
+      required: [filter, document]
+    invoke:
+      args: ["-c", "{filter}"]
+      stdin: {argument: document}
+      errors: {"3": invalid_arguments}
 "#;
 
 const INJECTIONS: &[&str] = &[
@@ -391,6 +405,20 @@ fn the_cli_signs_adapters_and_shows_each_tools_source() {
     // And it works there: the worker runs jq inside its sandbox.
     let v = p.quiver(&["--json", "call", "argv_echo", "--args", r#"{"text": "$(id)"}"#]).success().json();
     assert_eq!(v["response"]["outputs"]["result"], json!(["$(id)"]), "{v:#}");
+
+    // A program that exits without reading its stdin (jq with a filter that does not compile)
+    // while a large document is still being written: the host (whose SIGPIPE is the default, so
+    // that `quiver list | head` ends quietly) must get EPIPE, not die of SIGPIPE.
+    let big = serde_json::to_string(&json!({"filter": ".[", "document": vec!["x".repeat(100); 1000]})).unwrap();
+    for iso in ["in_process", "process"] {
+        std::fs::write(
+            p.path("quiver.yaml"),
+            format!("plugins_dir: plugins\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\nisolation:\n  default: {iso}\n"),
+        )
+        .unwrap();
+        let run = p.quiver(&["--json", "call", "json_filter", "--args", &big]).failure(1);
+        assert_eq!(run.json()["response"]["error"]["code"], "invalid_arguments", "{iso}: {}", run.stderr());
+    }
 
     let v = p.quiver(&["search", "--json", "arguments jq received"]).success().json();
     let hit = v["tools"].as_array().unwrap().iter().find(|t| t["name"] == "argv_echo").cloned();

@@ -88,7 +88,18 @@ impl CommandRunner {
             (Some(p), Some(mut stdin)) => {
                 let (bytes, _) = payload(p, args);
                 Some(std::thread::spawn(move || {
-                    // A program that exits without reading all of stdin is not an error here.
+                    // A program may exit without reading all of its stdin. The host keeps
+                    // SIGPIPE at its default (the CLI does, so `quiver list | head` ends
+                    // quietly), so block it on this thread: the write then fails with EPIPE
+                    // instead of killing the host. The signal stays pending on this thread
+                    // only and is discarded when the thread ends.
+                    // SAFETY: changes this thread's own signal mask.
+                    unsafe {
+                        let mut set: libc::sigset_t = std::mem::zeroed();
+                        libc::sigemptyset(&mut set);
+                        libc::sigaddset(&mut set, libc::SIGPIPE);
+                        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                    }
                     let _ = stdin.write_all(&bytes);
                 }))
             }
