@@ -285,3 +285,53 @@ pub(crate) fn excerpt(s: &str) -> String {
 pub fn in_process_placement(label: &str) -> Placement {
     Placement { isolation: "in_process", detail: format!("{label} in the host process (trusted)") }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(adapter: &str, extra: &str) -> Manifest {
+        let y = format!(
+            "manifest_version: 1\nid: demo\nversion: 0.1.0\ndisplay_name: Demo\ndescription: A demo.\nabi: 1\n{extra}adapter:\n{adapter}\ntools:\n  - name: demo_run\n    title: Run\n    description: Runs.\n    side_effects: read\n    input_schema: {{type: object, properties: {{q: {{type: string}}}}}}\n    invoke: {{}}\n"
+        );
+        Manifest::from_yaml(&y, "demo.tool.yaml").unwrap()
+    }
+
+    #[test]
+    fn resolution_passes_only_the_allow_listed_environment_and_finds_the_program_in_fixed_folders() {
+        let m = manifest("  command: {program: sh, env: [LANG, ABSENT]}", "");
+        let env = |k: &str| match k {
+            "LANG" => Some("C.UTF-8".to_owned()),
+            "SECRET" => Some("s3cret".to_owned()),
+            "PATH" => Some("/home/me/evil-bin".to_owned()),
+            _ => None,
+        };
+        let r = resolve(&m, Path::new("/srv"), env).unwrap();
+        // `sh` found in the fixed folders (never the host's PATH), canonicalized (`/usr/bin/dash`).
+        let program = r.program.unwrap();
+        assert!(PROGRAM_DIRS.iter().any(|d| program.starts_with(d)) && !program.contains("evil"), "{program}");
+        assert_eq!(r.env, vec![("LANG".into(), "C.UTF-8".into()), ("PATH".into(), DEFAULT_PATH.into())]);
+        assert_eq!(r.working_dir, "/srv");
+
+        let e =
+            resolve(&manifest("  command: {program: quiver-missing-program}", ""), Path::new("/"), env).unwrap_err();
+        assert!(e.contains("adapter.command.program") && e.contains("/usr/bin/quiver-missing-program"), "{e}");
+
+        let http = "  http: {base_url: \"http://127.0.0.1:1\", env_headers: {Authorization: API_TOKEN}}";
+        let e = resolve(&manifest(http, "sandbox: {network: true}\n"), Path::new("/"), env).unwrap_err();
+        assert!(e.contains("env_headers.Authorization") && e.contains("`API_TOKEN` is not set"), "{e}");
+        let r = resolve(&manifest(http, "sandbox: {network: true}\n"), Path::new("/"), |k| {
+            (k == "API_TOKEN").then(|| "Bearer t".to_owned())
+        })
+        .unwrap();
+        assert_eq!(r.headers, vec![("Authorization".into(), "Bearer t".into())]);
+    }
+
+    #[test]
+    fn json_output_is_exactly_one_value() {
+        assert_eq!(parse_output(OutputFormat::Json, b" {\"a\":1}\n", "out").unwrap(), json!({"result": {"a": 1}}));
+        assert!(parse_output(OutputFormat::Json, b"1 2", "out").unwrap_err().message.contains("more than one"));
+        assert!(parse_output(OutputFormat::Json, b"", "out").unwrap_err().message.contains("empty"));
+        assert_eq!(parse_output(OutputFormat::Text, b"a\n", "out").unwrap(), json!({"text": "a\n"}));
+    }
+}
