@@ -3,7 +3,8 @@
 //! search evaluation (BFCL dev set and the MCP reference servers' tools, each with its tuning and
 //! check halves), search at scale (p50 at 1.4k and 10k tools, a no-match query at 50k, a 50k-tool
 //! catalog build with its peak memory), the surface-size report, the router's criterion
-//! benchmark, and the worker round trip next to in-process (`cargo bench -p quiver --bench worker`).
+//! benchmark, and the worker round trip next to in-process (`cargo bench -p quiver --bench worker`),
+//! and a command adapter next to running its program directly (`--bench adapter`).
 
 use anyhow::{Context, Result, bail};
 
@@ -66,5 +67,12 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
     if quick {
         worker.args(["--", "--quick"]);
     }
-    ws.run(&mut worker)
+    ws.run(&mut worker)?;
+    // A command adapter (jq) next to running jq directly.
+    let mut adapter = ws.cargo();
+    adapter.args(["bench", "-p", "quiver", "--bench", "adapter"]);
+    if quick {
+        adapter.args(["--", "--quick"]);
+    }
+    ws.run(&mut adapter)
 }
