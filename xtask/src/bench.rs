@@ -4,8 +4,9 @@
 //! check halves), search at scale (p50 at 1.4k and 10k tools, a no-match query at 50k, a 50k-tool
 //! catalog build with its peak memory), the surface-size report, the router's criterion
 //! benchmark, the worker round trip next to in-process (`cargo bench -p quiver --bench worker`),
-//! and an upstream MCP server's echo called directly next to the same call through
-//! `quiver serve` (`stdio_bench`, interleaved rounds).
+//! a command adapter next to running its program directly (`--bench adapter`), and an upstream
+//! MCP server's echo called directly next to the same call through `quiver serve` (`stdio_bench`,
+//! interleaved rounds).
 
 use anyhow::{Context, Result, bail};
 
@@ -69,6 +70,13 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
         worker.args(["--", "--quick"]);
     }
     ws.run(&mut worker)?;
+    // A command adapter (jq) next to running jq directly.
+    let mut adapter = ws.cargo();
+    adapter.args(["bench", "-p", "quiver", "--bench", "adapter"]);
+    if quick {
+        adapter.args(["--", "--quick"]);
+    }
+    ws.run(&mut adapter)?;
     upstream(ws, quick)
 }
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use quiver_manifest::{KeyPair, Manifest, TrustedKeys};
 
-use crate::workspace::{PluginSource, Workspace};
+use crate::workspace::{AdapterSource, PluginSource, Workspace};
 
 /// The local development key: created on first use, trusted by the repository's `quiver.yaml`.
 #[derive(Debug)]
@@ -175,6 +175,38 @@ pub fn bundle(plugin: &PluginSource, library: &Path, key: &DevKey) -> Result<Bui
     Ok(Built { manifest: manifest_path, id: manifest.id, version: manifest.version.to_string(), sha256, changed })
 }
 
+/// Makes the bundle of an adapter: the source manifest copied as `NAME.tool.yaml` (an adapter
+/// has no library, so no `artifact`) and signed; the trusted comment binds the manifest's own
+/// sha256. No load check here: the host resolves the program when it loads the bundle (and
+/// `contract-test` runs it).
+pub fn bundle_adapter(adapter: &AdapterSource, key: &DevKey) -> Result<Built> {
+    let source_path = adapter.source_manifest();
+    let text = fs::read_to_string(&source_path).with_context(|| format!("cannot read {}", source_path.display()))?;
+    let manifest = Manifest::from_yaml(&text, &source_path.display().to_string())?;
+    let sha256 = quiver_manifest::sha256_hex(text.as_bytes());
+    let manifest_path = adapter.bundle_manifest();
+    let mut changed = write_if_changed(&manifest_path, text.as_bytes(), 0o644)?;
+    let sig_path = signature_path(&manifest_path);
+    let signed = fs::read_to_string(&sig_path)
+        .ok()
+        .and_then(|sig| quiver_manifest::verify(&key.trusted(), text.as_bytes(), &sig).ok())
+        .is_some_and(|v| {
+            quiver_manifest::check_bundle_comment(
+                &v.trusted_comment,
+                &manifest.id,
+                &manifest.version.to_string(),
+                &sha256,
+            )
+            .is_ok()
+        });
+    if !signed {
+        let sig = quiver_manifest::sign_bundle(&key.pair, &text, &manifest_path.display().to_string())?;
+        write_atomic(&sig_path, sig.as_bytes(), 0o644)?;
+        changed = true;
+    }
+    Ok(Built { manifest: manifest_path, id: manifest.id, version: manifest.version.to_string(), sha256, changed })
+}
+
 /// `NAME.tool.yaml.minisig`.
 pub fn signature_path(manifest: &Path) -> PathBuf {
     let mut s = manifest.as_os_str().to_owned();
@@ -215,8 +247,27 @@ fn check_library(ws: &Workspace, quiver: &Path, plugin: &PluginSource, library: 
 /// `cargo xtask build-plugins [NAME...]`: per plugin, a release build with cargo's own progress,
 /// a load check of the new library, then the signed bundle.
 pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
-    let plugins = ws.select_plugins(names)?;
+    let (plugins, adapters) = ws.select_all(names)?;
+    let adapters: Vec<AdapterSource> = adapters.into_iter().filter(|a| a.shipped).collect();
+    if !adapters.is_empty() {
+        let key = DevKey::load_or_create(&ws.dev_key_dir())?;
+        for a in &adapters {
+            let built = bundle_adapter(a, &key)?;
+            let rel = built.manifest.strip_prefix(&ws.root).unwrap_or(&built.manifest);
+            println!(
+                "{:<24} {:<10} {}  {}  (adapter){}",
+                built.id,
+                built.version,
+                &built.sha256[..16],
+                rel.display(),
+                if built.changed { "" } else { "  (unchanged)" }
+            );
+        }
+    }
     if plugins.is_empty() {
+        if !adapters.is_empty() {
+            return Ok(());
+        }
         println!("no plugins under {}; create one with `cargo xtask new-tool NAME`", ws.plugins_dir().display());
         return Ok(());
     }

@@ -1,9 +1,11 @@
 //! Quiver's project automation, run as `cargo xtask <command>` (alias in `.cargo/config.toml`).
 //!
 //! - `build-plugins [NAME...]`: release-build the plugins under `plugins/` and sign each into a
-//!   bundle with the local development key (`.quiver-dev/`, created on first use).
+//!   bundle with the local development key (`.quiver-dev/`, created on first use); adapter
+//!   bundles under `plugins/` (no Cargo package) are signed as they are.
 //! - `new-tool NAME`: scaffold a plugin crate that builds and passes its contract test untouched.
-//! - `contract-test [NAME...]`: run every plugin's fixtures through the real host and router.
+//! - `contract-test [NAME...]`: run every plugin's and adapter's fixtures through the real host
+//!   and router (`plugins/*`, `tests/adapters/*`; a local HTTP endpoint for HTTP adapters).
 //! - `conformance [--scenario NAME]`: the official MCP conformance suite against `quiver serve`.
 //! - `e2e`: end-to-end tests with real MCP clients (the Python SDK over stdio).
 //! - `demo`: the main job: build and sign the bundled plugins, then a real MCP session on them.
@@ -22,6 +24,7 @@ mod contract_test;
 mod demo;
 mod e2e;
 mod new_tool;
+mod test_endpoint;
 mod wordnet;
 mod workspace;
 
@@ -41,7 +44,7 @@ struct Cli {
 enum Command {
     /// Release-build plugins and sign them into bundles with the local development key.
     BuildPlugins {
-        /// Plugins to build (folder names under plugins/); default: all.
+        /// Plugins (and adapter bundles) to build (folder names under plugins/); default: all.
         names: Vec<String>,
     },
     /// Scaffold a new plugin under plugins/NAME.
@@ -49,9 +52,9 @@ enum Command {
         /// Plugin name, kebab-case (the tool is named with `_` for `-`).
         name: String,
     },
-    /// Run each plugin's fixtures through the real host and router.
+    /// Run each plugin's and adapter's fixtures through the real host and router.
     ContractTest {
-        /// Plugins to test; default: all.
+        /// Plugins or adapters to test (folder names); default: all.
         names: Vec<String>,
         /// Each example must find its tool in the top K of the whole configured catalog
         /// [default: 3, or QUIVER_CONTRACT_K].

@@ -44,7 +44,71 @@ impl PluginSource {
     }
 }
 
+/// A declarative adapter bundle: a folder with a `tool.yaml` declaring `adapter:` and no
+/// `Cargo.toml`, under `plugins/` (shipped, signed by `build-plugins`) or `tests/adapters/`
+/// (test-only: contract-tested, never bundled).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterSource {
+    /// Folder name; also the bundle's file stem.
+    pub name: String,
+    /// The folder.
+    pub dir: PathBuf,
+    /// True under `plugins/`.
+    pub shipped: bool,
+}
+
+impl AdapterSource {
+    /// The source manifest.
+    pub fn source_manifest(&self) -> PathBuf {
+        self.dir.join("tool.yaml")
+    }
+
+    /// The bundle manifest `build-plugins` writes (a copy of the source manifest).
+    pub fn bundle_manifest(&self) -> PathBuf {
+        self.dir.join(format!("{}.tool.yaml", self.name))
+    }
+}
+
 impl Workspace {
+    /// Adapter bundles under `plugins/` and `tests/adapters/`, sorted by folder name.
+    pub fn adapters(&self) -> Result<Vec<AdapterSource>> {
+        let mut out = Vec::new();
+        for (root, shipped) in [(self.plugins_dir(), true), (self.root.join("tests/adapters"), false)] {
+            let Ok(rd) = std::fs::read_dir(&root) else { continue };
+            for e in rd.flatten() {
+                let dir = e.path();
+                if !dir.join("tool.yaml").is_file() || dir.join("Cargo.toml").exists() {
+                    continue;
+                }
+                let text = std::fs::read_to_string(dir.join("tool.yaml"))
+                    .with_context(|| format!("cannot read {}", dir.join("tool.yaml").display()))?;
+                let m = quiver_manifest::Manifest::from_yaml(&text, &dir.join("tool.yaml").display().to_string())?;
+                if m.adapter.is_none() {
+                    bail!(
+                        "{}: a plugin folder without Cargo.toml must be an adapter bundle (`adapter:` in tool.yaml), or add the plugin's Cargo.toml",
+                        dir.display()
+                    );
+                }
+                let name = e.file_name().to_string_lossy().into_owned();
+                out.push(AdapterSource { name, dir, shipped });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Plugins and adapters named on the command line (all of each when `names` is empty).
+    pub fn select_all(&self, names: &[String]) -> Result<(Vec<PluginSource>, Vec<AdapterSource>)> {
+        let adapters = self.adapters()?;
+        if names.is_empty() {
+            return Ok((self.select_plugins(&[])?, adapters));
+        }
+        let (picked, rest): (Vec<String>, Vec<String>) =
+            names.iter().cloned().partition(|n| adapters.iter().any(|a| &a.name == n));
+        let plugins = if rest.is_empty() { Vec::new() } else { self.select_plugins(&rest)? };
+        Ok((plugins, adapters.into_iter().filter(|a| picked.contains(&a.name)).collect()))
+    }
+
     /// The workspace this xtask binary was built from.
     pub fn current() -> Workspace {
         let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));

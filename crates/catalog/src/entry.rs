@@ -34,6 +34,10 @@ pub struct PluginEntry {
     pub backend: Arc<dyn ToolBackend>,
     /// What the library said about itself (its embedded manifest and derived schemas).
     pub info: Arc<PluginInfo>,
+    /// Where the tools come from, for operators (`quiver list`, `surface`, `search`, `verify`):
+    /// `plugin` (a native library; what [`PluginEntry::new`] sets), `adapter:command`,
+    /// `adapter:http`, `upstream:NAME`. Set it after `new` for other sources.
+    pub source: String,
 }
 
 impl std::fmt::Debug for PluginEntry {
@@ -164,7 +168,14 @@ impl PluginEntry {
                 output_validator,
             });
         }
-        Ok(PluginEntry { manifest, provenance, tools, backend, info: Arc::new(info.clone()) })
+        Ok(PluginEntry {
+            manifest,
+            provenance,
+            tools,
+            backend,
+            info: Arc::new(info.clone()),
+            source: "plugin".to_owned(),
+        })
     }
 
     /// Plugin id.

@@ -70,6 +70,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
             actions: Vec::new(),
             examples: Vec::new(),
             secrets: Vec::new(),
+            invoke: None,
         };
         defs.push(ToolDef {
             policies: spec.policies.effective(spec.side_effects),
@@ -89,6 +90,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
         description: "external tool list".to_owned(),
         abi: quiver_abi::ABI_VERSION,
         artifact: None,
+        adapter: None,
         sandbox: Default::default(),
         // The tool specs live once, in the entry's tools; a pseudo-plugin has no signed manifest
         // to keep a second copy of.
@@ -105,6 +107,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
             manifest: String::new(),
             tools: Vec::new(),
         }),
+        source: "external".to_owned(),
     };
     Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).map_err(|e| e.to_string())
 }

@@ -40,6 +40,7 @@ fn tool(name: &str, state: LifecycleState, domain: &str, scopes: &[&str]) -> Too
         actions: vec![],
         examples: vec![],
         secrets: vec![],
+        invoke: None,
     }
 }
 
@@ -78,6 +79,7 @@ fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
         description: "test".into(),
         abi: 1,
         artifact: None,
+        adapter: None,
         sandbox: Default::default(),
         tools,
     };

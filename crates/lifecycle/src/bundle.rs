@@ -48,6 +48,8 @@ pub enum Stage {
     Upstream,
     /// A secret a tool declares is not supplied by the host configuration (`secrets:`).
     Secrets,
+    /// Resolving an adapter bundle on this host (its program, environment, header secrets).
+    Adapter,
 }
 
 impl Stage {
@@ -68,6 +70,7 @@ impl Stage {
             Stage::Worker => "worker",
             Stage::Upstream => "upstream",
             Stage::Secrets => "secrets",
+            Stage::Adapter => "adapter",
         }
     }
     /// True for the checks that run before any plugin code is loaded.
@@ -143,9 +146,10 @@ pub struct VerifiedBundle {
     pub manifest_path: PathBuf,
     /// The signed, validated manifest (with `artifact`).
     pub manifest: Manifest,
-    /// The library file named by the manifest.
+    /// The library file named by the manifest (an adapter bundle: the manifest itself).
     pub library_path: PathBuf,
-    /// The library bytes that matched the checksum.
+    /// The library bytes that matched the checksum (an adapter bundle, which has no library:
+    /// the signed manifest bytes, whose sha256 is `sha256`).
     pub library: Vec<u8>,
     /// Their sha256.
     pub sha256: String,
@@ -346,6 +350,24 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
             ));
         }
     }
+    if manifest.adapter.is_some() {
+        // An adapter bundle has no library: the signed manifest is the whole of what runs, so
+        // the trusted comment binds the manifest's own sha256 (see `quiver_manifest::sign_bundle`).
+        check_signer(&signature, &manifest, &manifest_sha256).map_err(|e| fail(Stage::Signature, e))?;
+        if let Some(store) = &policy.rollback {
+            store
+                .check(&manifest.id, &manifest.version, &manifest_sha256, policy.strict)
+                .map_err(|e| fail(Stage::Downgrade, e))?;
+        }
+        return Ok(VerifiedBundle {
+            manifest_path: manifest_path.to_owned(),
+            manifest,
+            library_path: manifest_path.to_owned(),
+            library: manifest_bytes,
+            sha256: manifest_sha256,
+            signer_key_id: signature.map(|v| v.key_id),
+        });
+    }
     let Some(artifact) = manifest.artifact.clone() else {
         return Err(fail(
             Stage::Manifest,
@@ -354,27 +376,7 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
             ),
         ));
     };
-    if let Some(v) = &signature {
-        if !v.plugins.is_empty() && !v.plugins.iter().any(|g| quiver_manifest::glob_matches(g, &manifest.id)) {
-            return Err(fail(
-                Stage::Signature,
-                format!(
-                    "key {} ({}) may sign only the plugins {} but this bundle is `{}`; sign it with the plugin's own key, or add the id to that key's `plugins` in quiver.yaml",
-                    v.key_id,
-                    v.key_name,
-                    v.plugins.join(", "),
-                    manifest.id
-                ),
-            ));
-        }
-        quiver_manifest::check_bundle_comment(
-            &v.trusted_comment,
-            &manifest.id,
-            &manifest.version.to_string(),
-            &artifact.sha256,
-        )
-        .map_err(|e| fail(Stage::Signature, e))?;
-    }
+    check_signer(&signature, &manifest, &artifact.sha256).map_err(|e| fail(Stage::Signature, e))?;
 
     let library_path = dir.join(&artifact.file);
     let (library, library_meta) = read_capped(&library_path, policy.max_library_bytes).map_err(|e| match e.kind() {
@@ -417,6 +419,26 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
         sha256,
         signer_key_id: signature.map(|v| v.key_id),
     })
+}
+
+/// The signer may sign this plugin id, and the trusted comment names its id, version and
+/// `sha256` (the library's, or an adapter manifest's own).
+fn check_signer(
+    signature: &Option<quiver_manifest::Verified>,
+    manifest: &Manifest,
+    sha256: &str,
+) -> Result<(), String> {
+    let Some(v) = signature else { return Ok(()) };
+    if !v.plugins.is_empty() && !v.plugins.iter().any(|g| quiver_manifest::glob_matches(g, &manifest.id)) {
+        return Err(format!(
+            "key {} ({}) may sign only the plugins {} but this bundle is `{}`; sign it with the plugin's own key, or add the id to that key's `plugins` in quiver.yaml",
+            v.key_id,
+            v.key_name,
+            v.plugins.join(", "),
+            manifest.id
+        ));
+    }
+    quiver_manifest::check_bundle_comment(&v.trusted_comment, &manifest.id, &manifest.version.to_string(), sha256)
 }
 
 /// Loads a verified bundle into this process: stages its exact bytes (a sealed memory file, or a

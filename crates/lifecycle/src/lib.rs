@@ -12,6 +12,11 @@
 //! opened → ABI check → the library's embedded manifest must equal the signed one.
 //! [`verify_bundle`] runs the checks that need no plugin code; [`load_verified`] the rest.
 //!
+//! Declarative adapter bundles (a signed manifest with `adapter:`, no library) take the same
+//! path up to the manifest; the signature's trusted comment binds the manifest's own sha256, and
+//! [`adapter::Adapter`] runs their tools (a command or an HTTP request) in the host or in a
+//! sandboxed worker.
+//!
 //! Principal types: [`Host`] (scan state, last good state per bundle, lock-free catalog
 //! snapshots), [`VerifiedBundle`], [`BundleError`] with its failed [`Stage`].
 //!
@@ -19,6 +24,7 @@
 //! pipeline (`quiver-router`), or unload libraries (never: a swapped-out library stays mapped so
 //! in-flight calls finish on it).
 
+pub mod adapter;
 mod bundle;
 mod host;
 mod host_services;
@@ -36,3 +42,14 @@ pub use host_services::InProcessBackend;
 pub use isolation::IsolationPolicy;
 pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};
 pub use source::{BundleSource, NameClaims, ToolSource, check_in_worker, sandbox_rules};
+
+/// Makes rustls' `ring` provider the process default, once. The HTTP clients (HTTP adapters
+/// here, upstream MCP servers in `quiver-upstream`) share one reqwest build whose TLS has no
+/// built-in provider (`rustls-no-provider`: no aws-lc C build); building a client without a
+/// default provider would panic. A provider installed earlier by anyone stays.
+pub fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

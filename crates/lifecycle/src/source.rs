@@ -1,6 +1,7 @@
 //! Tool sources: where plugin entries come from. [`BundleSource`] is the plugins folder: it
 //! scans, verifies and loads bundles (in-process or in a worker process) and keeps the last good
-//! state of each. Upstream MCP servers and adapters are the next sources behind the same trait.
+//! state of each (plugin libraries and declarative adapter bundles alike). Upstream MCP servers
+//! are the next source behind the same trait.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -265,13 +266,19 @@ impl BundleSource {
             }
             if loaded.provenance.sha256 == verified.sha256 {
                 // Same library bytes: nothing to load again. A changed manifest must still agree
-                // with the library's embedded one, exactly as at start.
-                crate::library::check_embedded(&verified.manifest, &loaded.info)
-                    .map_err(|(stage, m)| fail(stage, m))?;
+                // with the library's embedded one, exactly as at start. (An adapter's sha256 is
+                // its manifest's: same bytes, same adapter.)
+                if verified.manifest.adapter.is_none() {
+                    crate::library::check_embedded(&verified.manifest, &loaded.info)
+                        .map_err(|(stage, m)| fail(stage, m))?;
+                }
                 return Ok(loaded.clone());
             }
         }
         let isolation = self.settings.isolation.choose(&id, verified.signer_key_id.as_deref());
+        if verified.manifest.adapter.is_some() {
+            return self.load_adapter(verified, isolation).map_err(|e| (e, None));
+        }
         match isolation {
             Isolation::InProcess => load_verified(verified, &self.cache_dir).map_err(|e| (e, lib_file.clone())),
             Isolation::Process => self.load_in_worker(verified).map_err(|e| (e, lib_file.clone())),
@@ -319,6 +326,7 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
         sha256: bundle.sha256.clone(),
         sandbox,
         inline,
+        adapter: None,
     };
     let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
     let info = crate::library::parse_info(&ready.plugin_info)
@@ -338,6 +346,72 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
     PluginEntry::new(bundle.manifest, &info, provenance, Arc::new(backend))
         .map(Arc::new)
         .map_err(|e| fail(Stage::Embedded, e.message))
+}
+
+impl BundleSource {
+    /// Builds the entry of a verified adapter bundle: resolves it against this host (program,
+    /// environment, header secrets), then runs it in the host or in a worker process that
+    /// enters the bundle's sandbox first (the program's file and, for HTTP, name resolution
+    /// files are added to the declared paths).
+    fn load_adapter(&self, bundle: VerifiedBundle, isolation: Isolation) -> Result<Arc<PluginEntry>, BundleError> {
+        let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
+        let manifest = &bundle.manifest;
+        let label = manifest.adapter.as_ref().map(|a| a.label()).unwrap_or("adapter");
+        let policy = &self.settings.isolation;
+        let resolved = crate::adapter::resolve(manifest, &policy.working_dir, |k| std::env::var(k).ok())
+            .map_err(|e| fail(Stage::Adapter, e))?;
+        let backend: Arc<dyn quiver_catalog::ToolBackend> = match isolation {
+            Isolation::InProcess => Arc::new(
+                crate::adapter::Adapter::new(manifest, resolved, crate::adapter::in_process_placement(label))
+                    .map_err(|e| fail(Stage::Adapter, e))?,
+            ),
+            Isolation::Process => {
+                let Some(settings) = policy.worker.clone() else {
+                    return Err(fail(
+                        Stage::Worker,
+                        "this adapter bundle must run in a worker process, but this host has no worker program configured; run it with the `quiver` binary, or set `isolation.plugins.<id>: in_process` for an adapter you trust".into(),
+                    ));
+                };
+                let mut sandbox =
+                    sandbox_rules(&manifest.sandbox, policy.plugin_config.get(&manifest.id), &policy.working_dir);
+                if let Some(p) = &resolved.program {
+                    sandbox.paths.push(PathRule { path: p.clone(), write: false });
+                }
+                if manifest.sandbox.network {
+                    for f in crate::adapter::NAME_RESOLUTION_FILES {
+                        if Path::new(f).exists() {
+                            sandbox.paths.push(PathRule { path: (*f).to_owned(), write: false });
+                        }
+                    }
+                }
+                // Exactly the verified bytes (never re-read from the bundle folder).
+                let Ok(text) = String::from_utf8(bundle.library.clone()) else {
+                    return Err(fail(Stage::Manifest, "the manifest is not UTF-8 text".into()));
+                };
+                let spec = WorkerSpec {
+                    plugin: manifest.id.clone(),
+                    library: Arc::new(Vec::new()),
+                    sha256: bundle.sha256.clone(),
+                    sandbox,
+                    inline: Vec::new(),
+                    adapter: Some(crate::worker::AdapterLoad { manifest: text, resolved }),
+                };
+                let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
+                tracing::info!(plugin = %manifest.id, sandbox = %ready.sandbox, "adapter runs in a worker process");
+                Arc::new(backend)
+            }
+        };
+        let info = crate::adapter::plugin_info(manifest);
+        let provenance = Provenance {
+            sha256: bundle.sha256.clone(),
+            signer_key_id: bundle.signer_key_id.clone(),
+            manifest_path: bundle.manifest_path.display().to_string(),
+        };
+        let mut entry = PluginEntry::new(bundle.manifest.clone(), &info, provenance, backend)
+            .map_err(|e| fail(Stage::Manifest, e.message))?;
+        entry.source = label.to_owned();
+        Ok(Arc::new(entry))
+    }
 }
 
 /// The sandbox of a plugin: its manifest's declarations resolved against the operator's

@@ -13,6 +13,8 @@
 //!   [`Profile`].
 //! - **Signatures**: minisign-format keys and signatures ([`PublicKey`], [`TrustedKeys`],
 //!   [`verify`], [`KeyPair`], [`sign`]), interoperable with the `minisign` tool.
+//! - **Adapters** ([`AdapterSpec`], [`InvokeSpec`], [`Template`]): a bundle whose tools run a
+//!   command or make an HTTP request, described entirely in its signed manifest.
 //! - **Checksums**: [`sha256_hex`] of library bytes, as written in `artifact.sha256`.
 //! - **Secret sources**: [`SecretRef`] (`{ env: NAME }` or `{ file: PATH }`) and its
 //!   [`SecretRef::resolve`], the crate's one I/O function, run only when a caller asks.
@@ -24,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+mod adapter;
 mod artifact;
 mod checksum;
 mod config;
@@ -36,6 +39,10 @@ mod sources;
 mod validate;
 mod yaml;
 
+pub use adapter::{
+    AdapterSpec, CommandAdapter, HttpAdapter, HttpMethod, InvokeSpec, OutputFormat, Payload, Piece, Template,
+    check_base_url, value_text,
+};
 pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
 pub use checksum::sha256_hex;
 pub use config::{

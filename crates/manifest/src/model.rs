@@ -28,6 +28,10 @@ pub struct Manifest {
     /// present (and signed) in a bundle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<Artifact>,
+    /// A declarative adapter: the bundle ships no library; each tool's `invoke` runs a command
+    /// or makes an HTTP request (see [`crate::AdapterSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<crate::AdapterSpec>,
     /// What the plugin's code may reach when it runs in a sandboxed worker process: nothing
     /// but what is declared here (plus the system libraries it links against).
     #[serde(default, skip_serializing_if = "SandboxSpec::is_default")]
@@ -160,6 +164,9 @@ pub struct ToolSpec {
     /// it from its request (`Context::secret`). A missing one refuses the bundle at load.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
+    /// For a tool of an adapter bundle: how a call runs the command or makes the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoke: Option<crate::InvokeSpec>,
 }
 
 /// Risk class of a tool or action, ordered from least to most risky.

@@ -451,21 +451,27 @@ pub fn check_bundle_comment(comment: &str, id: &str, version: &str, sha256: &str
     Ok(())
 }
 
-/// Signs a bundle manifest (one with `artifact`), with the trusted comment of
-/// [`bundle_comment`]. Fails when the text is not a valid bundle manifest.
+/// Signs a bundle manifest (one with `artifact`, or an adapter manifest), with the trusted
+/// comment of [`bundle_comment`]. For an adapter bundle, which has no library, the comment's
+/// `sha256` is that of the manifest bytes themselves (what the signature covers). Fails when the
+/// text is not a valid bundle manifest.
 pub fn sign_bundle(key: &KeyPair, manifest_text: &str, origin: &str) -> Result<String, crate::ManifestError> {
     let manifest = crate::Manifest::from_yaml(manifest_text, origin)?;
-    let Some(artifact) = &manifest.artifact else {
-        return Err(crate::ManifestError::single(
-            origin,
-            crate::Issue::new(
-                "artifact",
-                "a bundle manifest must name its library",
-                "add the library with `quiver sign --library FILE` or build with `cargo xtask build-plugins`",
-            ),
-        ));
+    let sha256 = match (&manifest.artifact, &manifest.adapter) {
+        (Some(artifact), _) => artifact.sha256.clone(),
+        (None, Some(_)) => crate::sha256_hex(manifest_text.as_bytes()),
+        (None, None) => {
+            return Err(crate::ManifestError::single(
+                origin,
+                crate::Issue::new(
+                    "artifact",
+                    "a bundle manifest must name its library",
+                    "add the library with `quiver sign --library FILE` or build with `cargo xtask build-plugins`",
+                ),
+            ));
+        }
     };
-    let comment = bundle_comment(&manifest.id, &manifest.version.to_string(), &artifact.sha256);
+    let comment = bundle_comment(&manifest.id, &manifest.version.to_string(), &sha256);
     Ok(sign(key, manifest_text.as_bytes(), &comment))
 }
 

@@ -277,6 +277,13 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
         check_tool(&mut c, tool, &index("tools", n));
     }
     check_unique_names(&mut c, m);
+    let tools: Vec<_> = m.tools.iter().map(|t| (t.name.clone(), t.invoke.as_ref(), t.input_schema.as_ref())).collect();
+    c.issues.extend(crate::adapter::adapter_issues(
+        m.adapter.as_ref(),
+        m.artifact.is_some(),
+        m.sandbox.network,
+        &tools,
+    ));
     c.issues
 }
 

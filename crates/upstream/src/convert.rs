@@ -164,6 +164,7 @@ pub(crate) fn build_entry(
             },
             actions: Vec::new(),
             examples: o.examples.clone(),
+            invoke: None,
             // An upstream gets its credentials through the source's env or headers.
             secrets: Vec::new(),
         };
@@ -192,6 +193,7 @@ pub(crate) fn build_entry(
         abi: quiver_abi::ABI_VERSION,
         artifact: None,
         sandbox: Default::default(),
+        adapter: None,
         tools: defs.iter().map(|d| d.spec.clone()).collect(),
     };
     let entry = PluginEntry {
@@ -204,6 +206,7 @@ pub(crate) fn build_entry(
         },
         tools: defs,
         backend: backend(names),
+        source: format!("upstream:{}", cfg.name),
         info: Arc::new(PluginInfo {
             abi_version: quiver_abi::ABI_VERSION,
             sdk_version: String::new(),

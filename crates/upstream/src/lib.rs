@@ -44,10 +44,9 @@ pub use quiver_lifecycle::worker::PLUGIN_UNAVAILABLE;
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        // HTTPS upstreams: rustls with the `ring` provider (small, no C toolchain beyond cc),
-        // certificates checked against the system's trust store. A provider installed earlier
-        // by someone else stays.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // HTTPS upstreams: rustls with the `ring` provider, certificates checked against the
+        // system's trust store.
+        quiver_lifecycle::install_tls_provider();
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("quiver-upstream")

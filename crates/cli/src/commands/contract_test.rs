@@ -20,6 +20,10 @@
 //! `--load-only` stops after loading (manifest ↔ library, actions, clashes): the check
 //! `cargo xtask build-plugins` runs on every freshly built library.
 //!
+//! A declarative adapter bundle (`adapter:` in tool.yaml) runs without `--library`: its manifest
+//! is the bundle. `${TEST_ENDPOINT}` in a case becomes `QUIVER_TEST_ENDPOINT` (the local HTTP
+//! test endpoint `cargo xtask contract-test` starts for HTTP adapters).
+//!
 //! Fixture format (one case object or an array of them):
 //! `{"name", "tool", "arguments", "config"?, "expect": {"status", "outputs"?, "error_code"?}}`.
 //! `outputs` is a subset match (objects recursively: every key given must be present and equal;
@@ -50,9 +54,9 @@ use crate::{GlobalArgs, Reported};
 pub struct ContractTestArgs {
     /// The plugin's source folder (with tool.yaml and fixtures/).
     pub plugin_dir: PathBuf,
-    /// The built plugin library.
+    /// The built plugin library (not for a declarative adapter bundle, which has none).
     #[arg(long, value_name = "LIB")]
-    pub library: PathBuf,
+    pub library: Option<PathBuf>,
     /// Each example must find its tool among the first K search results of the whole catalog.
     #[arg(long, value_name = "K", default_value_t = 3, env = "QUIVER_CONTRACT_K")]
     pub k: usize,
@@ -168,7 +172,7 @@ fn neighbours(plugins_dir: &Path, id: &str) -> Vec<Neighbour> {
             }
             let Ok(text) = fs::read_to_string(&f) else { continue };
             let Ok(manifest) = Manifest::from_yaml(&text, &f.display().to_string()) else { continue };
-            if manifest.id != id && manifest.artifact.is_some() {
+            if manifest.id != id && (manifest.artifact.is_some() || manifest.adapter.is_some()) {
                 out.push(Neighbour { manifest, manifest_path: f });
             }
         }
@@ -213,7 +217,7 @@ fn clashes(plugin: &Manifest, plugin_path: &Path, others: &[Neighbour], origin: 
 /// beside it, and loads them all through the real host; returns the host.
 fn load_bundle(
     plugin_dir: &Path,
-    library: &Path,
+    library: Option<&Path>,
     dir: &Path,
     others: &[Neighbour],
     trusted: &TrustedKeys,
@@ -221,21 +225,31 @@ fn load_bundle(
     let source_path = plugin_dir.join("tool.yaml");
     let source = fs::read_to_string(&source_path).with_context(|| format!("cannot read {}", source_path.display()))?;
     let manifest = Manifest::from_yaml(&source, &source_path.display().to_string())?;
-    let bytes = fs::read(library).with_context(|| format!("cannot read the library {}", library.display()))?;
-    let file = library.file_name().and_then(|n| n.to_str()).context("library without a file name")?.to_owned();
     let bundle_dir = dir.join("plugins").join(&manifest.id);
     fs::create_dir_all(&bundle_dir)?;
-    fs::write(bundle_dir.join(&file), &bytes)?;
-    let artifact = Artifact { file, sha256: quiver_manifest::sha256_hex(&bytes) };
     let manifest_path = bundle_dir.join(format!("{}.tool.yaml", manifest.id));
-    let text = set_artifact(&source, &artifact, &manifest_path.display().to_string())?;
+    let text = match (library, &manifest.adapter) {
+        // An adapter bundle is its manifest, signed as it is.
+        (None, Some(_)) => source.clone(),
+        (Some(library), None) => {
+            let bytes = fs::read(library).with_context(|| format!("cannot read the library {}", library.display()))?;
+            let file = library.file_name().and_then(|n| n.to_str()).context("library without a file name")?.to_owned();
+            fs::write(bundle_dir.join(&file), &bytes)?;
+            let artifact = Artifact { file, sha256: quiver_manifest::sha256_hex(&bytes) };
+            set_artifact(&source, &artifact, &manifest_path.display().to_string())?
+        }
+        (Some(_), Some(_)) => {
+            bail!("{} declares an adapter, which has no library: run without --library", source_path.display())
+        }
+        (None, None) => bail!("{} is a plugin library's manifest: pass --library LIB", source_path.display()),
+    };
     write_atomic(&manifest_path, text.as_bytes())?;
     let key = KeyPair::generate();
     let signature = quiver_manifest::sign_bundle(&key, &text, &manifest_path.display().to_string())?;
     write_atomic(&quiver_lifecycle::signature_path(&manifest_path), signature.as_bytes())?;
     // The neighbours, as signed: manifest, signature and library only.
     for n in others {
-        let (Some(from), Some(artifact)) = (n.manifest_path.parent(), &n.manifest.artifact) else { continue };
+        let Some(from) = n.manifest_path.parent() else { continue };
         let to = dir.join("plugins").join(format!("neighbour-{}", n.manifest.id));
         fs::create_dir_all(&to)?;
         let name = n.manifest_path.file_name().context("bundle manifest without a name")?;
@@ -244,7 +258,9 @@ fn load_bundle(
         if sig.is_file() {
             fs::copy(&sig, quiver_lifecycle::signature_path(&to.join(name)))?;
         }
-        if from.join(&artifact.file).is_file() {
+        if let Some(artifact) = &n.manifest.artifact
+            && from.join(&artifact.file).is_file()
+        {
             fs::copy(from.join(&artifact.file), to.join(&artifact.file))?;
         }
     }
@@ -510,7 +526,7 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     let others = neighbours(&settings.host.plugins_dir, &manifest.id);
     let mut results = clashes(&manifest, &source_path, &others, &settings.origin());
-    let host = load_bundle(&plugin_dir, &a.library, temp.path(), &others, &settings.host.verify.trusted)?;
+    let host = load_bundle(&plugin_dir, a.library.as_deref(), temp.path(), &others, &settings.host.verify.trusted)?;
     let catalog = host.catalog();
     results.push(Outcome {
         file: "load".into(),
@@ -529,10 +545,15 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let router = Router::new(host.clone(), RouterSettings::default());
 
+    // The local HTTP test endpoint `cargo xtask contract-test` started for HTTP adapters.
+    let endpoint = std::env::var("QUIVER_TEST_ENDPOINT").ok();
     let mut substituted = Vec::new();
     for (file, mut case) in cases {
         for v in [Some(&mut case.arguments), case.config.as_mut(), case.expect.outputs.as_mut()].into_iter().flatten() {
             substitute_fixture_dir(v, &fixture_dir_text);
+            if let Some(url) = &endpoint {
+                substitute(v, "${TEST_ENDPOINT}", url);
+            }
         }
         let outcome = run_case(&rt, &router, &case);
         substituted.push(case.clone());
@@ -558,6 +579,16 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
     results.extend(check_examples(&catalog, &manifest.id, a.k));
     results.extend(check_versioning(&plugin_dir, &manifest, committed_manifest(&plugin_dir).as_ref()));
     report(g, &plugin_dir, results)
+}
+
+/// Replaces `from` by `to` in every string of `v`.
+fn substitute(v: &mut Value, from: &str, to: &str) {
+    match v {
+        Value::String(s) if s.contains(from) => *s = s.replace(from, to),
+        Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, from, to)),
+        Value::Object(m) => m.values_mut().for_each(|x| substitute(x, from, to)),
+        _ => {}
+    }
 }
 
 fn report(g: &GlobalArgs, plugin_dir: &Path, results: Vec<Outcome>) -> Result<()> {

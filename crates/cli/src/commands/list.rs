@@ -36,7 +36,7 @@ pub fn run(g: &GlobalArgs, a: &ListArgs) -> Result<()> {
         // Where each plugin runs, and what its sandbox enforces (or that it has none).
         for p in catalog.plugins() {
             let at = p.backend.placement();
-            eprintln!("plugin {} {}: {}: {}", p.id(), p.manifest.version, at.isolation, at.detail);
+            eprintln!("plugin {} {} ({}): {}: {}", p.id(), p.manifest.version, p.source, at.isolation, at.detail);
         }
     }
     if rejected > 0 {
@@ -61,6 +61,7 @@ fn print_tools(g: &GlobalArgs, catalog: &Catalog, all: bool) {
                 "state": def.spec.lifecycle.state.as_str(),
                 "side_effects": def.spec.side_effects.as_str(),
                 "title": def.spec.title,
+                "source": plugin.source,
                 "isolation": plugin.backend.placement().isolation,
             })
         })
@@ -76,13 +77,13 @@ fn print_tools(g: &GlobalArgs, catalog: &Catalog, all: bool) {
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            ["name", "plugin", "version", "state", "side_effects", "isolation", "title"]
+            ["name", "plugin", "version", "source", "state", "side_effects", "isolation", "title"]
                 .iter()
                 .map(|k| text(&r[*k]))
                 .collect()
         })
         .collect();
-    print_table(&["TOOL", "PLUGIN", "VERSION", "STATE", "EFFECTS", "RUNS", "TITLE"], &table);
+    print_table(&["TOOL", "PLUGIN", "VERSION", "SOURCE", "STATE", "EFFECTS", "RUNS", "TITLE"], &table);
 }
 
 /// One row per alias and per canonical name that is hidden, deprecated or removed.

@@ -52,8 +52,17 @@ pub fn run(g: &GlobalArgs, a: &SearchArgs) -> Result<()> {
         ..SearchRequest::default()
     };
     let resp = search_catalog(&catalog, &access, &req, a.limit).map_err(|e| crate::UsageError(e.to_string()))?;
+    // Where each tool comes from (plugin, adapter:command, adapter:http, upstream:NAME).
+    let source_of = |name: &str| catalog.resolve(name).map(|r| r.plugin.source.clone()).unwrap_or_default();
     if g.json {
-        println!("{:#}", json!(resp));
+        let mut v = json!(resp);
+        if let Some(tools) = v.get_mut("tools").and_then(|t| t.as_array_mut()) {
+            for t in tools {
+                let source = t.get("name").and_then(|n| n.as_str()).map(source_of).unwrap_or_default();
+                t["source"] = json!(source);
+            }
+        }
+        println!("{v:#}");
         return Ok(());
     }
     if resp.tools.is_empty() {
@@ -62,7 +71,7 @@ pub fn run(g: &GlobalArgs, a: &SearchArgs) -> Result<()> {
     }
     for (i, t) in resp.tools.iter().enumerate() {
         let mutates = if t.mutates { " [changes things]" } else { "" };
-        println!("{:>2}. {}{mutates}", a.offset + i + 1, t.name);
+        println!("{:>2}. {}{mutates}  ({})", a.offset + i + 1, t.name, source_of(&t.name));
         println!("    {}", t.summary);
         if !t.required.is_empty() {
             println!("    required: {}", t.required.join(", "));

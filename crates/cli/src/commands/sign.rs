@@ -41,15 +41,21 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
         }
     }
     let manifest = Manifest::from_yaml(&text, &origin)?;
-    if manifest.artifact.is_none() {
+    if manifest.artifact.is_none() && manifest.adapter.is_none() {
         eprintln!(
             "warning: {origin} has no `artifact` section: the host will refuse this bundle; sign with --library LIB"
         );
     }
-    // The trusted comment binds the plugin id, version and library (checked by the host).
-    let comment = match &manifest.artifact {
-        Some(x) => quiver_manifest::bundle_comment(&manifest.id, &manifest.version.to_string(), &x.sha256),
-        None => format!("{} {}", manifest.id, manifest.version),
+    // The trusted comment binds the plugin id, version and library (checked by the host); for
+    // an adapter bundle (no library), the manifest bytes' own sha256.
+    let comment = match (&manifest.artifact, &manifest.adapter) {
+        (Some(x), _) => quiver_manifest::bundle_comment(&manifest.id, &manifest.version.to_string(), &x.sha256),
+        (None, Some(_)) => quiver_manifest::bundle_comment(
+            &manifest.id,
+            &manifest.version.to_string(),
+            &quiver_manifest::sha256_hex(text.as_bytes()),
+        ),
+        (None, None) => format!("{} {}", manifest.id, manifest.version),
     };
     let signature = quiver_manifest::sign(&pair, text.as_bytes(), &comment);
     let sig_path = quiver_lifecycle::signature_path(&a.manifest);

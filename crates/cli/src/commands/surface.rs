@@ -50,10 +50,19 @@ pub fn run(g: &GlobalArgs, a: &SurfaceArgs) -> Result<()> {
         return Ok(());
     }
     let stats = surface.stats(session.policy.mode);
+    // Where each typed tool comes from (plugin, adapter:command, adapter:http, upstream:NAME).
+    let mut sources: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (_, names) in partitions(&surface) {
+        for n in names {
+            if let Some(r) = catalog.resolve(n) {
+                sources.entry(r.plugin.source.clone()).or_default().push(n.to_string());
+            }
+        }
+    }
     if g.json {
         println!(
             "{:#}",
-            json!({"profile": name, "stats": stats, "partitions": partitions(&surface), "dropped": surface.dropped, "ignored_eager": surface.ignored_eager})
+            json!({"profile": name, "stats": stats, "partitions": partitions(&surface), "sources": sources, "dropped": surface.dropped, "ignored_eager": surface.ignored_eager})
         );
         return Ok(());
     }
@@ -68,6 +77,9 @@ pub fn run(g: &GlobalArgs, a: &SurfaceArgs) -> Result<()> {
     );
     for (part, names) in partitions(&surface) {
         println!("  {part:<7} {}", names.join(", "));
+    }
+    for (source, names) in &sources {
+        println!("  from {source}: {}", names.join(", "));
     }
     if !surface.dropped.is_empty() {
         println!("  left out by the caps (reachable by search and run_tool): {}", surface.dropped.join(", "));

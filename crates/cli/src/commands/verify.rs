@@ -27,7 +27,7 @@ pub struct VerifyArgs {
 
 /// The outcome for one bundle.
 enum Checked {
-    Ok { path: PathBuf, id: String, version: String, sha256: String, signer: Option<String> },
+    Ok { path: PathBuf, id: String, version: String, sha256: String, signer: Option<String>, source: &'static str },
     Failed(BundleError),
 }
 
@@ -74,13 +74,15 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
         .map(|m| match m.and_then(|path| verify_bundle(&path, policy)) {
             Ok(b) => {
                 let ok = Checked::Ok {
+                    source: b.manifest.adapter.as_ref().map(|a| a.label()).unwrap_or("plugin"),
                     path: b.manifest_path.clone(),
                     id: b.manifest.id.clone(),
                     version: b.manifest.version.to_string(),
                     sha256: b.sha256.clone(),
                     signer: b.signer_key_id.clone(),
                 };
-                if a.no_load {
+                // An adapter bundle has no library to load: its signed manifest was checked above.
+                if a.no_load || b.manifest.adapter.is_some() {
                     return ok;
                 }
                 match check_in_worker(b, &settings.host.isolation) {
@@ -97,8 +99,8 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
         let bundles: Vec<_> = results
             .iter()
             .map(|r| match r {
-                Checked::Ok { path, id, version, sha256, signer } => json!({
-                    "bundle": path, "ok": true, "id": id, "version": version, "sha256": sha256,
+                Checked::Ok { path, id, version, sha256, signer, source } => json!({
+                    "bundle": path, "ok": true, "id": id, "version": version, "sha256": sha256, "source": source,
                     "signer_key_id": signer, "signer": signer.as_deref().and_then(|k| settings.key_name(k)),
                 }),
                 Checked::Failed(e) => json!({
@@ -111,7 +113,7 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
     } else {
         for r in &results {
             match r {
-                Checked::Ok { path, id, version, sha256, signer } => {
+                Checked::Ok { path, id, version, sha256, signer, source } => {
                     let signer = match signer {
                         Some(k) => match settings.key_name(k) {
                             Some(name) => format!("key {k} ({name})"),
@@ -119,7 +121,7 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
                         },
                         None => "UNSIGNED (allow_unsigned)".to_owned(),
                     };
-                    println!("OK      {}  {id} {version}  sha256 {sha256}  signed by {signer}", show(path));
+                    println!("OK      {}  {id} {version} ({source})  sha256 {sha256}  signed by {signer}", show(path));
                 }
                 Checked::Failed(e) => {
                     println!("FAILED  {}  {} check: {}", show(&e.bundle), e.stage.as_str(), e.message);

@@ -359,6 +359,7 @@ fn bad_config_names_the_file_and_the_fix() {
     assert!(run.stderr().contains("quiver.yaml"), "{}", run.stderr());
 }
 
+mod adapters;
 mod isolation;
 mod operations;
 mod setup;

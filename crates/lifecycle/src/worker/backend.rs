@@ -83,6 +83,18 @@ pub struct WorkerSpec {
     pub sandbox: SandboxRules,
     /// Tools whose calls run on the worker's reader thread (they answer within microseconds).
     pub inline: Vec<String>,
+    /// For an adapter bundle (then `library` is empty and `sha256` is the manifest's): the
+    /// verified manifest text and what the host resolved for it.
+    pub adapter: Option<AdapterLoad>,
+}
+
+/// What a worker needs to serve an adapter bundle.
+#[derive(Debug, Clone)]
+pub struct AdapterLoad {
+    /// The signed manifest text, exactly as verified.
+    pub manifest: String,
+    /// See [`crate::adapter::Resolved`].
+    pub resolved: crate::adapter::Resolved,
 }
 
 type Answer = Result<String, ToolError>;
@@ -277,8 +289,21 @@ impl Supervisor {
         let sent = {
             let mut g = proc.writer.lock().unwrap_or_else(|e| e.into_inner());
             let (w, _) = &mut *g;
-            // Written straight to the pipe (no frame buffer the size of the library).
-            write_hello(w, &hello)
+            match &self.spec.adapter {
+                // Written straight to the pipe (no frame buffer the size of the library).
+                None => write_hello(w, &hello),
+                Some(a) => {
+                    let hello = ToWorker::HelloAdapter(protocol::HelloAdapter {
+                        protocol: PROTOCOL_VERSION,
+                        plugin: self.spec.plugin.clone(),
+                        sha256: self.spec.sha256.clone(),
+                        manifest: a.manifest.clone(),
+                        resolved: a.resolved.clone(),
+                        sandbox: self.spec.sandbox.clone(),
+                    });
+                    protocol::write_frame(w, &hello, &mut Vec::new())
+                }
+            }
         };
         let ready = match ready_rx.recv_timeout(s.start_timeout) {
             Ok(Ok(r)) => r,

@@ -174,6 +174,7 @@ pub fn run() -> std::process::ExitCode {
     let mut buf = Vec::new();
     let hello: Hello = match protocol::read_frame::<ToWorker>(&mut input, &mut buf) {
         Ok(Some(ToWorker::Hello(h))) => h,
+        Ok(Some(ToWorker::HelloAdapter(h))) => return run_adapter(input, out, h),
         Ok(_) => return fail(&mut out, "the host did not start with a handshake".into()),
         Err(e) => return fail(&mut out, format!("cannot read the handshake: {e}")),
     };
@@ -204,13 +205,50 @@ pub fn run() -> std::process::ExitCode {
     if protocol::write_frame(&mut out, &ready, &mut buf).is_err() {
         return std::process::ExitCode::SUCCESS;
     }
-    serve(input, out, InProcessBackend::new(opened.module, Vec::new()));
+    serve(input, out, Arc::new(InProcessBackend::new(opened.module, Vec::new())));
     std::process::ExitCode::SUCCESS
 }
 
-fn serve(mut input: BufReader<File>, out: BufWriter<File>, backend: InProcessBackend) {
+/// Serves an adapter bundle: checks the manifest bytes against the host's sha256, validates
+/// them again, enters the sandbox, and only then sets up the adapter (its HTTP client starts
+/// threads, which must be confined) and serves calls.
+fn run_adapter(
+    input: BufReader<File>,
+    mut out: BufWriter<File>,
+    hello: super::protocol::HelloAdapter,
+) -> std::process::ExitCode {
+    if hello.protocol != PROTOCOL_VERSION {
+        return fail(
+            &mut out,
+            format!("the host speaks worker protocol v{}, this worker v{PROTOCOL_VERSION}", hello.protocol),
+        );
+    }
+    let sha256 = quiver_manifest::sha256_hex(hello.manifest.as_bytes());
+    if sha256 != hello.sha256 {
+        return fail(&mut out, format!("received manifest has sha256 {sha256}, the host verified {}", hello.sha256));
+    }
+    let manifest = match quiver_manifest::Manifest::from_yaml(&hello.manifest, &hello.plugin) {
+        Ok(m) => m,
+        Err(e) => return fail(&mut out, format!("manifest check failed: {e}")),
+    };
+    // Before any thread exists and before anything of the adapter runs.
+    let sandbox = super::sandbox::enter(&hello.sandbox);
+    let placement = quiver_catalog::Placement { isolation: "process", detail: sandbox.clone() };
+    let adapter = match crate::adapter::Adapter::new(&manifest, hello.resolved, placement) {
+        Ok(a) => a,
+        Err(e) => return fail(&mut out, format!("adapter setup failed: {e}")),
+    };
+    let mut buf = Vec::new();
+    let ready = ToHost::Ready(Ready { protocol: PROTOCOL_VERSION, sha256, plugin_info: String::new(), sandbox });
+    if protocol::write_frame(&mut out, &ready, &mut buf).is_err() {
+        return std::process::ExitCode::SUCCESS;
+    }
+    serve(input, out, Arc::new(adapter));
+    std::process::ExitCode::SUCCESS
+}
+
+fn serve(mut input: BufReader<File>, out: BufWriter<File>, backend: Arc<dyn ToolBackend>) {
     let out = Arc::new(Out { w: Mutex::new((out, Vec::with_capacity(4096))) });
-    let backend = Arc::new(backend);
     let calls: Arc<Mutex<HashMap<u64, Arc<ChildCall>>>> = Arc::default();
     let pool = Pool::new();
     let mut buf = Vec::with_capacity(4096);
@@ -259,7 +297,7 @@ fn serve(mut input: BufReader<File>, out: BufWriter<File>, backend: InProcessBac
                     let _ = tx.send(result);
                 }
             }
-            ToWorker::Hello(_) => {
+            ToWorker::Hello(_) | ToWorker::HelloAdapter(_) => {
                 eprintln!("quiver worker: a second handshake; exiting");
                 return;
             }

@@ -15,8 +15,10 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
-/// The protocol generation; both sides must agree in the handshake.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol generation; both sides must agree in the handshake. v2 added
+/// [`ToWorker::HelloAdapter`] (appended, so v1 frames keep their encoding; the version still
+/// changed because a v1 worker cannot serve an adapter bundle).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest frame accepted either way (the library in [`Hello`] and results travel in one frame).
 pub const MAX_FRAME_BYTES: usize = 256 * 1024 * 1024;
@@ -54,6 +56,24 @@ pub struct Hello {
     pub sandbox: SandboxRules,
 }
 
+/// The host's first frame for an adapter bundle (no library): the verified manifest text, what
+/// the host resolved for it, and the sandbox to enter before the adapter is set up.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HelloAdapter {
+    /// [`PROTOCOL_VERSION`] of the host.
+    pub protocol: u32,
+    /// Plugin id, for the worker's messages.
+    pub plugin: String,
+    /// sha256 of `manifest`, as verified by the host.
+    pub sha256: String,
+    /// The signed manifest text, exactly as verified.
+    pub manifest: String,
+    /// The program path, working folder, environment and header values the host resolved.
+    pub resolved: crate::adapter::Resolved,
+    /// The sandbox to enter before running anything.
+    pub sandbox: SandboxRules,
+}
+
 /// The worker's first frame.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ready {
@@ -61,7 +81,8 @@ pub struct Ready {
     pub protocol: u32,
     /// sha256 of the bytes the worker received and loaded.
     pub sha256: String,
-    /// The plugin's `PluginInfo` JSON (embedded manifest and derived schemas).
+    /// The plugin's `PluginInfo` JSON (embedded manifest and derived schemas); empty for an
+    /// adapter bundle.
     pub plugin_info: String,
     /// What the sandbox enforces, for operators (`landlock v7: 2 path(s), network denied`).
     pub sandbox: String,
@@ -118,6 +139,9 @@ pub enum ToWorker {
         /// The JSON answer, or why there is none.
         result: Result<String, String>,
     },
+    /// The handshake of an adapter bundle (protocol v2); last, so older variants keep their
+    /// encoding.
+    HelloAdapter(HelloAdapter),
 }
 
 /// Worker to host.

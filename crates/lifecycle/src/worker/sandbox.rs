@@ -50,7 +50,11 @@ pub(crate) fn enter(rules: &SandboxRules) -> String {
         for p in &rules.paths {
             match PathFd::new(&p.path) {
                 Ok(fd) => {
-                    let access = if p.write { AccessFs::from_all(abi) } else { AccessFs::from_read(abi) };
+                    let mut access = if p.write { AccessFs::from_all(abi) } else { AccessFs::from_read(abi) };
+                    // A single file (an adapter's program, /etc/hosts) takes file rights only.
+                    if !std::path::Path::new(&p.path).is_dir() {
+                        access &= AccessFs::from_file(abi);
+                    }
                     created = created.add_rule(PathBeneath::new(fd, access))?;
                 }
                 Err(e) => eprintln!("quiver worker: declared path {} cannot be opened ({e}); it stays closed", p.path),

@@ -399,7 +399,7 @@ fn error_snapshots() {
     check(
         &edit("    title: Other\n", "    title: Other\n    colour: red\n    policies: {timeout_ms: 0}\n"),
         expect![[r#"
-            demo.tool.yaml: tools[1].colour: unknown field `colour` (fix: remove `colour`; the fields allowed here are: actions, aliases, capabilities, description, domain, examples, idempotent, input_schema, lifecycle, name, output_schema, policies, prompt_snippet, scopes, secrets, side_effects, title)
+            demo.tool.yaml: tools[1].colour: unknown field `colour` (fix: remove `colour`; the fields allowed here are: actions, aliases, capabilities, description, domain, examples, idempotent, input_schema, invoke, lifecycle, name, output_schema, policies, prompt_snippet, scopes, secrets, side_effects, title)
             demo.tool.yaml: tools[1].policies.timeout_ms: 0 is below the minimum 1 (fix: use 1 or more; Deadline of a call in milliseconds, 1 to 600000 (10 minutes). Default 30000.)"#]],
     );
     check(
