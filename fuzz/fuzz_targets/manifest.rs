@@ -1,12 +1,14 @@
 //! Untrusted YAML through the manifest and configuration readers: never a panic, never a hang
 //! (size and nesting caps), only `Ok` or a list of issues.
+//! The body lives in `fuzz/bodies.rs`, shared with the bounded run in `cargo test`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
+#[allow(dead_code)]
+#[path = "../bodies.rs"]
+mod bodies;
+
 fuzz_target!(|data: &[u8]| {
-    if let Ok(text) = std::str::from_utf8(data) {
-        let _ = quiver_manifest::Manifest::from_yaml(text, "fuzz.tool.yaml");
-        let _ = quiver_manifest::HostConfig::from_yaml(text, "fuzz.quiver.yaml");
-    }
+    bodies::manifest(data);
 });

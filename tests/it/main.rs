@@ -2,4 +2,7 @@
 
 mod aliases;
 mod attacks;
+mod fuzz;
+#[path = "../../fuzz/bodies.rs"]
+mod fuzz_bodies;
 mod loader;
