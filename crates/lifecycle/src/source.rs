@@ -378,7 +378,7 @@ impl BundleSource {
                     sandbox.paths.push(PathRule { path: p.clone(), write: false });
                 }
                 if manifest.sandbox.network {
-                    for f in crate::adapter::NAME_RESOLUTION_FILES {
+                    for f in crate::adapter::NAME_RESOLUTION_FILES.iter().chain(crate::adapter::TRUST_STORE_PATHS) {
                         if Path::new(f).exists() {
                             sandbox.paths.push(PathRule { path: (*f).to_owned(), write: false });
                         }

@@ -32,6 +32,10 @@ pub const PROGRAM_DIRS: &[&str] = &["/usr/local/bin", "/usr/bin", "/bin"];
 /// `PATH` given to a program unless the manifest passes the host's.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// Where the system's trusted certificates live; granted (read-only) with the name resolution
+/// files: the HTTP client loads them when it is built, for https and plain http alike.
+pub const TRUST_STORE_PATHS: &[&str] = &["/etc/ssl", "/etc/ca-certificates", "/usr/share/ca-certificates", "/etc/pki"];
+
 /// Files name resolution reads; granted (read-only) to an isolated adapter that declares
 /// `sandbox.network`.
 pub const NAME_RESOLUTION_FILES: &[&str] =
