@@ -354,6 +354,16 @@ pub(crate) fn advertised_output(schema: Value) -> Value {
     schema
 }
 
+/// A `$schema` the author wrote at the root of a manifest schema is advertised as written (MCP
+/// clients must see the dialect a schema declares, SEP-1613); only the one `schemars` adds to a
+/// schema derived from Rust types is dropped as redundant.
+fn keep_dialect(mut advertised: Value, written: Option<&Value>) -> Value {
+    if let (Some(dialect), Value::Object(m)) = (written.and_then(|w| w.get("$schema")), &mut advertised) {
+        m.insert("$schema".into(), dialect.clone());
+    }
+    advertised
+}
+
 /// Builds the MCP-shaped descriptor of a tool (no `_meta`: provenance is added by the server
 /// and is not part of what the budget counts).
 pub(crate) fn descriptor(catalog: &Catalog, r: &ToolRef) -> Value {
@@ -363,9 +373,9 @@ pub(crate) fn descriptor(catalog: &Catalog, r: &ToolRef) -> Value {
     d.insert("name".into(), Value::String(r.name.clone()));
     d.insert("title".into(), Value::String(s.title.clone()));
     d.insert("description".into(), Value::String(unwrap_lines(&s.description)));
-    d.insert("inputSchema".into(), advertised((*def.input_schema).clone()));
+    d.insert("inputSchema".into(), keep_dialect(advertised((*def.input_schema).clone()), s.input_schema.as_ref()));
     if let Some(o) = &def.output_schema {
-        d.insert("outputSchema".into(), advertised_output((**o).clone()));
+        d.insert("outputSchema".into(), keep_dialect(advertised_output((**o).clone()), s.output_schema.as_ref()));
     }
     d.insert("annotations".into(), annotations(s.side_effects, s.idempotent));
     Value::Object(d)

@@ -138,8 +138,9 @@ pub(crate) fn build_entry(
             name: name.clone(),
             title,
             description,
-            input_schema: None,
-            output_schema: None,
+            // As the server wrote them: surfaces keep a `$schema` they declare.
+            input_schema: Some(input.clone()),
+            output_schema: output_schema.as_deref().cloned(),
             domain: o.domain.clone().unwrap_or_default(),
             capabilities: o.capabilities.clone(),
             aliases: o.aliases.clone(),
