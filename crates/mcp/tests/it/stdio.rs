@@ -146,10 +146,10 @@ async fn tools_list_is_the_surface_in_order_with_metadata_and_pages() {
     assert_eq!(meta["io.github.quiver/state"], "active");
     assert_eq!(meta["io.github.quiver/sha256"].as_str().unwrap().len(), 64);
     assert_eq!(meta["io.github.quiver/signer"], f.key.pair.public_key().key_id().as_str());
-    // The 2020-12 keywords of a manifest schema reach the client; `$schema` naming 2020-12, the
-    // dialect MCP assumes, is redundant and not sent.
+    // The 2020-12 keywords of a manifest schema reach the client, its `$schema` included as the
+    // author wrote it (SEP-1613; the conformance scenario json-schema-2020-12 checks it).
     let schema = &tools.iter().find(|t| t["name"] == "json_schema_2020_12_tool").unwrap()["inputSchema"];
-    assert!(schema.get("$schema").is_none(), "{schema}");
+    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", "{schema}");
     assert_eq!(schema["additionalProperties"], false);
     assert!(schema["$defs"]["address"].is_object());
 
