@@ -22,35 +22,12 @@ import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from e2e_common import check, list_all, passed, text_of
+
 QUIVER_BIN = os.environ["QUIVER_BIN"]
 QUIVER_CONFIG = os.environ["QUIVER_CONFIG"]
 META = "io.github.quiver/"
 STEP_TIMEOUT = 30
-
-passed = []
-
-
-def check(condition, step, detail=""):
-    if not condition:
-        raise AssertionError(f"{step}: {detail}")
-    passed.append(step)
-    print(f"ok - {step}", flush=True)
-
-
-def text_of(result):
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
-
-
-async def list_all(session):
-    tools, cursor = [], None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-
 
 async def scenario():
     list_changed = asyncio.Event()

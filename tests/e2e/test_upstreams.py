@@ -29,6 +29,8 @@ import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from e2e_common import check, list_all, passed, text_of
+
 QUIVER_BIN = os.environ["QUIVER_BIN"]
 NODE = os.environ["UPSTREAM_NODE"]
 MODULES = os.environ["UPSTREAM_MODULES"]
@@ -42,20 +44,6 @@ META = "io.github.quiver/"
 CONFIRMED = {META + "confirmed": True}
 BUDGET = 12288
 STEP_TIMEOUT = 60
-
-passed = []
-
-
-def check(condition, step, detail=""):
-    if not condition:
-        raise AssertionError(f"{step}: {detail}")
-    passed.append(step)
-    print(f"ok - {step}", flush=True)
-
-
-def text_of(result):
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
-
 
 def server_js(name):
     return os.path.join(MODULES, "@modelcontextprotocol", name, "dist", "index.js")
@@ -135,17 +123,6 @@ def write_config(work, http_port, https_port):
     with open(path, "w") as f:
         json.dump(cfg, f, indent=1)  # JSON is YAML
     return path
-
-
-async def list_all(session):
-    tools, cursor = [], None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
 
 
 def session_params(config, profile):

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use quiver_catalog::{CallSink, LogLevel};
 use quiver_lifecycle::RescanSignal;
-use quiver_manifest::{UpstreamConfig, ValueSource};
+use quiver_manifest::{SecretRef, UpstreamConfig, ValueSource};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ErrorData, Implementation, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
@@ -23,19 +23,15 @@ use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 
 /// A configured value: as written, or read now from an environment variable or a file
-/// (resolved against `base`). The error names the variable or file, never a value.
+/// (resolved against `base`) through the same reader as plugin secrets. The error names the
+/// variable or file, never a value.
 pub(crate) fn resolve(v: &ValueSource, base: &std::path::Path) -> Result<String, String> {
-    match v {
-        ValueSource::Literal(v) => Ok(v.clone()),
-        ValueSource::Env { env } => std::env::var(env)
-            .map_err(|_| format!("environment variable `{env}` is not set (or not UTF-8); export it before starting")),
-        ValueSource::File { file } => {
-            let path = base.join(file);
-            std::fs::read_to_string(&path)
-                .map(|s| s.trim_end_matches(['\n', '\r']).to_owned())
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))
-        }
-    }
+    let secret = match v {
+        ValueSource::Literal(v) => return Ok(v.clone()),
+        ValueSource::Env { env } => SecretRef::Env(env.clone()),
+        ValueSource::File { file } => SecretRef::File(file.clone()),
+    };
+    secret.resolve(base).map(|s| s.expose().to_owned()).map_err(|e| e.to_string())
 }
 
 /// An error with its causes (`tls handshake: invalid peer certificate: UnknownIssuer`), each
