@@ -33,8 +33,8 @@ pub use meta_args::{
     tool_search_schema,
 };
 pub use session::{
-    MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SurfaceStats,
-    partitions, search_catalog,
+    MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SessionSnapshot,
+    SurfaceStats, partitions, search_catalog,
 };
 pub use surface::{
     ExposureMode, LIST_TOOLS, META_TOOLS, Partition, RUN_TOOL, Surface, SurfaceEntry, SurfacePolicy, TOOL_SEARCH,

@@ -111,6 +111,23 @@ pub struct SearchRecord {
     pub hits: Vec<String>,
 }
 
+/// What a session store keeps of a session so that it can resume (a reconnect, a restart,
+/// another instance): the tools it loaded, called into its surface and unloaded. Searches,
+/// intent and hint counters are not kept: they describe the conversation in progress, and a
+/// resumed session that lost them only ranks a little less well.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct SessionSnapshot {
+    /// Tools loaded by search, in load order.
+    pub loaded: Vec<String>,
+    /// Tools called by a name not on the surface, in call order.
+    pub called: Vec<String>,
+    /// Tools the session unloaded.
+    pub dropped: Vec<String>,
+    /// The turn the session had reached.
+    pub turn: u64,
+}
+
 /// One client session: its profile's surface policy and access, and what it has loaded.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -228,6 +245,44 @@ impl Session {
         self.dropped.retain(|d| *d != tool);
         self.called.push(tool.clone());
         Some(tool)
+    }
+
+    /// What a session store keeps of this session (see [`SessionSnapshot`]).
+    pub fn snapshot(&self) -> SessionSnapshot {
+        SessionSnapshot {
+            loaded: self.loaded.iter().map(|(n, _)| n.clone()).collect(),
+            called: self.called.clone(),
+            dropped: self.dropped.clone(),
+            turn: self.turn,
+        }
+    }
+
+    /// Resumes a stored session: its loaded and called tools come back as far as this session
+    /// may still see them in `catalog` (same rules as [`Session::load`]: a tool removed since,
+    /// or outside the profile's scopes, stays out). What the session had loaded, called or
+    /// unloaded before is replaced by the snapshot's. Returns the names restored as loaded.
+    pub fn restore(&mut self, catalog: &Catalog, snapshot: &SessionSnapshot) -> Vec<String> {
+        self.turn = self.turn.max(snapshot.turn);
+        self.loaded.clear();
+        self.called.clear();
+        self.dropped.clear();
+        let loaded = self.load(catalog, &snapshot.loaded);
+        for n in &snapshot.called {
+            let visible = catalog.tool_index(n).is_some_and(|i| {
+                let r = &catalog.tools()[i];
+                let def = catalog.def(r);
+                def.spec.lifecycle.state.is_visible() && self.access.may_see(&r.name, def)
+            });
+            if visible && self.policy.mode.uses_intent() && !self.called.contains(n) && !loaded.contains(n) {
+                self.called.push(n.clone());
+            }
+        }
+        for n in &snapshot.dropped {
+            if !self.dropped.contains(n) && !self.loaded.iter().any(|(l, _)| l == n) {
+                self.dropped.push(n.clone());
+            }
+        }
+        loaded
     }
 
     /// Tools the session called by a name not on its surface, in call order.

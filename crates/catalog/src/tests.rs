@@ -279,6 +279,33 @@ fn tool_search_loads_matches_and_the_session_survives_a_rescan() {
 }
 
 #[test]
+fn a_snapshot_restores_the_loaded_set_within_the_resumed_sessions_scopes() {
+    let c = sample();
+    let mut s = session(ExposureMode::Hybrid, &["*"]);
+    s.next_turn();
+    s.load(&c, &["date_diff".to_owned(), "fs_secret".to_owned(), "fs_search".to_owned()]);
+    s.unload(&["fs_search".to_owned()]);
+    let snap = s.snapshot();
+    assert_eq!(snap.loaded, ["date_diff", "fs_secret"]);
+    assert_eq!(snap.dropped, ["fs_search"]);
+    // Through JSON, as a store keeps it.
+    let snap: crate::SessionSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+
+    let mut resumed = session(ExposureMode::Hybrid, &["*"]);
+    assert_eq!(resumed.restore(&c, &snap), ["date_diff", "fs_secret"]);
+    assert_eq!(resumed.turn(), 1);
+    assert_eq!(resumed.surface(&c).to_bytes(), s.surface(&c).to_bytes(), "the same surface as before");
+
+    // A profile without fs.admin does not get fs_secret back; a removed tool is not restored.
+    let mut narrower = session(ExposureMode::Hybrid, &["fs.read"]);
+    assert_eq!(narrower.restore(&c, &snap), ["date_diff"]);
+    let fs_only: Vec<_> = c.plugins().iter().filter(|p| p.id() == "fs-tools").cloned().collect();
+    let c2 = Catalog::build(fs_only, ConflictPolicy::Error).unwrap();
+    let mut after_removal = session(ExposureMode::Hybrid, &["*"]);
+    assert_eq!(after_removal.restore(&c2, &snap), ["fs_secret"]);
+}
+
+#[test]
 fn surface_bytes_are_stable_across_rebuilds_and_shared_heads() {
     let c1 = sample();
     let c2 = sample();

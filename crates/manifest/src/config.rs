@@ -90,6 +90,27 @@ pub struct HostConfig {
     pub isolation: IsolationConfig,
     /// Upstream MCP servers whose tools join the catalog. Default none.
     pub sources: Vec<crate::sources::UpstreamConfig>,
+    /// Where sessions are kept so they can resume (a reconnect, a restart, another instance).
+    pub sessions: SessionsConfig,
+}
+
+/// The `sessions` section: the session store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// `memory` (this process only; the default), `file` (`<state_dir>/sessions`: survives a
+    /// restart of one instance), or `redis://[:PASSWORD@]HOST[:PORT][/DB]` (also `valkey://`):
+    /// shared by every `quiver serve --http` instance behind a load balancer.
+    pub store: String,
+    /// A stored session nobody used for this many milliseconds is forgotten, at least 1000.
+    /// Default 86400000 (one day).
+    pub ttl_ms: u64,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> SessionsConfig {
+        SessionsConfig { store: "memory".to_owned(), ttl_ms: 86_400_000 }
+    }
 }
 
 /// Where a plugin's code runs.
@@ -452,6 +473,7 @@ impl Default for HostConfig {
             rate_limits: BTreeMap::new(),
             isolation: IsolationConfig::default(),
             sources: Vec::new(),
+            sessions: SessionsConfig::default(),
         }
     }
 }
@@ -755,6 +777,22 @@ fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
     }
     if cfg.server.max_requests_per_session == 0 {
         push("server.max_requests_per_session".into(), "0 requests per session".into(), "use at least 1");
+    }
+    let store = cfg.sessions.store.as_str();
+    if !(store == "memory"
+        || store == "file"
+        || store.starts_with("redis://")
+        || store.starts_with("valkey://")
+        || store.starts_with("redis+unix://"))
+    {
+        push(
+            "sessions.store".into(),
+            format!("`{store}` is not a session store"),
+            "use `memory`, `file`, or a Redis/Valkey URL such as redis://127.0.0.1:6379/0",
+        );
+    }
+    if cfg.sessions.ttl_ms < 1000 {
+        push("sessions.ttl_ms".into(), "a session lifetime under 1 s".into(), "use at least 1000");
     }
     crate::sources::source_issues(&cfg.sources, &mut push);
     for (n, key) in cfg.revoked.keys.iter().enumerate() {

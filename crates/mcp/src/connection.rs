@@ -30,6 +30,8 @@ use crate::listing::Listing;
 use crate::resources;
 use crate::results::{call_result, json_result, tool_error, unknown_tool};
 use crate::server::Shared;
+use crate::{SESSION_META_KEY, SessionStore, StoredSession};
+use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
 
 /// The newest protocol revision served. Later revisions drop server-to-client requests, which
 /// elicitation (and so approvals) and sampling need.
@@ -53,6 +55,17 @@ pub(crate) struct Live {
     mode: ExposureMode,
     client: Arc<ClientSide>,
     state: Mutex<SessionState>,
+    /// Where the session is kept so it can resume (key and store), when it is.
+    stored: Option<StoredAt>,
+}
+
+/// A session's place in the session store.
+struct StoredAt {
+    store: Arc<SessionStore>,
+    key: String,
+    /// The revision of the record this session last wrote or read; writes are serialized so
+    /// the store never goes back to an older loaded set.
+    rev: tokio::sync::Mutex<u64>,
 }
 
 impl Live {
@@ -71,6 +84,51 @@ impl Live {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the session's record (its loaded set changed, or it started), before the answer
+    /// that changed it, so the client's next request finds it on any instance. A store that
+    /// fails is logged; the session goes on.
+    async fn persist(&self) {
+        let Some(at) = &self.stored else { return };
+        let mut rev = at.rev.lock().await;
+        let snapshot = self.lock().session.snapshot();
+        let record = StoredSession {
+            id: self.caller.session_id.clone(),
+            principal: self.caller.principal.clone(),
+            profile: self.caller.mode.clone(),
+            client: self.caller.client.clone(),
+            snapshot,
+            rev: *rev + 1,
+        };
+        match at.store.save(&at.key, &record).await {
+            Ok(()) => *rev = record.rev,
+            Err(e) => {
+                tracing::warn!(session = %self.caller.session_id, error = %e, "could not save the session; it will not resume elsewhere with its latest loads")
+            }
+        }
+    }
+
+    /// With a store other instances share: takes the loaded set another instance wrote since
+    /// this one last read or wrote the record (the HTTP transport read it for this request).
+    async fn refresh(&self, shared: &Shared, context: &RequestContext<RoleServer>) {
+        let Some(at) = self.stored.as_ref().filter(|a| a.store.is_shared()) else { return };
+        let Some(record) = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<crate::http::StoreRecord>())
+        else {
+            return;
+        };
+        let record = &record.0;
+        let mut rev = at.rev.lock().await;
+        if record.rev > *rev && record.principal == self.caller.principal {
+            let catalog = shared.source.catalog();
+            let mut state = self.lock();
+            state.session.restore(&catalog, &record.snapshot);
+            state.listing = None;
+            *rev = record.rev;
+        }
     }
 
     /// The listing of the session's surface on `catalog` (cached until the session or the
@@ -170,6 +228,7 @@ impl Connection {
         request: &InitializeRequestParams,
         peer: rmcp::service::Peer<RoleServer>,
         http: Option<&crate::HttpIdentity>,
+        resumed: Option<(String, Option<StoredSession>)>,
     ) -> Arc<Live> {
         let shared = &self.shared;
         let client_name = request.client_info.name.clone();
@@ -182,7 +241,20 @@ impl Connection {
         };
         let profile = (shared.profiles)(&identity);
         let principal = identity.principal.map(|p| p.name.clone());
-        let session_id = format!("mcp-{}", quiver_telemetry::next_request_id());
+        let (key, record) = match resumed {
+            Some((key, record)) => (Some(key), record),
+            None => (None, None),
+        };
+        let session_id = match &record {
+            Some(r) => r.id.clone(),
+            None => format!("mcp-{}", quiver_telemetry::next_request_id()),
+        };
+        if let Some(r) = &record
+            && r.profile != profile.name
+        {
+            // The configuration changed (or differs between instances): the current one wins.
+            tracing::warn!(session = %session_id, stored = %r.profile, current = %profile.name, "the resumed session's profile is no longer the one this configuration picks; using the current one");
+        }
         tracing::info!(session = %session_id, client = %client_name, principal = ?principal, profile = %profile.name, mode = profile.policy.mode.as_str(), "MCP session started");
         let caller = Caller {
             session_id: session_id.clone(),
@@ -200,13 +272,88 @@ impl Connection {
             can_sample: caps.sampling.is_some(),
         });
         let mode = profile.policy.mode;
-        let session = Session::new(session_id, profile.policy, profile.access);
-        let mut state = SessionState { session, listing: None, announced: 0 };
+        let mut session = Session::new(session_id, profile.policy, profile.access);
         let catalog = shared.source.catalog();
+        if let Some(r) = &record {
+            let restored = session.restore(&catalog, &r.snapshot);
+            tracing::info!(session = %session.id, restored = ?restored, "MCP session resumed from the session store");
+        }
+        let mut state = SessionState { session, listing: None, announced: 0 };
         state.announced = Live::listing_locked(&mut state, shared, &catalog).fingerprint;
-        let live = Arc::new(Live { caller, mode, client, state: Mutex::new(state) });
+        let stored = match (key, &shared.options.session_store) {
+            (Some(key), Some(store)) => Some(StoredAt {
+                store: store.clone(),
+                key,
+                rev: tokio::sync::Mutex::new(record.as_ref().map_or(0, |r| r.rev)),
+            }),
+            _ => None,
+        };
+        let live = Arc::new(Live { caller, mode, client, state: Mutex::new(state), stored });
         self.watch_catalog(live.clone());
         live
+    }
+
+    /// The session's key in the store and its stored record, when it has one: HTTP sessions by
+    /// their `Mcp-Session-Id` (the record is read only when rmcp replays `initialize` for a
+    /// session this instance does not know), stdio sessions by the key the client chose
+    /// (`_meta` of `initialize`, else `quiver serve --resume`). A record opened by another
+    /// principal is refused.
+    async fn resume(
+        &self,
+        request: &InitializeRequestParams,
+        context: &RequestContext<RoleServer>,
+        http: Option<&crate::HttpIdentity>,
+    ) -> Result<Option<(String, Option<StoredSession>)>, ErrorData> {
+        let Some(store) = &self.shared.options.session_store else { return Ok(None) };
+        let http_id = context.extensions.get::<crate::HttpSessionId>();
+        let (key, restoring) = match http_id {
+            Some(id) => (id.0.to_string(), context.extensions.get::<SessionRestoreMarker>().is_some()),
+            None if context.extensions.get::<axum::http::request::Parts>().is_some() => return Ok(None),
+            None => {
+                let from_meta = request.meta.as_ref().and_then(|m| m.get(SESSION_META_KEY));
+                let key = match from_meta {
+                    Some(Value::String(k)) => Some(k.clone()),
+                    Some(_) => {
+                        return Err(ErrorData::invalid_params(
+                            format!(
+                                "`_meta.{SESSION_META_KEY}` of initialize must be a string: the session key to resume"
+                            ),
+                            None,
+                        ));
+                    }
+                    None => self.shared.options.resume_key.clone(),
+                };
+                let Some(key) = key else { return Ok(None) };
+                if !crate::valid_session_key(&key) {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "session key `{key}` is not valid: use 1 to {} characters of A-Z, a-z, 0-9, `_`, `.` and `-`",
+                            crate::MAX_SESSION_KEY_LEN
+                        ),
+                        None,
+                    ));
+                }
+                (key, true)
+            }
+        };
+        if !restoring {
+            return Ok(Some((key, None)));
+        }
+        let record = match store.load(&key).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the session store; the session starts anew");
+                None
+            }
+        };
+        let principal = http.and_then(|h| h.principal.as_ref()).map(|p| p.name.clone());
+        if let Some(r) = &record
+            && r.principal != principal
+        {
+            tracing::warn!(stored = ?r.principal, principal = ?principal, "refused to resume a session opened by another principal");
+            return Err(ErrorData::invalid_request("no such session", None));
+        }
+        Ok(Some((key, record)))
     }
 
     /// Follows catalog changes for this session until it ends.
@@ -318,8 +465,10 @@ impl Connection {
                             }
                         }
                     }
+                    live.persist().await;
                     live.announce_if_changed(&self.shared).await;
                 } else if !r.unloaded.is_empty() {
+                    live.persist().await;
                     live.announce_if_changed(&self.shared).await;
                 }
                 json_result(value).into()
@@ -447,6 +596,7 @@ impl Connection {
             added
         };
         if changed {
+            live.persist().await;
             live.announce_if_changed(&self.shared).await;
         }
     }
@@ -526,7 +676,12 @@ impl ServerHandler for Connection {
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<crate::HttpIdentity>());
-        let live = self.start(&request, context.peer.clone(), http);
+        let resumed = self.resume(&request, &context, http).await?;
+        let persist = resumed.is_some();
+        let live = self.start(&request, context.peer.clone(), http, resumed);
+        if persist {
+            live.persist().await;
+        }
         let registered = Arc::downgrade(&live);
         if self.live.set(live).is_ok() {
             self.shared.register_session(registered);
@@ -540,9 +695,10 @@ impl ServerHandler for Connection {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let live = self.live()?;
+        live.refresh(&self.shared, &context).await;
         let catalog = self.shared.source.catalog();
         let listing = {
             let mut state = live.lock();
@@ -566,6 +722,7 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let live = self.live()?.clone();
+        live.refresh(&self.shared, &context).await;
         let arguments = || Value::Object(params.arguments.clone().unwrap_or_default());
         if params.name == TOOL_SEARCH && Connection::offers(&live, TOOL_SEARCH) {
             let r = self.tool_search(&live, arguments()).await;

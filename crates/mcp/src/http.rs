@@ -40,16 +40,22 @@ use tokio_util::sync::CancellationToken;
 
 use quiver_telemetry::Metrics;
 
-use crate::QuiverServer;
 use crate::auth::{AuthFailure, Authenticator, Principal};
 use crate::dashboard::{self, Dashboard, UiState};
+use crate::http_sessions::QuiverSessions;
 use crate::wire::{Refusal, error_json, parse, too_large};
+use crate::{QuiverServer, SessionStore};
 
 /// Where the protected resource metadata (RFC 9728) is served.
 pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// A connection whose first request byte does not arrive within this is closed.
 pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The session store's record of the request's session, read by the transport (shared stores
+/// only), for the session to take what another instance changed.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreRecord(pub(crate) Arc<crate::StoredSession>);
 
 /// Who opened an HTTP request, as the transport established it; read by the session when it
 /// starts (through the request parts `rmcp` hands to the handler).
@@ -94,6 +100,7 @@ pub async fn serve_metrics_on(
         sessions: Arc::new(LocalSessionManager::default()),
         max_sessions: 1,
         owners: Mutex::new(HashMap::new()),
+        store: None,
     });
     let app = axum::Router::new()
         .route(METRICS_PATH, axum::routing::get(metrics_page).with_state(Some(metrics)))
@@ -199,12 +206,19 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|s| (*s).to_owned()).collect();
     origins.extend(opts.allowed_origins.iter().cloned());
     let max_bytes = server.options().max_message_bytes;
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(max_bytes)
         .with_cancellation_token(opts.shutdown.child_token());
+    // With a session store, rmcp keeps each session's `initialize` there and replays it when a
+    // request names a session this instance does not know (a restart, another instance).
+    let store = server.options().session_store.clone();
+    if let Some(store) = &store {
+        config.session_store = Some(Arc::new(crate::sessions::RmcpStore(store.clone())));
+        tracing::info!(store = %store.describe(), "sessions resume from the session store");
+    }
     let factory = server.clone();
     let mut sessions = LocalSessionManager::default();
     let mut session_config = SessionConfig::default();
@@ -213,14 +227,16 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     session_config.init_timeout = Some(opts.session_idle_timeout.min(Duration::from_secs(30)));
     sessions.session_config = session_config;
     let sessions = Arc::new(sessions);
-    let service = StreamableHttpService::new(move || Ok(factory.connection()), sessions.clone(), config);
-    let known_sessions = sessions.clone();
+    let manager = Arc::new(QuiverSessions { local: sessions.clone() });
+    let service = StreamableHttpService::new(move || Ok(factory.connection()), manager, config);
+    let known_sessions = KnownSessions { local: sessions.clone(), store: store.clone() };
     let gate = Arc::new(Gate {
         auth: opts.auth.clone(),
         client_hint: loopback && opts.auth.is_none(),
         sessions,
         max_sessions: opts.max_sessions.max(1),
         owners: Mutex::new(HashMap::new()),
+        store,
     });
     let metadata = axum::routing::get(resource_metadata).with_state(gate.clone());
     let mut operator = axum::Router::new()
@@ -268,6 +284,9 @@ struct Gate {
     max_sessions: usize,
     /// Session id → the principal that opened it.
     owners: Mutex<HashMap<String, String>>,
+    /// The session store, where sessions this instance did not open are found with their
+    /// principal.
+    store: Option<Arc<SessionStore>>,
 }
 
 impl Gate {
@@ -384,7 +403,40 @@ async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     match &session {
         Some(id) => {
             // A session is its opener's: another principal holding its id gets "no such session".
-            let owner = gate.owners.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned();
+            let mut owner = gate.owners.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned();
+            // With a store other instances share, every request reads its session's record:
+            // a session opened elsewhere names its principal there, one deleted elsewhere is
+            // gone, and the session takes the loaded set another instance wrote (the record
+            // travels to it in the request's extensions; one store read per request).
+            let shared_store = gate.store.as_ref().filter(|s| s.is_shared());
+            let local_only = owner.is_none() && gate.auth.is_some();
+            if let Some(store) = shared_store.or(gate.store.as_ref().filter(|_| local_only)) {
+                match store.load(id).await {
+                    Ok(Some(record)) => {
+                        if owner.is_none() {
+                            owner = Some(record.principal.clone().unwrap_or_default());
+                            if owner.as_deref() == Some(who.as_str()) {
+                                gate.owners.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), who.clone());
+                            }
+                        }
+                        request.extensions_mut().insert(StoreRecord(Arc::new(record)));
+                    }
+                    Ok(None) if shared_store.is_some() => {
+                        // Ended elsewhere (DELETE on another instance) or expired.
+                        let known = gate.sessions.sessions.read().await.contains_key(id.as_str());
+                        if known {
+                            let _ = rmcp::transport::streamable_http_server::session::SessionManager::close_session(
+                                &*gate.sessions,
+                                &id.clone().into(),
+                            )
+                            .await;
+                        }
+                        return plain_error(StatusCode::NOT_FOUND, "no such session");
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "could not read the session store"),
+                }
+            }
             if gate.auth.is_some() && owner.as_deref() != Some(who.as_str()) {
                 return plain_error(StatusCode::NOT_FOUND, "no such session");
             }
@@ -524,12 +576,38 @@ fn json_rpc_error(status: StatusCode, refusal: Refusal) -> Response {
     response.body(Body::from(body)).unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
+/// Where `check_delete` looks for a session: this instance's, then the store.
+#[derive(Clone)]
+struct KnownSessions {
+    local: Arc<LocalSessionManager>,
+    store: Option<Arc<SessionStore>>,
+}
+
+impl KnownSessions {
+    async fn knows(&self, id: &str) -> bool {
+        if self.local.sessions.read().await.contains_key(id) {
+            return true;
+        }
+        match &self.store {
+            Some(store) => match store.load(id).await {
+                Ok(record) => record.is_some(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the session store");
+                    false
+                }
+            },
+            None => false,
+        }
+    }
+}
+
 /// DELETE of a session that does not exist (never did, or already ended) is 404, as the
-/// streamable HTTP transport specifies; `rmcp` answers 202 to any DELETE.
-async fn check_delete(State(sessions): State<Arc<LocalSessionManager>>, request: Request, next: Next) -> Response {
+/// streamable HTTP transport specifies; `rmcp` answers 202 to any DELETE. A session only the
+/// store knows is deleted there (rmcp deletes its records).
+async fn check_delete(State(sessions): State<KnownSessions>, request: Request, next: Next) -> Response {
     if request.method() == Method::DELETE
         && let Some(id) = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
-        && !sessions.sessions.read().await.contains_key(id)
+        && !sessions.knows(id).await
     {
         let refusal = Refusal {
             id: None,

@@ -30,6 +30,11 @@
 //!   `notifications/progress` when the request carried a `progressToken`, elicitation and
 //!   sampling become `elicitation/create` and `sampling/createMessage`, and
 //!   `notifications/cancelled` cancels the call's token.
+//! - Sessions resume ([`SessionStore`]: memory, files or Redis/Valkey): an HTTP session whose
+//!   `Mcp-Session-Id` this instance does not know (a restart, another instance behind a load
+//!   balancer) is rebuilt from the store by replaying its `initialize`, with its profile and
+//!   loaded set, for the principal that opened it only; a stdio client resumes by a key it
+//!   chooses (`quiver serve --resume KEY`, or [`SESSION_META_KEY`] in `initialize`'s `_meta`).
 //! - A catalog change (rescan) reconciles every session and sends `list_changed` to the sessions
 //!   whose surface changed.
 //!
@@ -44,10 +49,12 @@ mod bridge;
 mod connection;
 mod dashboard;
 mod http;
+mod http_sessions;
 mod listing;
 mod resources;
 mod results;
 mod server;
+mod sessions;
 mod stdio;
 mod wire;
 
@@ -58,7 +65,9 @@ pub use http::{
     FIRST_BYTE_TIMEOUT, HttpIdentity, HttpOptions, MCP_PATH, METRICS_PATH, PROMETHEUS_CONTENT_TYPE,
     RESOURCE_METADATA_PATH, serve_http, serve_http_on, serve_metrics_on,
 };
+pub use http_sessions::HttpSessionId;
 pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
+pub use sessions::{MAX_SESSION_KEY_LEN, SESSION_META_KEY, SessionStore, StoreError, StoredSession, valid_session_key};
 pub use stdio::{serve_io, serve_stdio};
 #[doc(hidden)]
 pub use wire::fuzzing;

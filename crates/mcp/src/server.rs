@@ -106,6 +106,13 @@ pub struct ServerOptions {
     pub version: String,
     /// Instructions announced in `initialize`.
     pub instructions: Option<String>,
+    /// Where sessions are kept so they can resume; `None`: nowhere (a session ends with its
+    /// connection). HTTP sessions are stored under their `Mcp-Session-Id`, stdio sessions only
+    /// when they have a key ([`ServerOptions::resume_key`] or `_meta`).
+    pub session_store: Option<Arc<crate::SessionStore>>,
+    /// The key of the stdio session to resume or start (`quiver serve --resume KEY`); a key in
+    /// `initialize`'s `_meta` ([`crate::SESSION_META_KEY`]) wins.
+    pub resume_key: Option<String>,
 }
 
 impl ServerOptions {
@@ -132,6 +139,8 @@ impl Default for ServerOptions {
                  you need is not in your list, list_tools and run_tool (when offered) reach every tool."
                     .to_owned(),
             ),
+            session_store: None,
+            resume_key: None,
         }
     }
 }

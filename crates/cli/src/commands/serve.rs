@@ -55,6 +55,12 @@ pub struct ServeArgs {
     /// non-loopback address needs server.auth.
     #[arg(long, value_name = "ADDR", value_parser = http_addr, env = "QUIVER_METRICS")]
     pub metrics: Option<SocketAddr>,
+    /// Stdio: resume the session named KEY (its loaded tools), or start it under that name, so
+    /// the next `quiver serve --resume KEY` continues it. Kept in the session store
+    /// (`sessions.store`; with `memory`, files under state_dir/sessions). A client may instead
+    /// send the key in initialize's `_meta` ("io.github.quiver/session").
+    #[arg(long, value_name = "KEY", env = "QUIVER_RESUME", conflicts_with = "http")]
+    pub resume: Option<String>,
 }
 
 /// The authenticator of `server.auth`, reading the JWKS file relative to the config's folder.
@@ -94,6 +100,34 @@ fn watch_host(metrics: &Arc<Metrics>, dashboard: Option<&Arc<Dashboard>>, host: 
             record(&m, d.as_deref(), report, &host);
         }
     });
+}
+
+/// The session store of `sessions.store`. On stdio the in-memory store would end with the
+/// process, so sessions there are kept in files (`state_dir/sessions`) unless Redis is
+/// configured. A Redis store is checked (PING) before serving.
+async fn session_store(settings: &Settings, a: &ServeArgs) -> Result<Arc<quiver_mcp::SessionStore>> {
+    let cfg = &settings.config.sessions;
+    let ttl = Duration::from_millis(cfg.ttl_ms);
+    let state_dir = settings.base_dir.join(&settings.config.state_dir);
+    let kind = if a.http.is_none() && cfg.store == "memory" { "file" } else { cfg.store.as_str() };
+    let store = quiver_mcp::SessionStore::from_config(kind, ttl, &state_dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", settings.origin()))?;
+    store.check().await.map_err(|e| {
+        anyhow::anyhow!(
+            "{}: sessions.store: {e}. Start the server it names, fix the URL, or use `memory`",
+            settings.origin()
+        )
+    })?;
+    if let Some(key) = &a.resume
+        && !quiver_mcp::valid_session_key(key)
+    {
+        anyhow::bail!(
+            "--resume `{key}`: a session key is 1 to {} characters of A-Z, a-z, 0-9, `_`, `.` and `-`",
+            quiver_mcp::MAX_SESSION_KEY_LEN
+        );
+    }
+    tracing::info!(store = %store.describe(), "session store");
+    Ok(Arc::new(store))
 }
 
 pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
@@ -158,7 +192,9 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
             });
         }
         let profiles = SessionProfile::resolver(&settings.config, a.profile.clone());
-        let options = ServerOptions::from_config(&settings.config);
+        let mut options = ServerOptions::from_config(&settings.config);
+        options.session_store = Some(session_store(&settings, a).await?);
+        options.resume_key = a.resume.clone();
         let server = QuiverServer::with_options(host.clone(), router.clone(), profiles, changes, options);
         let served = match a.http {
             None => quiver_mcp::serve_stdio(server).await.context("the stdio MCP session failed"),

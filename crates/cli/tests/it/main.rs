@@ -362,6 +362,7 @@ fn bad_config_names_the_file_and_the_fix() {
 mod adapters;
 mod isolation;
 mod operations;
+mod sessions;
 mod setup;
 mod surface;
 
