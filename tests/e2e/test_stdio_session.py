@@ -10,13 +10,16 @@ Run by `cargo xtask e2e`, which builds `quiver` and the signed `fs-tools` bundle
 One session walks through what an agent does: a small first tool list, tool_search loading a
 deferred tool and announcing it (tools/list_changed), calling it, a deprecated alias with its
 notice in `_meta`, invalid arguments as a tool error with JSON pointers, and run_tool reaching
-a deferred tool that was never loaded, without any list refresh.
+a deferred tool that was never loaded, without any list refresh. The session runs under a
+session key (`quiver serve --resume KEY`): a second `quiver serve` with the same key (the client
+reconnecting) starts with the loaded set the first one ended with; another key starts fresh.
 """
 
 import asyncio
 import json
 import os
 import sys
+import time
 
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
@@ -28,6 +31,12 @@ QUIVER_BIN = os.environ["QUIVER_BIN"]
 QUIVER_CONFIG = os.environ["QUIVER_CONFIG"]
 META = "io.github.quiver/"
 STEP_TIMEOUT = 30
+# Unique per run: the session store (files under the config's state_dir) outlives the process.
+RESUME_KEY = f"e2e-{os.getpid()}-{int(time.time())}"
+
+
+def serve(key):
+    return StdioServerParameters(command=QUIVER_BIN, args=["--config", QUIVER_CONFIG, "serve", "--resume", key])
 
 async def scenario():
     list_changed = asyncio.Event()
@@ -39,8 +48,7 @@ async def scenario():
         else:
             other_messages.append(message)
 
-    server = StdioServerParameters(command=QUIVER_BIN, args=["--config", QUIVER_CONFIG, "serve"])
-    async with stdio_client(server) as (read, write):
+    async with stdio_client(serve(RESUME_KEY)) as (read, write):
         async with ClientSession(read, write, message_handler=on_message) as session:
             init = await session.initialize()
             check(init.server_info.name == "quiver", "initialize", init.server_info)
@@ -50,6 +58,7 @@ async def scenario():
             # A small first list: the active fs tools plus the meta tools; deferred ones absent.
             tools = await list_all(session)
             names = [t.name for t in tools]
+            first_names = sorted(names)
             check(len(names) <= 8 and {"tool_search", "list_tools", "run_tool"} <= set(names),
                   "the first tools/list is small and has the meta tools", names)
             check("fs_stat" not in names and "fs_search" not in names,
@@ -155,11 +164,34 @@ async def scenario():
             check(refused.is_error and "refused without running" in text_of(refused) and "tool_search" in text_of(refused),
                   "the fourth identical call is refused with what to do instead", text_of(refused))
 
+            # Load one more tool, so the loaded set is more than what calls added.
+            more = await session.call_tool("tool_search", {"query": "search file contents for a text"})
+            check(not more.is_error, "tool_search loads again", text_of(more))
+            final_names = sorted(t.name for t in await list_all(session))
+            check(final_names != first_names and "fs_stat" not in final_names,
+                  "the session ends with tools loaded beyond its first list, without the unloaded one", final_names)
+
             # The session is still healthy.
             await session.send_ping()
             check(True, "ping after all of the above")
     errors = [m for m in other_messages if isinstance(m, Exception)]
     check(not errors, "no transport errors", errors)
+
+    # Reconnect: a new process under the same key resumes the session with its loaded set.
+    async with stdio_client(serve(RESUME_KEY)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            resumed = sorted(t.name for t in await list_all(session))
+            check(resumed == final_names, "a reconnect with the same key restores the loaded set",
+                  {"resumed": resumed, "before": final_names})
+            stat = await session.call_tool("fs_search", {"query": "needle"})
+            check(not stat.is_error, "a restored tool answers at once", text_of(stat)[:200])
+    # Another key is another session: it starts from the first list.
+    async with stdio_client(serve(RESUME_KEY + "-other")) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            fresh = sorted(t.name for t in await list_all(session))
+            check(fresh == first_names, "another key starts a fresh session", fresh)
 
 
 def main():

@@ -310,7 +310,12 @@ impl Connection {
             Some(id) => (id.0.to_string(), context.extensions.get::<SessionRestoreMarker>().is_some()),
             None if context.extensions.get::<axum::http::request::Parts>().is_some() => return Ok(None),
             None => {
-                let from_meta = request.meta.as_ref().and_then(|m| m.get(SESSION_META_KEY));
+                // rmcp may have moved the request's `_meta` into the context.
+                let from_meta = request
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.0.0.get(SESSION_META_KEY))
+                    .or_else(|| context.meta.0.0.get(SESSION_META_KEY));
                 let key = match from_meta {
                     Some(Value::String(k)) => Some(k.clone()),
                     Some(_) => {

@@ -5,5 +5,6 @@ mod auth;
 mod http;
 mod meta;
 mod resources;
+mod resume;
 mod stdio;
 mod support;
