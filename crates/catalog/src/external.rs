@@ -95,6 +95,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
         // The tool specs live once, in the entry's tools; a pseudo-plugin has no signed manifest
         // to keep a second copy of.
         tools: Vec::new(),
+        hooks: Default::default(),
     };
     let entry = PluginEntry {
         manifest,

@@ -82,6 +82,7 @@ fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
         adapter: None,
         sandbox: Default::default(),
         tools,
+        hooks: Default::default(),
     };
     let prov = Provenance { sha256: "0".repeat(64), signer_key_id: None, manifest_path: format!("{id}.tool.yaml") };
     Arc::new(PluginEntry::new(manifest, &info, prov, Arc::new(Echo)).expect("entry builds"))

@@ -38,6 +38,35 @@ pub struct Manifest {
     pub sandbox: SandboxSpec,
     /// The tools, in the order the author lists them.
     pub tools: Vec<ToolSpec>,
+    /// Tools of this plugin the host calls when an MCP session starts and ends.
+    #[serde(default, skip_serializing_if = "SessionHooks::is_empty")]
+    pub hooks: SessionHooks,
+}
+
+/// Session hooks: tools of the same plugin the host calls, through the router like any call,
+/// when a session starts (also when it resumes) and when it ends, with the arguments
+/// `{event, session_id, profile, client, resumed}`. A hook runs only for sessions whose profile
+/// may see its tool, within [`SessionHooks::TIMEOUT_MS`] (or the tool's shorter deadline);
+/// its result is not sent to anyone, and its failure is logged, never failing the session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionHooks {
+    /// Called once a session is initialized (or resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_start: Option<String>,
+    /// Called when a session ends (the client disconnects, DELETE, idle timeout, shutdown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_end: Option<String>,
+}
+
+impl SessionHooks {
+    /// Longest a hook may run before the host gives up on it.
+    pub const TIMEOUT_MS: u64 = 5_000;
+
+    /// No hooks.
+    pub fn is_empty(&self) -> bool {
+        self.session_start.is_none() && self.session_end.is_none()
+    }
 }
 
 /// The resources a plugin declares it needs; a worker's sandbox grants exactly these.

@@ -277,6 +277,7 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
         check_tool(&mut c, tool, &index("tools", n));
     }
     check_unique_names(&mut c, m);
+    check_hooks(&mut c, m);
     let tools: Vec<_> = m.tools.iter().map(|t| (t.name.clone(), t.invoke.as_ref(), t.input_schema.as_ref())).collect();
     c.issues.extend(crate::adapter::adapter_issues(
         m.adapter.as_ref(),
@@ -285,6 +286,28 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
         &tools,
     ));
     c.issues
+}
+
+/// A hook names a tool of this manifest that runs without a person's confirmation (nobody is
+/// there to confirm a session event).
+fn check_hooks(c: &mut Checks, m: &Manifest) {
+    for (field, name) in [("hooks.session_start", &m.hooks.session_start), ("hooks.session_end", &m.hooks.session_end)]
+    {
+        let Some(name) = name else { continue };
+        match m.tools.iter().find(|t| t.name == *name) {
+            None => c.push(
+                field,
+                format!("`{}` is not a tool of this plugin", excerpt(name)),
+                "name one of the tools listed under `tools:` (a hook calls a tool of its own plugin)",
+            ),
+            Some(t) if t.policies.effective(t.side_effects).confirmation => c.push(
+                field,
+                format!("hook tool `{name}` needs a person's confirmation, and nobody can confirm a session event"),
+                "set `policies: {confirmation: false}` on it, or use a tool that is not destructive",
+            ),
+            Some(_) => {}
+        }
+    }
 }
 
 /// Tool and alias names share one namespace within the manifest.

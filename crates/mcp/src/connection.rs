@@ -202,6 +202,9 @@ impl std::fmt::Debug for Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.stop.cancel();
+        if let Some(live) = self.live.get() {
+            crate::hooks::spawn(&self.shared, &live.caller, crate::hooks::HookEvent::SessionEnd, false);
+        }
         if self.live.get().is_some()
             && let Some(m) = self.shared.router.metrics()
         {
@@ -683,11 +686,13 @@ impl ServerHandler for Connection {
             .and_then(|parts| parts.extensions.get::<crate::HttpIdentity>());
         let resumed = self.resume(&request, &context, http).await?;
         let persist = resumed.is_some();
+        let was_stored = resumed.as_ref().is_some_and(|(_, record)| record.is_some());
         let live = self.start(&request, context.peer.clone(), http, resumed);
         if persist {
             live.persist().await;
         }
         let registered = Arc::downgrade(&live);
+        crate::hooks::spawn(&self.shared, &live.caller, crate::hooks::HookEvent::SessionStart, was_stored);
         if self.live.set(live).is_ok() {
             self.shared.register_session(registered);
             if let Some(m) = self.shared.router.metrics() {

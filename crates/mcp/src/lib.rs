@@ -48,6 +48,7 @@ mod auth;
 mod bridge;
 mod connection;
 mod dashboard;
+mod hooks;
 mod http;
 mod http_sessions;
 mod listing;

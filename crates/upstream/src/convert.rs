@@ -196,6 +196,7 @@ pub(crate) fn build_entry(
         sandbox: Default::default(),
         adapter: None,
         tools: defs.iter().map(|d| d.spec.clone()).collect(),
+        hooks: Default::default(),
     };
     let entry = PluginEntry {
         manifest,

@@ -359,6 +359,20 @@ fn bad_manifests_name_the_field() {
         ("non-string key", edit("abi: 1\n", "abi: 1\n7: seven\n"), "(document)", "quote keys"),
         ("yaml syntax", edit("abi: 1\n", "abi: [1\n"), "(document)", "not valid YAML"),
         ("not a mapping", "- just\n- a list\n".to_owned(), "(document)", "expected an object"),
+        (
+            "hook naming a missing tool",
+            edit("abi: 1\n", "abi: 1\nhooks: {session_start: nope}\n"),
+            "hooks.session_start",
+            "is not a tool of this plugin",
+        ),
+        (
+            "hook needing confirmation",
+            edit("abi: 1\n", "abi: 1\nhooks: {session_end: act}\n")
+                .replace("side_effects: write\n    input", "side_effects: destructive\n    input"),
+            "hooks.session_end",
+            "confirmation: false",
+        ),
+        ("unknown hook", edit("abi: 1\n", "abi: 1\nhooks: {on_call: other}\n"), "hooks.on_call", "remove `on_call`"),
     ];
     let mut failures = Vec::new();
     for (what, text, path, needle) in &cases {
@@ -492,6 +506,8 @@ fn bad_configs_name_the_field() {
         ("transcripts: {dir: 3}\n", "transcripts.dir", "expected"),
         ("plugins_dir: \"\"\n", "plugins_dir", "empty"),
         ("profiles: {Agent: {}}\n", "profiles.Agent", "lower-case letters"),
+        ("sessions: {store: mysql://x}\n", "sessions.store", "redis://"),
+        ("sessions: {ttl_ms: 5}\n", "sessions.ttl_ms", "1000"),
     ];
     let mut failures = Vec::new();
     for (text, path, needle) in cases {

@@ -2,6 +2,7 @@
 //! JSON-RPC over the stdio framing and over HTTP.
 
 mod auth;
+mod hooks;
 mod http;
 mod meta;
 mod resources;
