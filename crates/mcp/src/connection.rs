@@ -66,6 +66,9 @@ struct StoredAt {
     /// The revision of the record this session last wrote or read; writes are serialized so
     /// the store never goes back to an older loaded set.
     rev: tokio::sync::Mutex<u64>,
+    /// When this session last wrote its record: a session in use rewrites it after half its
+    /// lifetime, so a store's expiry only forgets sessions nobody uses.
+    written: Mutex<std::time::Instant>,
 }
 
 impl Live {
@@ -102,7 +105,10 @@ impl Live {
             rev: *rev + 1,
         };
         match at.store.save(&at.key, &record).await {
-            Ok(()) => *rev = record.rev,
+            Ok(()) => {
+                *rev = record.rev;
+                *at.written.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+            }
             Err(e) => {
                 tracing::warn!(session = %self.caller.session_id, error = %e, "could not save the session; it will not resume elsewhere with its latest loads")
             }
@@ -111,23 +117,28 @@ impl Live {
 
     /// With a store other instances share: takes the loaded set another instance wrote since
     /// this one last read or wrote the record (the HTTP transport read it for this request).
+    /// With any store: rewrites the record after half its lifetime, so a session in use never
+    /// expires there.
     async fn refresh(&self, shared: &Shared, context: &RequestContext<RoleServer>) {
-        let Some(at) = self.stored.as_ref().filter(|a| a.store.is_shared()) else { return };
-        let Some(record) = context
+        let Some(at) = &self.stored else { return };
+        let record = context
             .extensions
             .get::<axum::http::request::Parts>()
-            .and_then(|p| p.extensions.get::<crate::http::StoreRecord>())
-        else {
-            return;
-        };
-        let record = &record.0;
-        let mut rev = at.rev.lock().await;
-        if record.rev > *rev && record.principal == self.caller.principal {
-            let catalog = shared.source.catalog();
-            let mut state = self.lock();
-            state.session.restore(&catalog, &record.snapshot);
-            state.listing = None;
-            *rev = record.rev;
+            .and_then(|p| p.extensions.get::<crate::http::StoreRecord>());
+        if let Some(record) = record.filter(|_| at.store.is_shared()) {
+            let record = &record.0;
+            let mut rev = at.rev.lock().await;
+            if record.rev > *rev && record.principal == self.caller.principal {
+                let catalog = shared.source.catalog();
+                let mut state = self.lock();
+                state.session.restore(&catalog, &record.snapshot);
+                state.listing = None;
+                *rev = record.rev;
+            }
+        }
+        let stale = at.written.lock().unwrap_or_else(|e| e.into_inner()).elapsed() > at.store.ttl() / 2;
+        if stale {
+            self.persist().await;
         }
     }
 
@@ -288,6 +299,7 @@ impl Connection {
                 store: store.clone(),
                 key,
                 rev: tokio::sync::Mutex::new(record.as_ref().map_or(0, |r| r.rev)),
+                written: Mutex::new(std::time::Instant::now()),
             }),
             _ => None,
         };

@@ -156,6 +156,11 @@ impl SessionStore {
         }
     }
 
+    /// How long a record lives without a write.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// True for the in-memory store (nothing survives this process).
     pub fn is_memory(&self) -> bool {
         matches!(self.backend, Backend::Memory(_))
