@@ -181,6 +181,26 @@ impl SessionStore {
         }
     }
 
+    /// Removes the records that expired (files: those not written for the lifetime; Redis
+    /// expires its own). Returns how many were removed. Run at start: a file store only
+    /// notices an expired record when someone asks for it.
+    pub fn sweep(&self) -> usize {
+        let Backend::File(dir) = &self.backend else { return 0 };
+        let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let expired = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() > self.ttl);
+            let ours = entry.file_name().to_string_lossy().ends_with(".json");
+            if expired && ours && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// Checks that the store answers (Redis: `PING`), for a clear error at start.
     pub async fn check(&self) -> Result<(), StoreError> {
         match &self.backend {
@@ -435,6 +455,11 @@ mod tests {
         assert_eq!(short.load("k").await.unwrap(), None, "an expired record is gone");
         let file = SessionStore::file(dir.path().join("s2"), Duration::from_secs(60));
         assert!(file.save("../escape", &sample()).await.is_err(), "a key that is not a file name is refused");
+        file.save("old", &sample()).await.unwrap();
+        assert_eq!(file.sweep(), 0, "a fresh record stays");
+        let expiring = SessionStore::file(dir.path().join("s2"), Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(expiring.sweep(), 1, "an expired record is removed at start");
     }
 
     #[test]

@@ -126,7 +126,8 @@ async fn session_store(settings: &Settings, a: &ServeArgs) -> Result<Arc<quiver_
             quiver_mcp::MAX_SESSION_KEY_LEN
         );
     }
-    tracing::info!(store = %store.describe(), "session store");
+    let swept = store.sweep();
+    tracing::info!(store = %store.describe(), expired_removed = swept, "session store");
     Ok(Arc::new(store))
 }
 
