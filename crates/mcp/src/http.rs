@@ -408,8 +408,9 @@ async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             // a session opened elsewhere names its principal there, one deleted elsewhere is
             // gone, and the session takes the loaded set another instance wrote (the record
             // travels to it in the request's extensions; one store read per request).
-            let shared_store = gate.store.as_ref().filter(|s| s.is_shared());
-            let local_only = owner.is_none() && gate.auth.is_some();
+            // (An id no session could have is not looked up: it reaches rmcp, which answers 404.)
+            let shared_store = gate.store.as_ref().filter(|s| s.is_shared() && crate::valid_session_key(id));
+            let local_only = owner.is_none() && gate.auth.is_some() && crate::valid_session_key(id);
             if let Some(store) = shared_store.or(gate.store.as_ref().filter(|_| local_only)) {
                 match store.load(id).await {
                     Ok(Some(record)) => {
