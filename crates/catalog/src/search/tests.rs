@@ -368,3 +368,20 @@ fn copies_of_a_tool_do_not_crowd_the_page() {
     let top3 = names(&plain, &plain.search(&Query::text("weather forecast city").with_limit(3), &|_| true).unwrap());
     assert!(top3.iter().all(|n| n.ends_with(".get_weather")), "{top3:?}");
 }
+
+#[test]
+fn a_value_type_in_the_request_favours_tools_taking_it() {
+    // Two tools equally about forecasts; only one takes a date.
+    let docs = vec![
+        doc("forecast_current", "Weather forecast for a city.", &[("city", "City name")]),
+        doc("forecast_on_day", "Weather forecast for a city.", &[("city", "City name"), ("date", "Day, YYYY-MM-DD")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    for request in ["forecast for Phoenix on 2023-04-14", "forecast for Phoenix next Friday"] {
+        assert_eq!(top(&index, request), "forecast_on_day", "{request}");
+    }
+    // Without a value, the tie breaks by name; with the value types off, the date is no signal.
+    assert_eq!(top(&index, "forecast for Phoenix"), "forecast_current");
+    let off = SearchIndex::build_with(docs, SearchConfig { value_type_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(top(&off, "forecast for Phoenix on 2023-04-14"), "forecast_current");
+}
