@@ -77,6 +77,7 @@ fn apply_set(config: &mut SearchConfig, spec: &str) -> Result<(), String> {
         "filler_weight" => &mut config.filler_weight,
         "typo_weight" => &mut config.typo_weight,
         "value_type_weight" => &mut config.value_type_weight,
+        "translation_weight" => &mut config.translation_weight,
         _ => return Err(format!("--set: unknown key `{key}`")),
     };
     *slot = v;

@@ -385,3 +385,17 @@ fn a_value_type_in_the_request_favours_tools_taking_it() {
     let off = SearchIndex::build_with(docs, SearchConfig { value_type_weight: 0.0, ..SearchConfig::default() });
     assert_eq!(top(&off, "forecast for Phoenix on 2023-04-14"), "forecast_current");
 }
+
+#[test]
+fn chinese_requests_reach_tools_described_in_english() {
+    let index = catalog();
+    // 天气 → weather, 电影 → movie, 删除 → delete, 文件 → file.
+    assert_eq!(top(&index, "帮我查一下北京的天气"), "Weather_1_GetWeather");
+    assert_eq!(top(&index, "给我找一部喜剧电影"), "Movies_1_FindMovies");
+    assert_eq!(top(&index, "删除这个文件"), "delete_file");
+    let off = SearchIndex::build_with(
+        index.docs().to_vec(),
+        SearchConfig { translation_weight: 0.0, ..SearchConfig::default() },
+    );
+    assert_eq!(off.search(&Query::text("帮我查一下北京的天气"), &|_| true).unwrap().total, 0);
+}
