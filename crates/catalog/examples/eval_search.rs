@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cargo run --release -p quiver-catalog --example eval_search -- TOOLS.json QUERIES.jsonl \
-//!     [--k 1,5,10] [--misses | --misses-all] [--json] [--ablation] [--set key=value]...
+//!     [--k 1,5,10] [--misses | --misses-all] [--json] [--ablation] [--set key=value]... \
+//!     [--embedding MODEL_DIR]
 //! ```
 //!
 //! TOOLS.json is a JSON array of MCP tools or OpenAI function definitions; QUERIES.jsonl has one
@@ -11,7 +12,8 @@
 //! the tuning-half queries that missed at
 //! the smallest k (the check half's queries are not for looking at while tuning; `--misses-all`
 //! shows both halves); `--set`: a configuration override for tuning experiments (`k1=1.5`,
-//! `weight.name=2`, `b.param_desc=0.3`, `name_coverage=0.3`, ...); `--ablation`: a Markdown table of every ablation
+//! `weight.name=2`, `b.param_desc=0.3`, `name_coverage=0.3`, ...); `--embedding`: a model2vec model folder (`model.safetensors`,
+//! `tokenizer.json`) whose ranking is fused with the lexical one; `--ablation`: a Markdown table of every ablation
 //! variant of `quiver_catalog::eval::ablations` on both halves).
 
 use std::path::PathBuf;
@@ -19,9 +21,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use quiver_catalog::eval::{Split, ablations, evaluate, load_queries, load_tools};
+use quiver_catalog::search::embed::StaticEmbedding;
 use quiver_catalog::search::{FIELD_COUNT, SearchConfig, SearchIndex};
 
-const USAGE: &str = "usage: eval_search TOOLS.json QUERIES.jsonl [--k 1,5,10] [--misses | --misses-all] [--json] [--ablation] [--set key=value]...";
+const USAGE: &str = "usage: eval_search TOOLS.json QUERIES.jsonl [--k 1,5,10] [--misses | --misses-all] [--json] [--ablation] [--set key=value]... [--embedding MODEL_DIR]";
 
 struct Args {
     tools: PathBuf,
@@ -34,6 +37,8 @@ struct Args {
     ablation: bool,
     /// Configuration overrides (`--set key=value`), applied in order.
     config: SearchConfig,
+    /// A model2vec model folder: rank by the fusion of lexical and semantic rankings.
+    embedding: Option<PathBuf>,
 }
 
 /// Applies one `--set key=value` override: `k1`, `weight.FIELD`, `b.FIELD` (FIELD: name, alias,
@@ -89,6 +94,7 @@ fn parse_args() -> Result<Args, String> {
     let mut ks = vec![1, 5, 10];
     let (mut misses, mut misses_all, mut json, mut ablation) = (false, false, false, false);
     let mut config = SearchConfig::default();
+    let mut embedding = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -97,6 +103,7 @@ fn parse_args() -> Result<Args, String> {
             "--json" => json = true,
             "--ablation" => ablation = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
+            "--embedding" => embedding = Some(PathBuf::from(args.next().ok_or("--embedding needs a model folder")?)),
             "--set" => apply_set(&mut config, &args.next().ok_or("--set needs key=value")?)?,
             "--k" => {
                 let list = args.next().ok_or("--k needs a value, e.g. --k 1,5,10")?;
@@ -113,7 +120,7 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     let [tools, queries]: [PathBuf; 2] = positional.try_into().map_err(|_| format!("expected two files\n{USAGE}"))?;
-    Ok(Args { tools, queries, ks, misses, misses_all, json, ablation, config })
+    Ok(Args { tools, queries, ks, misses, misses_all, json, ablation, config, embedding })
 }
 
 fn main() -> ExitCode {
@@ -153,7 +160,16 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let start = Instant::now();
-    let index = SearchIndex::build_with(tools, args.config);
+    let mut index = SearchIndex::build_with(tools, args.config);
+    if let Some(dir) = &args.embedding {
+        match StaticEmbedding::load(dir) {
+            Ok(model) => index = index.with_embedding(std::sync::Arc::new(model)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let build_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut report = evaluate(&index, &queries, &args.ks);
     if !args.misses_all {

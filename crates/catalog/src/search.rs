@@ -28,6 +28,7 @@
 //! A query costs the postings of its terms, not the size of the catalog. Measured figures (both
 //! halves of the BFCL dev set, the MCP reference tool set, scale): `docs/BENCHMARKS.md`.
 
+pub mod embed;
 mod schema;
 pub mod text;
 
@@ -409,7 +410,22 @@ pub struct SearchIndex {
     synonyms: HashMap<String, Vec<u32>>,
     /// Lower-cased name or alias → documents.
     exact: HashMap<String, Vec<u32>>,
+    /// The optional semantic ranker ([`SearchIndex::with_embedding`]).
+    semantic: Option<Semantic>,
 }
+
+/// A static-embedding model and the vectors of the documents.
+#[derive(Debug)]
+struct Semantic {
+    model: std::sync::Arc<embed::StaticEmbedding>,
+    /// Row-major `[documents, dim]`; all zero for a document with no known token.
+    vectors: Vec<f32>,
+}
+
+/// Constant of reciprocal rank fusion: a document at rank `r` of a ranking adds `1 / (RRF_K + r)`.
+const RRF_K: f32 = 60.0;
+/// How many of the semantic ranking's best documents take part in the fusion.
+const SEMANTIC_DEPTH: usize = 100;
 
 /// One word of a query after analysis: the term itself (when the catalog knows it) and its
 /// alternatives (prefix completions, synonyms) at reduced weight. A document scores the best of
@@ -641,7 +657,77 @@ impl SearchIndex {
             fingerprint,
             synonyms,
             exact,
+            semantic: None,
         }
+    }
+
+    /// The same index with semantic ranking: every document is embedded with `model` (its name
+    /// split into words, title, description and parameter names), and text queries rank by the
+    /// reciprocal rank fusion of the lexical ranking and the [`SEMANTIC_DEPTH`] documents most
+    /// similar to the query (cosine). Regex queries are not affected.
+    pub fn with_embedding(mut self, model: std::sync::Arc<embed::StaticEmbedding>) -> SearchIndex {
+        let dim = model.dim();
+        let mut vectors = vec![0f32; self.docs.len() * dim];
+        let mut text_buf = String::new();
+        for (d, doc) in self.docs.iter().enumerate() {
+            text_buf.clear();
+            text::split_words(&doc.name, |w| {
+                text_buf.push_str(w);
+                text_buf.push(' ');
+            });
+            for part in [doc.title.as_str(), doc.description.as_str()] {
+                text_buf.push_str(part);
+                text_buf.push(' ');
+            }
+            for p in &doc.params {
+                text::split_words(&p.name, |w| {
+                    text_buf.push_str(w);
+                    text_buf.push(' ');
+                });
+            }
+            if let Some(v) = model.embed(&text_buf) {
+                vectors[d * dim..(d + 1) * dim].copy_from_slice(&v);
+            }
+        }
+        self.semantic = Some(Semantic { model, vectors });
+        self
+    }
+
+    /// True when the index ranks text queries with an embedding model too.
+    pub fn has_embedding(&self) -> bool {
+        self.semantic.is_some()
+    }
+
+    /// Reciprocal rank fusion of the lexical ranking `lexical` (unsorted) with the semantic
+    /// ranking of `text`. Without a model, or when the model knows no token of `text`, the
+    /// lexical ranking as it is.
+    fn fuse(&self, mut lexical: Vec<(f32, u32)>, text: &str) -> Vec<(f32, u32)> {
+        let Some(sem) = &self.semantic else { return lexical };
+        let Some(query) = sem.model.embed(text) else { return lexical };
+        let cmp = |a: &(f32, u32), b: &(f32, u32)| {
+            b.0.total_cmp(&a.0).then_with(|| self.name_rank[a.1 as usize].cmp(&self.name_rank[b.1 as usize]))
+        };
+        let dim = query.len();
+        let mut similar: Vec<(f32, u32)> = sem
+            .vectors
+            .chunks_exact(dim)
+            .enumerate()
+            .map(|(d, v)| (v.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>(), d as u32))
+            .filter(|&(s, _)| s > 0.0)
+            .collect();
+        if similar.len() > SEMANTIC_DEPTH {
+            similar.select_nth_unstable_by(SEMANTIC_DEPTH - 1, cmp);
+            similar.truncate(SEMANTIC_DEPTH);
+        }
+        similar.sort_unstable_by(cmp);
+        lexical.sort_unstable_by(cmp);
+        let mut fused: HashMap<u32, f32> = HashMap::with_capacity(lexical.len() + similar.len());
+        for list in [&lexical, &similar] {
+            for (rank, &(_, d)) in list.iter().enumerate() {
+                *fused.entry(d).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);
+            }
+        }
+        fused.into_iter().map(|(d, s)| (s, d)).collect()
     }
 
     /// Number of documents.
@@ -891,6 +977,9 @@ impl SearchIndex {
             if clauses.len() > 1 {
                 matched = self.interleave(matched, &clauses);
             }
+        }
+        if self.semantic.is_some() {
+            matched = self.fuse(matched, text);
         }
         matched.into_iter().filter(|&(_, d)| filter(d as usize)).collect()
     }
