@@ -59,7 +59,7 @@ impl StaticEmbedding {
             return Err(err(
                 dir.to_owned(),
                 format!(
-                    "not a folder; `search.embedding` must name a model2vec model folder holding {WEIGHTS_FILE} and {TOKENIZER_FILE}"
+                    "not a folder; an embedding model is a model2vec model folder holding {WEIGHTS_FILE} and {TOKENIZER_FILE}"
                 ),
             ));
         }

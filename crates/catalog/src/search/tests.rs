@@ -469,7 +469,7 @@ fn an_embedding_model_finds_tools_the_words_miss() {
 fn a_bad_embedding_model_is_refused_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let missing = embed::StaticEmbedding::load(&dir.path().join("nope")).unwrap_err();
-    assert!(missing.to_string().contains("nope") && missing.message.contains("search.embedding"), "{missing}");
+    assert!(missing.to_string().contains("nope") && missing.message.contains("model2vec"), "{missing}");
     let no_weights = embed::StaticEmbedding::load(dir.path()).unwrap_err();
     assert!(no_weights.file.ends_with(embed::WEIGHTS_FILE), "{no_weights}");
     std::fs::write(dir.path().join(embed::WEIGHTS_FILE), b"not safetensors").unwrap();
