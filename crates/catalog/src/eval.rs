@@ -315,6 +315,8 @@ pub struct Miss {
     /// Identifier of the query, if it had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The half of the query set the query belongs to ([`split_of`]).
+    pub split: Split,
     /// The request.
     pub query: String,
     /// The expected tools.
@@ -471,6 +473,15 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
             }),
         ),
         ("no parameter descriptions", with(&|c| c.weights[Field::ParamDesc as usize] = 0.0)),
+        (
+            "previous BM25 constants (k1 1.2, b 0.75 on every field)",
+            with(&|c| {
+                c.k1 = 1.2;
+                c.b = [0.75; crate::search::FIELD_COUNT];
+            }),
+        ),
+        ("no value types (dates, times, amounts, ...)", with(&|c| c.value_type_weight = 0.0)),
+        ("no Chinese query translation (CC-CEDICT)", with(&|c| c.translation_weight = 0.0)),
         ("no synonym table (generic rows)", with(&|c| c.synonym_weight = 0.0)),
         ("no WordNet related words", with(&|c| c.related_weight = 0.0)),
         (
@@ -542,6 +553,7 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
             if i == 0 && found < q.expected.len() {
                 misses.push(Miss {
                     id: q.id.clone(),
+                    split,
                     query: q.query.clone(),
                     expected: q.expected.clone(),
                     expected_ranks: ranks.clone(),

@@ -12,6 +12,11 @@
 //! - BM25F over ten [`Field`]s with flat weights; parameter names and descriptions (with enum
 //!   values) are fields of their own, and so are a tool's examples and capabilities;
 //! - a name-coverage factor: how much of the tool's name (IDF-weighted) the query mentions;
+//! - the value types a request mentions (dates, times, amounts of money, e-mail addresses, URLs,
+//!   years: [`text::value_types`]) as extra query words at reduced weight, so that tools taking
+//!   such values rank up;
+//! - Chinese words of a request translated to English (CC-CEDICT, [`text::zh_translations`]),
+//!   so that requests in Chinese reach tools described in English;
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
 //!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
 //!   and the catalog words one edit away (typos), the alternatives at reduced weight;
@@ -23,6 +28,7 @@
 //! A query costs the postings of its terms, not the size of the catalog. Measured figures (both
 //! halves of the BFCL dev set, the MCP reference tool set, scale): `docs/BENCHMARKS.md`.
 
+pub mod embed;
 mod schema;
 pub mod text;
 
@@ -265,6 +271,14 @@ pub struct SearchConfig {
     pub prefix_min_len: usize,
     /// Score factor for covering the tool name: `1 + name_coverage * covered_fraction`.
     pub name_coverage: f32,
+    /// Query weight of the value types a request mentions (a date, a time, an amount of money,
+    /// an e-mail address, a URL, a year: `text::value_types`), matched as the words `date`,
+    /// `time`, `amount`, `email`, `url`, `year`, so that tools taking such a value rank up. 0
+    /// turns it off.
+    pub value_type_weight: f32,
+    /// Query weight of the English translations of the Chinese words of a request (CC-CEDICT,
+    /// [`text::zh_translations`]), each Chinese word one more query word; 0 turns it off.
+    pub translation_weight: f32,
     /// Query weight of conversational filler words (`help`, `need`; see `text::is_filler_word`).
     pub filler_weight: f32,
     /// Rank exact name/alias mentions, and names a one-word query is a prefix of, first.
@@ -287,16 +301,30 @@ pub struct SearchConfig {
 impl Default for SearchConfig {
     fn default() -> Self {
         SearchConfig {
-            k1: 1.2,
+            // Early saturation: a word repeated in a long description says little more than
+            // once (tuning half: k1 0.8 vs 1.2, +0.017 R@1; docs/BENCHMARKS.md).
+            k1: 0.8,
             // Flat: the per-field weights tuned on the BFCL dev set did worse than flat ones on a
             // tool set of another shape (docs/BENCHMARKS.md, ablation).
             weights: [1.0; FIELD_COUNT],
-            b: [0.75; FIELD_COUNT],
+            // Parameter names and descriptions are one field per tool, as long as the tool has
+            // parameters: a tool with many parameters is not less about each of them, so their
+            // length counts less (tuning half: +0.021 R@1 over 0.75).
+            b: {
+                let mut b = [0.75; FIELD_COUNT];
+                b[Field::ParamName as usize] = 0.3;
+                b[Field::ParamDesc as usize] = 0.3;
+                b
+            },
             synonym_weight: 0.5,
             related_weight: 0.5,
             prefix_weight: 0.3,
             prefix_min_len: 4,
             name_coverage: 0.5,
+            // A value the request carries counts as much as a word it says (tuning half: 0.4 →
+            // 1.0 gained 0.003 R@1 and 0.007 R@5; 1.5 no more R@5).
+            value_type_weight: 1.0,
+            translation_weight: 1.0,
             name_match_first: true,
             filler_weight: 0.3,
             typo_weight: 0.5,
@@ -382,7 +410,22 @@ pub struct SearchIndex {
     synonyms: HashMap<String, Vec<u32>>,
     /// Lower-cased name or alias → documents.
     exact: HashMap<String, Vec<u32>>,
+    /// The optional semantic ranker ([`SearchIndex::with_embedding`]).
+    semantic: Option<Semantic>,
 }
+
+/// A static-embedding model and the vectors of the documents.
+#[derive(Debug)]
+struct Semantic {
+    model: std::sync::Arc<embed::StaticEmbedding>,
+    /// Row-major `[documents, dim]`; all zero for a document with no known token.
+    vectors: Vec<f32>,
+}
+
+/// Constant of reciprocal rank fusion: a document at rank `r` of a ranking adds `1 / (RRF_K + r)`.
+const RRF_K: f32 = 60.0;
+/// How many of the semantic ranking's best documents take part in the fusion.
+const SEMANTIC_DEPTH: usize = 100;
 
 /// One word of a query after analysis: the term itself (when the catalog knows it) and its
 /// alternatives (prefix completions, synonyms) at reduced weight. A document scores the best of
@@ -614,7 +657,77 @@ impl SearchIndex {
             fingerprint,
             synonyms,
             exact,
+            semantic: None,
         }
+    }
+
+    /// The same index with semantic ranking: every document is embedded with `model` (its name
+    /// split into words, title, description and parameter names), and text queries rank by the
+    /// reciprocal rank fusion of the lexical ranking and the [`SEMANTIC_DEPTH`] documents most
+    /// similar to the query (cosine). Regex queries are not affected.
+    pub fn with_embedding(mut self, model: std::sync::Arc<embed::StaticEmbedding>) -> SearchIndex {
+        let dim = model.dim();
+        let mut vectors = vec![0f32; self.docs.len() * dim];
+        let mut text_buf = String::new();
+        for (d, doc) in self.docs.iter().enumerate() {
+            text_buf.clear();
+            text::split_words(&doc.name, |w| {
+                text_buf.push_str(w);
+                text_buf.push(' ');
+            });
+            for part in [doc.title.as_str(), doc.description.as_str()] {
+                text_buf.push_str(part);
+                text_buf.push(' ');
+            }
+            for p in &doc.params {
+                text::split_words(&p.name, |w| {
+                    text_buf.push_str(w);
+                    text_buf.push(' ');
+                });
+            }
+            if let Some(v) = model.embed(&text_buf) {
+                vectors[d * dim..(d + 1) * dim].copy_from_slice(&v);
+            }
+        }
+        self.semantic = Some(Semantic { model, vectors });
+        self
+    }
+
+    /// True when the index ranks text queries with an embedding model too.
+    pub fn has_embedding(&self) -> bool {
+        self.semantic.is_some()
+    }
+
+    /// Reciprocal rank fusion of the lexical ranking `lexical` (unsorted) with the semantic
+    /// ranking of `text`. Without a model, or when the model knows no token of `text`, the
+    /// lexical ranking as it is.
+    fn fuse(&self, mut lexical: Vec<(f32, u32)>, text: &str) -> Vec<(f32, u32)> {
+        let Some(sem) = &self.semantic else { return lexical };
+        let Some(query) = sem.model.embed(text) else { return lexical };
+        let cmp = |a: &(f32, u32), b: &(f32, u32)| {
+            b.0.total_cmp(&a.0).then_with(|| self.name_rank[a.1 as usize].cmp(&self.name_rank[b.1 as usize]))
+        };
+        let dim = query.len();
+        let mut similar: Vec<(f32, u32)> = sem
+            .vectors
+            .chunks_exact(dim)
+            .enumerate()
+            .map(|(d, v)| (v.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>(), d as u32))
+            .filter(|&(s, _)| s > 0.0)
+            .collect();
+        if similar.len() > SEMANTIC_DEPTH {
+            similar.select_nth_unstable_by(SEMANTIC_DEPTH - 1, cmp);
+            similar.truncate(SEMANTIC_DEPTH);
+        }
+        similar.sort_unstable_by(cmp);
+        lexical.sort_unstable_by(cmp);
+        let mut fused: HashMap<u32, f32> = HashMap::with_capacity(lexical.len() + similar.len());
+        for list in [&lexical, &similar] {
+            for (rank, &(_, d)) in list.iter().enumerate() {
+                *fused.entry(d).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);
+            }
+        }
+        fused.into_iter().map(|(d, s)| (s, d)).collect()
     }
 
     /// Number of documents.
@@ -732,6 +845,17 @@ impl SearchIndex {
                 None => stems.push((s, weight, w.to_owned())),
             }
         });
+        if self.config.value_type_weight > 0.0 {
+            for kind in text::value_types(text) {
+                let weight = self.config.value_type_weight;
+                let s = text::stem(kind);
+                if let Some((_, wt, _)) = stems.iter_mut().find(|(x, _, _)| *x == s) {
+                    *wt = wt.max(weight);
+                } else if stems.len() < MAX_QUERY_WORDS {
+                    stems.push((s, weight, kind.to_owned()));
+                }
+            }
+        }
         let cfg = &self.config;
         let mut concepts: Vec<Concept> = stems
             .iter()
@@ -780,6 +904,26 @@ impl SearchIndex {
                     }
                 }
             }
+        }
+        if cfg.translation_weight > 0.0 {
+            let mut buf = String::new();
+            text::zh_translations(text, |english| {
+                // Translated filler (`帮` → `help`) weighs as little as written filler.
+                let weight = if english.iter().any(|w| text::is_filler_word(w)) { cfg.filler_weight } else { 1.0 };
+                let mut c = Concept { original: None, weight, alts: Vec::new() };
+                for word in english.iter().filter(|w| !text::is_stop_word(w)) {
+                    text::stem_into(word, &mut buf);
+                    if let Some(&id) = self.vocab.get(buf.as_str())
+                        && !originals.contains(&id)
+                        && !c.alts.iter().any(|&(t, _)| t == id)
+                    {
+                        c.alts.push((id, cfg.translation_weight));
+                    }
+                }
+                if !c.alts.is_empty() && concepts.len() < MAX_QUERY_WORDS {
+                    concepts.push(c);
+                }
+            });
         }
         concepts.retain(|c| !c.alts.is_empty());
         concepts
@@ -833,6 +977,9 @@ impl SearchIndex {
             if clauses.len() > 1 {
                 matched = self.interleave(matched, &clauses);
             }
+        }
+        if self.semantic.is_some() {
+            matched = self.fuse(matched, text);
         }
         matched.into_iter().filter(|&(_, d)| filter(d as usize)).collect()
     }
