@@ -21,6 +21,19 @@ fn steps() -> Vec<(&'static str, Step)> {
         ("fmt", Step::Cargo(&["fmt", "--all", "--", "--check"])),
         ("clippy", Step::Cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
         ("test", Step::Cargo(&["test", "--workspace"])),
+        // The optional semantic ranker is a feature (it pulls in `tokenizers`): its tests run on their own.
+        (
+            "test-semantic",
+            Step::Cargo(&[
+                "test",
+                "-p",
+                "quiver-catalog",
+                "--features",
+                "semantic",
+                "--lib",
+                "search::tests::semantic",
+            ]),
+        ),
         ("build-plugins", Step::Task(|ws| crate::build_plugins::run(ws, &[]))),
         ("contract-test", Step::Task(|ws| crate::contract_test::run(ws, &[], None))),
         ("new-tool", Step::Task(scaffold_check)),

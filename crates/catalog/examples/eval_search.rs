@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use quiver_catalog::eval::{Split, ablations, evaluate, load_queries, load_tools};
+#[cfg(feature = "semantic")]
 use quiver_catalog::search::embed::StaticEmbedding;
 use quiver_catalog::search::{FIELD_COUNT, SearchConfig, SearchIndex};
 
@@ -160,7 +161,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let start = Instant::now();
+    #[cfg_attr(not(feature = "semantic"), allow(unused_mut))]
     let mut index = SearchIndex::build_with(tools, args.config);
+    #[cfg(feature = "semantic")]
     if let Some(dir) = &args.embedding {
         match StaticEmbedding::load(dir) {
             Ok(model) => index = index.with_embedding(std::sync::Arc::new(model)),
@@ -169,6 +172,13 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+    }
+    #[cfg(not(feature = "semantic"))]
+    if args.embedding.is_some() {
+        eprintln!(
+            "error: --embedding needs the `semantic` feature: cargo run --release -p quiver-catalog --features semantic --example eval_search -- ..."
+        );
+        return ExitCode::FAILURE;
     }
     let build_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut report = evaluate(&index, &queries, &args.ks);

@@ -28,6 +28,7 @@
 //! A query costs the postings of its terms, not the size of the catalog. Measured figures (both
 //! halves of the BFCL dev set, the MCP reference tool set, scale): `docs/BENCHMARKS.md`.
 
+#[cfg(feature = "semantic")]
 pub mod embed;
 mod schema;
 pub mod text;
@@ -411,10 +412,12 @@ pub struct SearchIndex {
     /// Lower-cased name or alias → documents.
     exact: HashMap<String, Vec<u32>>,
     /// The optional semantic ranker ([`SearchIndex::with_embedding`]).
+    #[cfg(feature = "semantic")]
     semantic: Option<Semantic>,
 }
 
 /// A static-embedding model and the vectors of the documents.
+#[cfg(feature = "semantic")]
 #[derive(Debug)]
 struct Semantic {
     model: std::sync::Arc<embed::StaticEmbedding>,
@@ -423,8 +426,10 @@ struct Semantic {
 }
 
 /// Constant of reciprocal rank fusion: a document at rank `r` of a ranking adds `1 / (RRF_K + r)`.
+#[cfg(feature = "semantic")]
 const RRF_K: f32 = 60.0;
 /// How many of the semantic ranking's best documents take part in the fusion.
+#[cfg(feature = "semantic")]
 const SEMANTIC_DEPTH: usize = 100;
 
 /// One word of a query after analysis: the term itself (when the catalog knows it) and its
@@ -657,14 +662,16 @@ impl SearchIndex {
             fingerprint,
             synonyms,
             exact,
+            #[cfg(feature = "semantic")]
             semantic: None,
         }
     }
 
-    /// The same index with semantic ranking: every document is embedded with `model` (its name
+    /// The same index with semantic ranking (feature `semantic`): every document is embedded with `model` (its name
     /// split into words, title, description and parameter names), and text queries rank by the
     /// reciprocal rank fusion of the lexical ranking and the [`SEMANTIC_DEPTH`] documents most
     /// similar to the query (cosine). Regex queries are not affected.
+    #[cfg(feature = "semantic")]
     pub fn with_embedding(mut self, model: std::sync::Arc<embed::StaticEmbedding>) -> SearchIndex {
         let dim = model.dim();
         let mut vectors = vec![0f32; self.docs.len() * dim];
@@ -695,12 +702,16 @@ impl SearchIndex {
 
     /// True when the index ranks text queries with an embedding model too.
     pub fn has_embedding(&self) -> bool {
-        self.semantic.is_some()
+        #[cfg(feature = "semantic")]
+        return self.semantic.is_some();
+        #[cfg(not(feature = "semantic"))]
+        false
     }
 
     /// Reciprocal rank fusion of the lexical ranking `lexical` (unsorted) with the semantic
     /// ranking of `text`. Without a model, or when the model knows no token of `text`, the
     /// lexical ranking as it is.
+    #[cfg(feature = "semantic")]
     fn fuse(&self, mut lexical: Vec<(f32, u32)>, text: &str) -> Vec<(f32, u32)> {
         let Some(sem) = &self.semantic else { return lexical };
         let Some(query) = sem.model.embed(text) else { return lexical };
@@ -978,6 +989,7 @@ impl SearchIndex {
                 matched = self.interleave(matched, &clauses);
             }
         }
+        #[cfg(feature = "semantic")]
         if self.semantic.is_some() {
             matched = self.fuse(matched, text);
         }

@@ -400,83 +400,90 @@ fn chinese_requests_reach_tools_described_in_english() {
     assert_eq!(off.search(&Query::text("帮我查一下北京的天气"), &|_| true).unwrap().total, 0);
 }
 
-/// Writes a tiny model2vec model into `dir`: a word-level tokenizer over `words` and one vector
-/// per word (`[UNK]` first, all zero).
-fn write_tiny_model(dir: &std::path::Path, words: &[(&str, [f32; 3])]) {
-    let mut vocab = serde_json::Map::new();
-    vocab.insert("[UNK]".into(), json!(0));
-    let mut data: Vec<f32> = vec![0.0; 3];
-    for (i, (w, v)) in words.iter().enumerate() {
-        vocab.insert((*w).into(), json!(i + 1));
-        data.extend_from_slice(v);
+/// The optional semantic ranking (feature `semantic`).
+#[cfg(feature = "semantic")]
+mod semantic {
+    use super::*;
+
+    /// Writes a tiny model2vec model into `dir`: a word-level tokenizer over `words` and one vector
+    /// per word (`[UNK]` first, all zero).
+    fn write_tiny_model(dir: &std::path::Path, words: &[(&str, [f32; 3])]) {
+        let mut vocab = serde_json::Map::new();
+        vocab.insert("[UNK]".into(), json!(0));
+        let mut data: Vec<f32> = vec![0.0; 3];
+        for (i, (w, v)) in words.iter().enumerate() {
+            vocab.insert((*w).into(), json!(i + 1));
+            data.extend_from_slice(v);
+        }
+        let tokenizer = json!({
+            "version": "1.0",
+            "truncation": null,
+            "padding": null,
+            "added_tokens": [],
+            "normalizer": {"type": "Lowercase"},
+            "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null,
+            "decoder": null,
+            "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+        });
+        std::fs::write(dir.join(embed::TOKENIZER_FILE), tokenizer.to_string()).unwrap();
+        let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let view =
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![words.len() + 1, 3], &bytes).unwrap();
+        let file = safetensors::serialize([(embed::EMBEDDINGS_TENSOR, view)], None).unwrap();
+        std::fs::write(dir.join(embed::WEIGHTS_FILE), file).unwrap();
     }
-    let tokenizer = json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": [],
-        "normalizer": {"type": "Lowercase"},
-        "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": null,
-        "decoder": null,
-        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
-    });
-    std::fs::write(dir.join(embed::TOKENIZER_FILE), tokenizer.to_string()).unwrap();
-    let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![words.len() + 1, 3], &bytes).unwrap();
-    let file = safetensors::serialize([(embed::EMBEDDINGS_TENSOR, view)], None).unwrap();
-    std::fs::write(dir.join(embed::WEIGHTS_FILE), file).unwrap();
-}
 
-#[test]
-fn an_embedding_model_finds_tools_the_words_miss() {
-    let dir = tempfile::tempdir().unwrap();
-    // `rain` and `umbrella` sit next to `weather` and `forecast`; `mail` next to `email`.
-    write_tiny_model(
-        dir.path(),
-        &[
-            ("weather", [1.0, 0.0, 0.0]),
-            ("forecast", [0.9, 0.1, 0.0]),
-            ("rain", [0.95, 0.0, 0.05]),
-            ("umbrella", [0.9, 0.0, 0.1]),
-            ("email", [0.0, 1.0, 0.0]),
-            ("mail", [0.0, 0.95, 0.05]),
-            ("file", [0.0, 0.0, 1.0]),
-        ],
-    );
-    let model = std::sync::Arc::new(embed::StaticEmbedding::load(dir.path()).unwrap());
-    assert_eq!(model.dim(), 3);
-    let lexical = catalog();
-    assert_eq!(lexical.search(&Query::text("rain or umbrella"), &|_| true).unwrap().total, 0);
-    let fused = catalog().with_embedding(model);
-    assert!(fused.has_embedding());
-    assert_eq!(top(&fused, "rain or umbrella"), "Weather_1_GetWeather");
-    // Lexical matches still count: the exact request keeps its tool first.
-    assert_eq!(top(&fused, "send an email message"), "send_email");
-    // A query the model knows nothing of ranks lexically, and regex mode is untouched.
-    let unknown = Query::text("convert a time zone");
-    assert_eq!(
-        names(&fused, &fused.search(&unknown, &|_| true).unwrap()),
-        names(&lexical, &lexical.search(&unknown, &|_| true).unwrap())
-    );
-    assert_eq!(
-        names(&fused, &fused.search(&Query::regex("^write"), &|_| true).unwrap()),
-        names(&lexical, &lexical.search(&Query::regex("^write"), &|_| true).unwrap())
-    );
-}
+    #[test]
+    fn an_embedding_model_finds_tools_the_words_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        // `rain` and `umbrella` sit next to `weather` and `forecast`; `mail` next to `email`.
+        write_tiny_model(
+            dir.path(),
+            &[
+                ("weather", [1.0, 0.0, 0.0]),
+                ("forecast", [0.9, 0.1, 0.0]),
+                ("rain", [0.95, 0.0, 0.05]),
+                ("umbrella", [0.9, 0.0, 0.1]),
+                ("email", [0.0, 1.0, 0.0]),
+                ("mail", [0.0, 0.95, 0.05]),
+                ("file", [0.0, 0.0, 1.0]),
+            ],
+        );
+        let model = std::sync::Arc::new(embed::StaticEmbedding::load(dir.path()).unwrap());
+        assert_eq!(model.dim(), 3);
+        let lexical = catalog();
+        assert_eq!(lexical.search(&Query::text("rain or umbrella"), &|_| true).unwrap().total, 0);
+        let fused = catalog().with_embedding(model);
+        assert!(fused.has_embedding());
+        assert_eq!(top(&fused, "rain or umbrella"), "Weather_1_GetWeather");
+        // Lexical matches still count: the exact request keeps its tool first.
+        assert_eq!(top(&fused, "send an email message"), "send_email");
+        // A query the model knows nothing of ranks lexically, and regex mode is untouched.
+        let unknown = Query::text("convert a time zone");
+        assert_eq!(
+            names(&fused, &fused.search(&unknown, &|_| true).unwrap()),
+            names(&lexical, &lexical.search(&unknown, &|_| true).unwrap())
+        );
+        assert_eq!(
+            names(&fused, &fused.search(&Query::regex("^write"), &|_| true).unwrap()),
+            names(&lexical, &lexical.search(&Query::regex("^write"), &|_| true).unwrap())
+        );
+    }
 
-#[test]
-fn a_bad_embedding_model_is_refused_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = embed::StaticEmbedding::load(&dir.path().join("nope")).unwrap_err();
-    assert!(missing.to_string().contains("nope") && missing.message.contains("model2vec"), "{missing}");
-    let no_weights = embed::StaticEmbedding::load(dir.path()).unwrap_err();
-    assert!(no_weights.file.ends_with(embed::WEIGHTS_FILE), "{no_weights}");
-    std::fs::write(dir.path().join(embed::WEIGHTS_FILE), b"not safetensors").unwrap();
-    let bad = embed::StaticEmbedding::load(dir.path()).unwrap_err();
-    assert!(bad.message.contains("not a safetensors file"), "{bad}");
-    write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0])]);
-    std::fs::write(dir.path().join(embed::TOKENIZER_FILE), b"{}").unwrap();
-    let bad_tokenizer = embed::StaticEmbedding::load(dir.path()).unwrap_err();
-    assert!(bad_tokenizer.file.ends_with(embed::TOKENIZER_FILE), "{bad_tokenizer}");
+    #[test]
+    fn a_bad_embedding_model_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = embed::StaticEmbedding::load(&dir.path().join("nope")).unwrap_err();
+        assert!(missing.to_string().contains("nope") && missing.message.contains("model2vec"), "{missing}");
+        let no_weights = embed::StaticEmbedding::load(dir.path()).unwrap_err();
+        assert!(no_weights.file.ends_with(embed::WEIGHTS_FILE), "{no_weights}");
+        std::fs::write(dir.path().join(embed::WEIGHTS_FILE), b"not safetensors").unwrap();
+        let bad = embed::StaticEmbedding::load(dir.path()).unwrap_err();
+        assert!(bad.message.contains("not a safetensors file"), "{bad}");
+        write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0])]);
+        std::fs::write(dir.path().join(embed::TOKENIZER_FILE), b"{}").unwrap();
+        let bad_tokenizer = embed::StaticEmbedding::load(dir.path()).unwrap_err();
+        assert!(bad_tokenizer.file.ends_with(embed::TOKENIZER_FILE), "{bad_tokenizer}");
+    }
 }
