@@ -11,6 +11,7 @@ use quiver_catalog::{
     Catalog, ExposureMode, LIST_TOOLS, ListToolsArgs, MetaSchema, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH,
     ToolSearchArgs, list_tools_schema, tool_search_schema,
 };
+use quiver_router::codes::Code;
 use quiver_router::{Call, CallOutcome, Caller, Lane};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorData, GetPromptRequestParams,
@@ -457,7 +458,7 @@ impl Connection {
     fn escalate(&self, live: &Live, tool: &str, arguments: &Value, outcome: &mut CallOutcome) {
         let mut state = live.lock();
         match &mut outcome.response.error {
-            Some(e) if e.code == quiver_abi::ErrorCode::INVALID_ARGUMENTS => {
+            Some(e) if Code::of(e) == Some(Code::InvalidArguments) => {
                 let catalog = self.shared.source.catalog();
                 let schema = catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone());
                 let hint = state.session.repeats.record_failure(tool, arguments, schema.as_deref());

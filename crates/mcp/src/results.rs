@@ -1,7 +1,8 @@
 //! A router outcome as an MCP `tools/call` result.
 
-use quiver_abi::{ErrorCode, Status, ToolError};
+use quiver_abi::{Status, ToolError};
 use quiver_manifest::LifecycleState;
+use quiver_router::codes::Code;
 use quiver_router::{CallMeta, CallOutcome, Truncation};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use serde::Deserialize;
@@ -14,7 +15,7 @@ use crate::listing::{meta_of, notice_json};
 /// message, which suggests similar names and `tool_search`.
 pub(crate) fn unknown_tool(outcome: &CallOutcome) -> Option<ErrorData> {
     let e = outcome.response.error.as_ref()?;
-    (e.code == ErrorCode::UNKNOWN_TOOL && outcome.meta.tool.is_none())
+    (outcome.code() == Some(Code::UnknownTool) && outcome.meta.tool.is_none())
         .then(|| ErrorData::invalid_params(e.message.clone(), Some(json!({ "code": e.code, "details": e.details }))))
 }
 

@@ -1,6 +1,5 @@
 //! What a caller hands the router and what it gets back.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -207,6 +206,13 @@ pub struct CallOutcome {
     pub meta: CallMeta,
 }
 
+impl CallOutcome {
+    /// The kind of the call's error, when it failed with a code the host knows.
+    pub fn code(&self) -> Option<crate::codes::Code> {
+        self.response.error.as_ref().and_then(crate::codes::Code::of)
+    }
+}
+
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64() * 1000.0)
 }
@@ -248,7 +254,7 @@ pub struct CallMeta {
     pub truncation: Option<crate::Truncation>,
     /// Policy decisions, in pipeline order (e.g. `approval:not-required`, `breaker:closed`,
     /// `retry:1:tool_error`, `result:truncated`).
-    pub policy: Vec<Cow<'static, str>>,
+    pub policy: Vec<crate::policy::Step>,
 }
 
 impl CallMeta {

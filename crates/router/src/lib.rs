@@ -37,13 +37,16 @@
 mod breaker;
 mod call;
 pub mod codes;
+mod invoke;
 mod limits;
 mod memory;
+pub mod policy;
 mod replay;
 mod results;
 mod router;
 mod settings;
 mod sink;
+mod stages;
 mod suggest;
 mod validate;
 

@@ -4,11 +4,11 @@
 
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
-use quiver_abi::{ErrorCode, ToolError};
+use quiver_abi::ToolError;
 use quiver_catalog::ToolDef;
 use serde_json::{Value, json};
 
-use crate::codes;
+use crate::codes::Code;
 use crate::suggest::edit_distance;
 
 /// Problems listed per error (the rest are counted).
@@ -243,7 +243,7 @@ pub(crate) fn arguments(tool: &str, def: &ToolDef, args: &Value, include_schema:
     if include_schema {
         details["input_schema"] = (*def.input_schema).clone();
     }
-    Err(ToolError::new(ErrorCode::INVALID_ARGUMENTS, message).with_details(details))
+    Err(Code::InvalidArguments.error(message).with_details(details))
 }
 
 /// Checks a meta tool's arguments against its derived schema: the same validator and the same
@@ -258,7 +258,7 @@ pub fn meta_arguments(tool: &str, schema: &quiver_catalog::MetaSchema, args: &Va
         if total == 1 { "it" } else { "them" }
     );
     let details = json!({ "errors": list.iter().map(Issue::to_json).collect::<Vec<_>>() });
-    Err(ToolError::new(ErrorCode::INVALID_ARGUMENTS, message).with_details(details))
+    Err(Code::InvalidArguments.error(message).with_details(details))
 }
 
 /// Checks a successful result against the tool's output schema.
@@ -274,7 +274,8 @@ pub(crate) fn output(tool: &str, def: &ToolDef, outputs: &Value) -> Result<(), T
         "`{tool}` returned a result that does not match its output schema at `{first}`: {}. This is a fault of the tool, not of the arguments; report it to the plugin's author.",
         summary(&list, total)
     );
-    Err(ToolError::new(codes::INVALID_OUTPUT, message)
+    Err(Code::InvalidOutput
+        .error(message)
         .with_details(json!({ "pointer": first, "errors": list.iter().map(Issue::to_json).collect::<Vec<_>>() })))
 }
 
