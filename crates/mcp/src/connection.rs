@@ -185,14 +185,7 @@ impl Connection {
         let principal = identity.principal.map(|p| p.name.clone());
         let session_id = format!("mcp-{}", quiver_telemetry::next_request_id());
         tracing::info!(session = %session_id, client = %client_name, principal = ?principal, profile = %profile.name, mode = profile.policy.mode.as_str(), "MCP session started");
-        let caller = Caller {
-            session_id: session_id.clone(),
-            client: client_name,
-            mode: profile.name.clone(),
-            access: profile.access.clone(),
-            approval: profile.approval,
-            principal: principal.clone(),
-        };
+        let caller = profile.caller(session_id.clone(), client_name, principal.clone());
         let caps = &request.capabilities;
         let client = Arc::new(ClientSide {
             peer,

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use quiver_catalog::{Access, Catalog, CatalogSource, ExposureMode, SurfacePolicy};
-use quiver_manifest::{ApprovalMode, HostConfig, Profile};
-use quiver_router::{Approval, Router};
+use quiver_catalog::{Access, Catalog, CatalogSource, SurfacePolicy};
+use quiver_manifest::{HostConfig, Profile};
+use quiver_router::{Approval, Caller, Router};
 use tokio::sync::watch;
 
 use crate::connection::Connection;
@@ -29,29 +29,32 @@ impl SessionProfile {
         SessionProfile { name: name.into(), policy, access: Access::unrestricted(), approval: Approval::Ask }
     }
 
-    /// The session profile of a `quiver.yaml` profile.
+    /// The session profile of a `quiver.yaml` profile: the one mapping from a configured
+    /// profile to session settings, used by `quiver serve` (every MCP session), `quiver call`,
+    /// `quiver replay` and `quiver surface`.
     pub fn from_config(name: &str, p: &Profile) -> SessionProfile {
-        use quiver_manifest::ExposureMode as M;
-        let mode = match p.mode {
-            M::Full => ExposureMode::Full,
-            M::Adaptive => ExposureMode::Adaptive,
-            M::Hybrid => ExposureMode::Hybrid,
-            M::Lazy => ExposureMode::Lazy,
-        };
         SessionProfile {
             name: name.to_owned(),
-            policy: SurfacePolicy {
-                mode,
-                eager: p.eager.clone(),
-                max_typed_tools: p.max_typed_tools as usize,
-                byte_budget: usize::try_from(p.byte_budget).unwrap_or(usize::MAX),
-            },
+            policy: SurfacePolicy::from(p),
             access: Access::new(&p.scopes, &p.gated),
-            approval: match p.approval {
-                ApprovalMode::Ask => Approval::Ask,
-                ApprovalMode::Deny => Approval::Deny,
-                ApprovalMode::Allow => Approval::Allow,
-            },
+            approval: Approval::from(p.approval),
+        }
+    }
+
+    /// The caller of a session of this profile (`principal`: the authenticated one, if any).
+    pub fn caller(
+        &self,
+        session_id: impl Into<String>,
+        client: impl Into<String>,
+        principal: Option<String>,
+    ) -> Caller {
+        Caller {
+            session_id: session_id.into(),
+            client: client.into(),
+            mode: self.name.clone(),
+            access: self.access.clone(),
+            approval: self.approval,
+            principal,
         }
     }
 

@@ -79,6 +79,28 @@ pub enum Approval {
     Allow,
 }
 
+impl From<quiver_manifest::ApprovalMode> for Approval {
+    fn from(mode: quiver_manifest::ApprovalMode) -> Approval {
+        use quiver_manifest::ApprovalMode as M;
+        match mode {
+            M::Ask => Approval::Ask,
+            M::Deny => Approval::Deny,
+            M::Allow => Approval::Allow,
+        }
+    }
+}
+
+impl Approval {
+    /// The approval of a command whose operator confirmed every call up front (`--yes`):
+    /// `ask` becomes `allow`; `deny` stays final.
+    pub fn confirmed_by_operator(self, yes: bool) -> Approval {
+        match self {
+            Approval::Ask if yes => Approval::Allow,
+            other => other,
+        }
+    }
+}
+
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub struct Caller {
