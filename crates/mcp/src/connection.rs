@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bridge::{CallBridge, ClientSide, NOTIFICATION_QUEUE, level_rank};
 use crate::listing::Listing;
 use crate::resources;
-use crate::results::{call_result, json_result, tool_error, unknown_tool};
+use crate::results::{call_result_with, json_result, tool_error, unknown_tool};
 use crate::server::Shared;
 
 /// The newest protocol revision served. Later revisions drop server-to-client requests, which
@@ -52,6 +52,8 @@ struct SessionState {
 pub(crate) struct Live {
     caller: Caller,
     mode: ExposureMode,
+    /// Profile `structured_text`: structured results also as JSON text.
+    structured_text: bool,
     client: Arc<ClientSide>,
     state: Mutex<SessionState>,
 }
@@ -194,11 +196,12 @@ impl Connection {
             can_sample: caps.sampling.is_some(),
         });
         let mode = profile.policy.mode;
+        let structured_text = profile.structured_text;
         let session = Session::new(session_id, profile.policy, profile.access);
         let mut state = SessionState { session, listing: None, announced: 0 };
         let catalog = shared.source.catalog();
         state.announced = Live::listing_locked(&mut state, shared, &catalog).fingerprint;
-        let live = Arc::new(Live { caller, mode, client, state: Mutex::new(state) });
+        let live = Arc::new(Live { caller, mode, structured_text, client, state: Mutex::new(state) });
         self.watch_catalog(live.clone());
         live
     }
@@ -419,7 +422,7 @@ impl Connection {
         if live.mode.uses_intent() {
             self.note_call(live, &target).await;
         }
-        Ok(call_result(outcome).into())
+        Ok(call_result_with(outcome, live.structured_text).into())
     }
 
     /// A call is intent (adaptive, hybrid): a tool called by a name not in the session's tool

@@ -21,12 +21,21 @@ pub struct SessionProfile {
     pub access: Access,
     /// What to do with calls that need a person's confirmation.
     pub approval: Approval,
+    /// Whether a result with structured content also carries it as JSON text (profile
+    /// `structured_text`; true unless the operator knows the clients read `structuredContent`).
+    pub structured_text: bool,
 }
 
 impl SessionProfile {
     /// A profile with every scope, the given surface policy, and approval `Ask`.
     pub fn unrestricted(name: impl Into<String>, policy: SurfacePolicy) -> SessionProfile {
-        SessionProfile { name: name.into(), policy, access: Access::unrestricted(), approval: Approval::Ask }
+        SessionProfile {
+            name: name.into(),
+            policy,
+            access: Access::unrestricted(),
+            approval: Approval::Ask,
+            structured_text: true,
+        }
     }
 
     /// The session profile of a `quiver.yaml` profile: the one mapping from a configured
@@ -38,6 +47,7 @@ impl SessionProfile {
             policy: SurfacePolicy::from(p),
             access: Access::new(&p.scopes, &p.gated),
             approval: Approval::from(p.approval),
+            structured_text: p.structured_text,
         }
     }
 

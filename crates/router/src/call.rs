@@ -236,7 +236,8 @@ impl CallOutcome {
 }
 
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
+    // Whole microseconds (`0.083`, not `0.08265199999999999`).
+    s.serialize_f64(d.as_micros() as f64 / 1000.0)
 }
 
 /// What the router knows about a call besides its response.
