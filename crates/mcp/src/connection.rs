@@ -17,16 +17,15 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorData, GetPromptRequestParams,
     GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::{CallBridge, ClientSide, NOTIFICATION_QUEUE, level_rank};
+use crate::bridge::{CallBridge, ClientSide, level_rank};
 use crate::listing::Listing;
 use crate::resources;
 use crate::results::{call_result_with, json_result, tool_error, unknown_tool};
@@ -373,7 +372,6 @@ impl Connection {
         let lane = if name == RUN_TOOL { Lane::Generic } else { Lane::Typed };
         let confirmed =
             context.meta.0.0.get(quiver_router::codes::CONFIRM_META_KEY).and_then(Value::as_bool).unwrap_or(false);
-        let (notes_tx, mut notes) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);
         let logger = match (&lane, arguments.get("name").and_then(Value::as_str)) {
             (Lane::Generic, Some(inner)) => inner.to_owned(),
             _ => name.clone(),
@@ -383,7 +381,6 @@ impl Connection {
             context.id.clone(),
             context.meta.get_progress_token(),
             logger,
-            notes_tx,
         ));
         let call = Call {
             name,
@@ -393,7 +390,7 @@ impl Connection {
             request_id: None,
             confirmed,
             cancel: context.ct.clone(),
-            bridge,
+            bridge: bridge.clone(),
             // The router adds the plugin's `plugin_config` entry itself.
             config: Value::Null,
         };
@@ -403,13 +400,15 @@ impl Connection {
         let outcome: CallOutcome = loop {
             tokio::select! {
                 biased;
-                Some(n) = notes.recv() => {
-                    let _ = peer.send_notification(n).await;
+                _ = bridge.ready() => {
+                    for n in bridge.take() {
+                        let _ = peer.send_notification(n).await;
+                    }
                 }
                 outcome = &mut routed => break outcome,
             }
         };
-        while let Ok(n) = notes.try_recv() {
+        for n in bridge.take() {
             let _ = peer.send_notification(n).await;
         }
         if lane == Lane::Typed
