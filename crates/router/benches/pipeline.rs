@@ -7,11 +7,9 @@
 //! - `direct_json`: the plugin's registry in-process with JSON in and out (no ABI, no host);
 //! - `abi_invoke`: the loaded library through its `ToolBackend` (request JSON in, response JSON
 //!   out, across the ABI), on the bench thread;
-//! - `round_trip_*`: what a call paid to run the plugin on a blocking thread under a deadline
-//!   before the router had its own threads (spawn_blocking, a deadline timer and a cancellation
-//!   token in a `select!`), measured in a loop inside one runtime task;
-//! - `pool_round_trip_*`: the same through the router's tool threads (`ToolThreads`: a job
-//!   handoff and a oneshot answer), what thread-execution tools pay now;
+//! - `round_trip_*`: only what every pipeline call pays to run the plugin on a blocking thread
+//!   under a deadline (spawn_blocking, a deadline timer and a cancellation token in a `select!`),
+//!   measured in a loop inside one runtime task;
 //! - `pipeline_*`: `Router::call` end to end in the same kind of loop (resolve, scopes,
 //!   validation, approval, breaker, permits, deadline, blocking-thread invocation, response
 //!   parsing, output validation, size check, telemetry); `pipeline_block_on_from_outside` calls
@@ -35,7 +33,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use quiver_abi::{Context, Tool, ToolRequest};
 use quiver_catalog::{Access, NullSink, ToolBackend};
-use quiver_router::{Call, Caller, Router, RouterSettings, ToolThreads};
+use quiver_router::{Call, Caller, Router, RouterSettings};
 use serde_json::json;
 
 #[path = "../tests/it/support.rs"]
@@ -146,32 +144,6 @@ fn round_trip_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
-/// [`round_trip_loop`] through the router's own tool threads ([`quiver_router::ToolThreads`],
-/// what thread-execution tools run on): job handoff, the answer through a oneshot channel, the
-/// deadline timer and cancellation token in the same `select!` as the router's.
-fn pool_round_trip_loop(pool: &ToolThreads, rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
-    let pool = pool.clone();
-    let task = async move {
-        let start = Instant::now();
-        for _ in 0..iters {
-            let cancel = tokio_util::sync::CancellationToken::new();
-            let (tx, mut rx) = tokio::sync::oneshot::channel();
-            pool.run(move || {
-                let _ = tx.send(black_box(1));
-            });
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-            tokio::select! {
-                biased;
-                r = &mut rx => { r.expect("answer"); }
-                _ = cancel.cancelled() => {}
-                _ = tokio::time::sleep_until(deadline) => {}
-            }
-        }
-        start.elapsed()
-    };
-    rt.block_on(rt.spawn(task)).expect("bench task")
-}
-
 fn per_call(total: Duration, iters: u64) -> f64 {
     total.as_nanos() as f64 / iters as f64
 }
@@ -193,7 +165,6 @@ fn ns_per_call(mut f: impl FnMut(), budget: Duration) -> f64 {
 
 fn main() {
     let s = setup();
-    let pool = ToolThreads::new(8);
     for rt in [&s.rt, &s.rt1] {
         let first = pipeline(&s, rt);
         assert_eq!(first.response.status, quiver_abi::Status::Ok, "{:?}", first.response.error);
@@ -212,11 +183,7 @@ fn main() {
         g.bench_function("pipeline_metrics_current_thread", |b| {
             b.iter_custom(|n| router_loop(&s.metered, &s, &s.rt1, n))
         });
-        g.bench_function("pool_round_trip_current_thread", |b| {
-            b.iter_custom(|n| pool_round_trip_loop(&pool, &s.rt1, n))
-        });
         g.bench_function("round_trip_multi_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt, n)));
-        g.bench_function("pool_round_trip_multi_thread", |b| b.iter_custom(|n| pool_round_trip_loop(&pool, &s.rt, n)));
         g.bench_function("pipeline_multi_thread", |b| b.iter_custom(|n| pipeline_loop(&s, &s.rt, n)));
         g.bench_function("pipeline_block_on_from_outside", |b| b.iter(|| pipeline(&s, &s.rt)));
         g.finish();
@@ -239,15 +206,12 @@ fn main() {
         round_trip_loop(rt, 200);
         pipeline_loop(&s, rt, 200);
         // Interleaved, best of 5: the machine is shared, and the minimum is the least disturbed.
-        pool_round_trip_loop(&pool, rt, 200);
-        let (mut handoff, mut pooled, mut full) = (f64::MAX, f64::MAX, f64::MAX);
+        let (mut handoff, mut full) = (f64::MAX, f64::MAX);
         for _ in 0..5 {
             handoff = handoff.min(per_call(round_trip_loop(rt, n / 5), n / 5));
-            pooled = pooled.min(per_call(pool_round_trip_loop(&pool, rt, n / 5), n / 5));
             full = full.min(per_call(pipeline_loop(&s, rt, n / 5), n / 5));
         }
-        println!("  [{name}] spawn_blocking round trip (before: thread tools)    {handoff:>9.0}");
-        println!("  [{name}] tool-thread round trip (thread execution adds)     {pooled:>9.0}");
+        println!("  [{name}] blocking-thread round trip (thread execution adds)  {handoff:>9.0}");
         println!("  [{name}] pipeline (Router::call, in a runtime task)         {full:>9.0}");
         println!("  [{name}] pipeline / direct_fn                               {:>9.1}x", full / direct);
         println!("  [{name}] overhead vs direct_fn                              {:>9.0} ns", full - direct);

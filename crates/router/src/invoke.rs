@@ -229,7 +229,7 @@ impl Router {
             }
             Dispatch::Thread => {
                 let _global = global;
-                on_thread(&self.threads, cx, inv, body, sink, tool_permit).await
+                on_thread(cx, inv, body, sink, tool_permit).await
             }
         }
     }
@@ -288,10 +288,9 @@ impl Router {
     }
 }
 
-/// Runs the plugin on one of the router's tool threads ([`crate::ToolThreads`]); the caller
-/// stops waiting at the deadline or on cancellation.
+/// Runs the plugin on a blocking thread; the caller stops waiting at the deadline or on
+/// cancellation.
 async fn on_thread(
-    threads: &crate::ToolThreads,
     cx: &CallContext,
     inv: &Invocation<'_>,
     body: String,
@@ -302,18 +301,17 @@ async fn on_thread(
     let plugin = inv.plugin.clone();
     let tool = inv.tool;
     let plugin_sink = sink.clone();
-    let (tx, mut rx) = tokio::sync::oneshot::channel();
-    threads.run(move || {
+    let mut handle = tokio::task::spawn_blocking(move || {
         let name = plugin.tools[tool].spec.name.as_str();
         let out = plugin.backend.invoke(name, &body, plugin_sink.clone());
         plugin_sink.finished();
         drop(tool_permit);
-        let _ = tx.send(out);
+        out
     });
     let mut guard = AbandonOnDrop { sink: &sink, armed: true };
     let joined = tokio::select! {
         biased;
-        r = &mut rx => r,
+        r = &mut handle => r,
         _ = cancel.cancelled() => {
             // `guard` marks the call abandoned.
             return Err(cancelled(inv.tool_name));
@@ -325,9 +323,8 @@ async fn on_thread(
         }
     };
     guard.armed = false;
-    let raw = joined.map_err(|_| {
-        Code::Protocol.error(format!("the thread running `{}` stopped without an answer", inv.tool_name))
-    })?;
+    let raw =
+        joined.map_err(|e| Code::Protocol.error(format!("the thread running `{}` failed: {e}", inv.tool_name)))?;
     settle(raw, inv, cancel)
 }
 

@@ -41,7 +41,6 @@ mod invoke;
 mod limits;
 mod memory;
 pub mod policy;
-mod pool;
 mod replay;
 mod results;
 mod router;
@@ -52,7 +51,6 @@ mod suggest;
 mod validate;
 
 pub use call::{Approval, BoxFuture, Call, CallMeta, CallOutcome, Caller, ClientBridge, Lane, LogLevel, NullBridge};
-pub use pool::ToolThreads;
 pub use replay::{ReplayEntry, ReplayReport, ReplayVerdict, replay};
 pub use results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, Truncation};
 pub use router::Router;

@@ -51,8 +51,6 @@ pub struct Router {
     states: ArcSwap<ToolStates>,
     rebuild: Mutex<()>,
     pub(crate) global: Arc<Semaphore>,
-    /// Where thread-execution tools run.
-    pub(crate) threads: crate::ToolThreads,
     pub(crate) counters: Counters,
     pub(crate) results: ResultStore,
     pub(crate) memory: crate::memory::MemoryStore,
@@ -165,8 +163,6 @@ impl Router {
         Router {
             source,
             global: Arc::new(Semaphore::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS))),
-            // Room for overrunning calls (a timed-out thread keeps running) beside the slots.
-            threads: crate::ToolThreads::new(config.max_concurrency.clamp(1, 256) * 2),
             results: ResultStore::new(config.result_handle_ttl),
             memory: crate::memory::MemoryStore::default(),
             settings: config,
