@@ -185,11 +185,6 @@ impl Session {
         }
     }
 
-    /// A session under a host-config profile: its surface policy, scopes and gates.
-    pub fn for_profile(id: impl Into<String>, profile: &quiver_manifest::Profile) -> Session {
-        Session::new(id, SurfacePolicy::from(profile), Access::new(profile.scopes.iter(), profile.gated.iter()))
-    }
-
     /// Current turn (advanced by [`Session::next_turn`]).
     pub fn turn(&self) -> u64 {
         self.turn

@@ -60,7 +60,7 @@ impl From<&quiver_manifest::Profile> for SurfacePolicy {
             mode: p.mode.into(),
             eager: p.eager.clone(),
             max_typed_tools: p.max_typed_tools as usize,
-            byte_budget: p.byte_budget as usize,
+            byte_budget: usize::try_from(p.byte_budget).unwrap_or(usize::MAX),
         }
     }
 }

@@ -296,6 +296,9 @@ pub struct Profile {
     pub byte_budget: u64,
     /// What to do with tools needing confirmation. Default [`ApprovalMode::Ask`].
     pub approval: ApprovalMode,
+    /// Whether a result with structured content also carries it as JSON text (for clients that
+    /// do not read `structuredContent`). Default true.
+    pub structured_text: bool,
 }
 
 impl Default for Profile {
@@ -309,6 +312,7 @@ impl Default for Profile {
             max_typed_tools: 16,
             byte_budget: 12_288,
             approval: ApprovalMode::Ask,
+            structured_text: true,
         }
     }
 }

@@ -5,6 +5,7 @@
 // protocol revisions up to 2025-11-25, where both are current.
 #![allow(deprecated)]
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -18,7 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::{OriginatingRequestId, Peer};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 /// Queued notifications per call before the oldest ones are dropped (a tool flooding logs
 /// must not exhaust memory).
@@ -64,26 +65,53 @@ pub(crate) struct CallBridge {
     progress_token: Option<ProgressToken>,
     last_progress: Mutex<Option<f64>>,
     logger: String,
-    notes: mpsc::Sender<ServerNotification>,
+    /// Notifications not yet sent (no allocation until a tool logs or reports progress).
+    notes: Mutex<VecDeque<ServerNotification>>,
+    /// Signalled when `notes` gains one.
+    ready: Notify,
 }
 
 impl CallBridge {
-    /// A bridge for request `request` of a session; notifications go to `notes`, which the
-    /// request's task drains.
+    /// A bridge for request `request` of a session; its notifications are queued until the
+    /// request's task takes them ([`CallBridge::ready`], [`CallBridge::take`]).
     pub(crate) fn new(
         client: Arc<ClientSide>,
         request: RequestId,
         progress_token: Option<ProgressToken>,
         logger: String,
-        notes: mpsc::Sender<ServerNotification>,
     ) -> CallBridge {
-        CallBridge { client, request, progress_token, last_progress: Mutex::new(None), logger, notes }
+        CallBridge {
+            client,
+            request,
+            progress_token,
+            last_progress: Mutex::new(None),
+            logger,
+            notes: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+        }
     }
 
     fn queue(&self, n: ServerNotification) {
-        if self.notes.try_send(n).is_err() {
-            tracing::debug!(logger = %self.logger, "notification queue full; dropping a tool notification");
+        {
+            let mut notes = self.notes.lock().unwrap_or_else(|e| e.into_inner());
+            if notes.len() >= NOTIFICATION_QUEUE {
+                tracing::debug!(logger = %self.logger, "notification queue full; dropping a tool notification");
+                return;
+            }
+            notes.push_back(n);
         }
+        self.ready.notify_one();
+    }
+
+    /// Resolves when a notification was queued since the last call (a permit is kept when
+    /// nobody waits, so none is missed).
+    pub(crate) async fn ready(&self) {
+        self.ready.notified().await
+    }
+
+    /// The queued notifications, oldest first.
+    pub(crate) fn take(&self) -> VecDeque<ServerNotification> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn originating(&self) -> OriginatingRequestId {

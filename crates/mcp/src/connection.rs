@@ -11,24 +11,24 @@ use quiver_catalog::{
     Catalog, ExposureMode, LIST_TOOLS, ListToolsArgs, MetaSchema, RUN_TOOL, SearchRequest, Session, TOOL_SEARCH,
     ToolSearchArgs, list_tools_schema, tool_search_schema,
 };
+use quiver_router::codes::Code;
 use quiver_router::{Call, CallOutcome, Caller, Lane};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorData, GetPromptRequestParams,
     GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::{CallBridge, ClientSide, NOTIFICATION_QUEUE, level_rank};
+use crate::bridge::{CallBridge, ClientSide, level_rank};
 use crate::listing::Listing;
 use crate::resources;
-use crate::results::{call_result, json_result, tool_error, unknown_tool};
+use crate::results::{call_result_with, json_result, tool_error, unknown_tool};
 use crate::server::Shared;
 use crate::{SESSION_META_KEY, SessionStore, StoredSession};
 use rmcp::transport::streamable_http_server::session::SessionRestoreMarker;
@@ -53,6 +53,8 @@ struct SessionState {
 pub(crate) struct Live {
     caller: Caller,
     mode: ExposureMode,
+    /// Profile `structured_text`: structured results also as JSON text.
+    structured_text: bool,
     client: Arc<ClientSide>,
     state: Mutex<SessionState>,
     /// Where the session is kept so it can resume (key and store), when it is.
@@ -270,14 +272,7 @@ impl Connection {
             tracing::warn!(session = %session_id, stored = %r.profile, current = %profile.name, "the resumed session's profile is no longer the one this configuration picks; using the current one");
         }
         tracing::info!(session = %session_id, client = %client_name, principal = ?principal, profile = %profile.name, mode = profile.policy.mode.as_str(), "MCP session started");
-        let caller = Caller {
-            session_id: session_id.clone(),
-            client: client_name,
-            mode: profile.name.clone(),
-            access: profile.access.clone(),
-            approval: profile.approval,
-            principal: principal.clone(),
-        };
+        let caller = profile.caller(session_id.clone(), client_name, principal.clone());
         let caps = &request.capabilities;
         let client = Arc::new(ClientSide {
             peer,
@@ -286,6 +281,7 @@ impl Connection {
             can_sample: caps.sampling.is_some(),
         });
         let mode = profile.policy.mode;
+        let structured_text = profile.structured_text;
         let mut session = Session::new(session_id, profile.policy, profile.access);
         let catalog = shared.source.catalog();
         if let Some(r) = &record {
@@ -303,7 +299,7 @@ impl Connection {
             }),
             _ => None,
         };
-        let live = Arc::new(Live { caller, mode, client, state: Mutex::new(state), stored });
+        let live = Arc::new(Live { caller, mode, structured_text, client, state: Mutex::new(state), stored });
         self.watch_catalog(live.clone());
         live
     }
@@ -545,7 +541,6 @@ impl Connection {
         let lane = if name == RUN_TOOL { Lane::Generic } else { Lane::Typed };
         let confirmed =
             context.meta.0.0.get(quiver_router::codes::CONFIRM_META_KEY).and_then(Value::as_bool).unwrap_or(false);
-        let (notes_tx, mut notes) = mpsc::channel::<ServerNotification>(NOTIFICATION_QUEUE);
         let logger = match (&lane, arguments.get("name").and_then(Value::as_str)) {
             (Lane::Generic, Some(inner)) => inner.to_owned(),
             _ => name.clone(),
@@ -555,7 +550,6 @@ impl Connection {
             context.id.clone(),
             context.meta.get_progress_token(),
             logger,
-            notes_tx,
         ));
         let call = Call {
             name,
@@ -565,7 +559,7 @@ impl Connection {
             request_id: None,
             confirmed,
             cancel: context.ct.clone(),
-            bridge,
+            bridge: bridge.clone(),
             // The router adds the plugin's `plugin_config` entry itself.
             config: Value::Null,
         };
@@ -575,13 +569,15 @@ impl Connection {
         let outcome: CallOutcome = loop {
             tokio::select! {
                 biased;
-                Some(n) = notes.recv() => {
-                    let _ = peer.send_notification(n).await;
+                _ = bridge.ready() => {
+                    for n in bridge.take() {
+                        let _ = peer.send_notification(n).await;
+                    }
                 }
                 outcome = &mut routed => break outcome,
             }
         };
-        while let Ok(n) = notes.try_recv() {
+        for n in bridge.take() {
             let _ = peer.send_notification(n).await;
         }
         if lane == Lane::Typed
@@ -594,7 +590,7 @@ impl Connection {
         if live.mode.uses_intent() {
             self.note_call(live, &target).await;
         }
-        Ok(call_result(outcome).into())
+        Ok(call_result_with(outcome, live.structured_text).into())
     }
 
     /// A call is intent (adaptive, hybrid): a tool called by a name not in the session's tool
@@ -627,7 +623,7 @@ impl Connection {
     fn escalate(&self, live: &Live, tool: &str, arguments: &Value, outcome: &mut CallOutcome) {
         let mut state = live.lock();
         match &mut outcome.response.error {
-            Some(e) if e.code == quiver_abi::ErrorCode::INVALID_ARGUMENTS => {
+            Some(e) if Code::of(e) == Some(Code::InvalidArguments) => {
                 let catalog = self.shared.source.catalog();
                 let schema = catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone());
                 let hint = state.session.repeats.record_failure(tool, arguments, schema.as_deref());

@@ -1,7 +1,8 @@
 //! A router outcome as an MCP `tools/call` result.
 
-use quiver_abi::{ErrorCode, Status, ToolError};
+use quiver_abi::{Status, ToolError};
 use quiver_manifest::LifecycleState;
+use quiver_router::codes::Code;
 use quiver_router::{CallMeta, CallOutcome, Truncation};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use serde::Deserialize;
@@ -14,7 +15,7 @@ use crate::listing::{meta_of, notice_json};
 /// message, which suggests similar names and `tool_search`.
 pub(crate) fn unknown_tool(outcome: &CallOutcome) -> Option<ErrorData> {
     let e = outcome.response.error.as_ref()?;
-    (e.code == ErrorCode::UNKNOWN_TOOL && outcome.meta.tool.is_none())
+    (outcome.code() == Some(Code::UnknownTool) && outcome.meta.tool.is_none())
         .then(|| ErrorData::invalid_params(e.message.clone(), Some(json!({ "code": e.code, "details": e.details }))))
 }
 
@@ -75,7 +76,8 @@ fn call_json(meta: &CallMeta) -> Value {
         m.insert("state".into(), Value::String(s.as_str().to_owned()));
     }
     m.insert("lane".into(), Value::String(meta.lane.as_str().to_owned()));
-    m.insert("duration_ms".into(), json!(meta.duration.as_secs_f64() * 1000.0));
+    // Whole microseconds: `0.083`, not `0.08265199999999999`.
+    m.insert("duration_ms".into(), json!(meta.duration.as_micros() as f64 / 1000.0));
     if meta.retries > 0 {
         m.insert("retries".into(), json!(meta.retries));
     }
@@ -107,14 +109,21 @@ fn result_link(t: &Truncation) -> ContentBlock {
 /// `truncation` for a result cut to its size limit (with a `resource_link` to the full result;
 /// a result that could not be cut to its output schema has no structured content and is marked
 /// `isError`, since clients require structured content from such tools otherwise).
+#[cfg(test)]
 pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
+    call_result_with(outcome, true)
+}
+
+/// [`call_result`]; with `structured_text` false, structured content is not repeated as text
+/// (profile `structured_text`).
+pub(crate) fn call_result_with(outcome: CallOutcome, structured_text: bool) -> CallToolResult {
     let CallOutcome { response, meta } = outcome;
     let mut pairs = Vec::with_capacity(3);
     pairs.push(("call", call_json(&meta)));
     let mut result = match response.status {
         Status::Ok | Status::Partial => {
             let mut content = blocks(response.content);
-            if content.is_empty() && !response.outputs.is_null() {
+            if content.is_empty() && !response.outputs.is_null() && (structured_text || !response.outputs.is_object()) {
                 content.push(ContentBlock::text(response.outputs.to_string()));
             }
             let mut r = CallToolResult::success(content);
@@ -224,5 +233,24 @@ mod tests {
         let r = serde_json::to_value(call_result(outcome(LifecycleState::Deprecated))).unwrap();
         assert!(r["_meta"]["io.github.quiver/notice"].is_object(), "{r}");
         assert_eq!(r["content"].as_array().unwrap().len(), 2, "{r}");
+    }
+
+    #[test]
+    fn the_text_copy_of_structured_content_follows_the_profile() {
+        let mut o = outcome(LifecycleState::Active);
+        o.meta.notice = None;
+        o.meta.duration = Duration::from_nanos(82_651_999);
+        let with = serde_json::to_value(call_result_with(o.clone(), true)).unwrap();
+        assert_eq!(with["content"][0]["text"], r#"{"text":"hi"}"#, "{with}");
+        assert_eq!(with["structuredContent"]["text"], "hi");
+        // Whole microseconds.
+        assert_eq!(with["_meta"]["io.github.quiver/call"]["duration_ms"], 82.651, "{with}");
+        let without = serde_json::to_value(call_result_with(o.clone(), false)).unwrap();
+        assert_eq!(without["content"], json!([]), "{without}");
+        assert_eq!(without["structuredContent"]["text"], "hi");
+        // Outputs that are not an object have no structured content: their text stays.
+        o.response = ToolResponse::ok(json!("plain"));
+        let plain = serde_json::to_value(call_result_with(o, false)).unwrap();
+        assert_eq!(plain["content"][0]["text"], r#""plain""#, "{plain}");
     }
 }

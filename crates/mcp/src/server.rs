@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use quiver_catalog::{Access, Catalog, CatalogSource, ExposureMode, SurfacePolicy};
-use quiver_manifest::{ApprovalMode, HostConfig, Profile};
-use quiver_router::{Approval, Router};
+use quiver_catalog::{Access, Catalog, CatalogSource, SurfacePolicy};
+use quiver_manifest::{HostConfig, Profile};
+use quiver_router::{Approval, Caller, Router};
 use tokio::sync::watch;
 
 use crate::connection::Connection;
@@ -21,37 +21,50 @@ pub struct SessionProfile {
     pub access: Access,
     /// What to do with calls that need a person's confirmation.
     pub approval: Approval,
+    /// Whether a result with structured content also carries it as JSON text (profile
+    /// `structured_text`; true unless the operator knows the clients read `structuredContent`).
+    pub structured_text: bool,
 }
 
 impl SessionProfile {
     /// A profile with every scope, the given surface policy, and approval `Ask`.
     pub fn unrestricted(name: impl Into<String>, policy: SurfacePolicy) -> SessionProfile {
-        SessionProfile { name: name.into(), policy, access: Access::unrestricted(), approval: Approval::Ask }
+        SessionProfile {
+            name: name.into(),
+            policy,
+            access: Access::unrestricted(),
+            approval: Approval::Ask,
+            structured_text: true,
+        }
     }
 
-    /// The session profile of a `quiver.yaml` profile.
+    /// The session profile of a `quiver.yaml` profile: the one mapping from a configured
+    /// profile to session settings, used by `quiver serve` (every MCP session), `quiver call`,
+    /// `quiver replay` and `quiver surface`.
     pub fn from_config(name: &str, p: &Profile) -> SessionProfile {
-        use quiver_manifest::ExposureMode as M;
-        let mode = match p.mode {
-            M::Full => ExposureMode::Full,
-            M::Adaptive => ExposureMode::Adaptive,
-            M::Hybrid => ExposureMode::Hybrid,
-            M::Lazy => ExposureMode::Lazy,
-        };
         SessionProfile {
             name: name.to_owned(),
-            policy: SurfacePolicy {
-                mode,
-                eager: p.eager.clone(),
-                max_typed_tools: p.max_typed_tools as usize,
-                byte_budget: usize::try_from(p.byte_budget).unwrap_or(usize::MAX),
-            },
+            policy: SurfacePolicy::from(p),
             access: Access::new(&p.scopes, &p.gated),
-            approval: match p.approval {
-                ApprovalMode::Ask => Approval::Ask,
-                ApprovalMode::Deny => Approval::Deny,
-                ApprovalMode::Allow => Approval::Allow,
-            },
+            approval: Approval::from(p.approval),
+            structured_text: p.structured_text,
+        }
+    }
+
+    /// The caller of a session of this profile (`principal`: the authenticated one, if any).
+    pub fn caller(
+        &self,
+        session_id: impl Into<String>,
+        client: impl Into<String>,
+        principal: Option<String>,
+    ) -> Caller {
+        Caller {
+            session_id: session_id.into(),
+            client: client.into(),
+            mode: self.name.clone(),
+            access: self.access.clone(),
+            approval: self.approval,
+            principal,
         }
     }
 

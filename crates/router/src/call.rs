@@ -1,6 +1,5 @@
 //! What a caller hands the router and what it gets back.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -78,6 +77,28 @@ pub enum Approval {
     Deny,
     /// Proceed without asking (the operator approved these tools for this session).
     Allow,
+}
+
+impl From<quiver_manifest::ApprovalMode> for Approval {
+    fn from(mode: quiver_manifest::ApprovalMode) -> Approval {
+        use quiver_manifest::ApprovalMode as M;
+        match mode {
+            M::Ask => Approval::Ask,
+            M::Deny => Approval::Deny,
+            M::Allow => Approval::Allow,
+        }
+    }
+}
+
+impl Approval {
+    /// The approval of a command whose operator confirmed every call up front (`--yes`):
+    /// `ask` becomes `allow`; `deny` stays final.
+    pub fn confirmed_by_operator(self, yes: bool) -> Approval {
+        match self {
+            Approval::Ask if yes => Approval::Allow,
+            other => other,
+        }
+    }
 }
 
 /// Who is calling.
@@ -207,8 +228,16 @@ pub struct CallOutcome {
     pub meta: CallMeta,
 }
 
+impl CallOutcome {
+    /// The kind of the call's error, when it failed with a code the host knows.
+    pub fn code(&self) -> Option<crate::codes::Code> {
+        self.response.error.as_ref().and_then(crate::codes::Code::of)
+    }
+}
+
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
+    // Whole microseconds (`0.083`, not `0.08265199999999999`).
+    s.serialize_f64(d.as_micros() as f64 / 1000.0)
 }
 
 /// What the router knows about a call besides its response.
@@ -248,7 +277,7 @@ pub struct CallMeta {
     pub truncation: Option<crate::Truncation>,
     /// Policy decisions, in pipeline order (e.g. `approval:not-required`, `breaker:closed`,
     /// `retry:1:tool_error`, `result:truncated`).
-    pub policy: Vec<Cow<'static, str>>,
+    pub policy: Vec<crate::policy::Step>,
 }
 
 impl CallMeta {

@@ -25,8 +25,13 @@
 //!    deprecated or compatibility names in [`CallMeta`]; 12. **telemetry** and the
 //!    **transcript** line. [`replay`] re-runs a transcript against the current catalog.
 //!
+//! Each step is a stage over one per-call context (`stages.rs`, `invoke.rs`), named stably
+//! ([`policy::Stage`]) and recording its decision as a typed [`policy::Step`] in
+//! [`CallMeta::policy`].
+//!
 //! Principal types: [`Router`], [`Call`] / [`CallOutcome`] / [`CallMeta`], [`Caller`],
-//! [`ClientBridge`], [`RouterSettings`]; error codes beyond `quiver_abi::ErrorCode` in [`codes`].
+//! [`ClientBridge`], [`RouterSettings`]; [`codes::Code`], the typed kinds of every error the host
+//! makes (`quiver_abi::ErrorCode`'s and the router's own), shared with the MCP layer.
 //!
 //! What this crate does not do: load plugins (`quiver-lifecycle`), decide what a session's tool
 //! list shows (`quiver-catalog`), or speak MCP (`quiver-mcp`, which implements
@@ -37,13 +42,16 @@
 mod breaker;
 mod call;
 pub mod codes;
+mod invoke;
 mod limits;
 mod memory;
+pub mod policy;
 mod replay;
 mod results;
 mod router;
 mod settings;
 mod sink;
+mod stages;
 mod suggest;
 mod validate;
 

@@ -15,7 +15,7 @@ use quiver_manifest::{RateLimit, RateLimits};
 use quiver_telemetry::LimitScope;
 use serde_json::json;
 
-use crate::codes;
+use crate::codes::Code;
 
 const KEY_SEED: u64 = 0x5157_4956_4552_4c49;
 
@@ -99,8 +99,7 @@ pub(crate) fn refused(tool: &str, scope: LimitScope, limit: RateLimit, wait: Dur
         LimitScope::Session => "per session",
         LimitScope::Principal => "per principal",
     };
-    ToolError::new(
-        codes::RATE_LIMITED,
+    Code::RateLimited.error(
         format!(
             "`{tool}` is rate limited {scope_text} ({} calls a minute, bursts of {}); retry after {retry_after_ms} ms, or use another tool meanwhile",
             limit.per_minute,

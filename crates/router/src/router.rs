@@ -1,83 +1,40 @@
 //! The one dispatch pipeline.
 
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use quiver_abi::{ErrorCode, Secrets, Status, ToolError, ToolResponse};
-use quiver_catalog::{
-    AbortReason, Access, Catalog, CatalogSource, Dispatch, META_TOOLS, Notice, PluginEntry, RUN_TOOL, RemoteCall,
-    TOOL_SEARCH, ToolDef,
-};
+use quiver_abi::{Secrets, Status, ToolError, ToolResponse};
+use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, RUN_TOOL, TOOL_SEARCH, ToolDef};
 use quiver_telemetry::{
-    BreakerState, CallEvent, Counters, Lane, Metrics, ToolCounters, TranscriptEvent, TranscriptRecord,
-    TranscriptWriter, next_request_id,
+    CallEvent, Counters, Lane, Metrics, ToolCounters, TranscriptEvent, TranscriptRecord, TranscriptWriter,
 };
-use serde::Serialize;
 use serde_json::{Map, Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Semaphore;
 
-use crate::breaker::{Admission, Breaker, Verdict};
-use crate::limits::{self, Limits};
-use crate::results::{READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
-use crate::sink::{AbandonOnDrop, RouterSink};
-use crate::{Approval, Call, CallMeta, CallOutcome, Caller, ClientBridge, RouterSettings, codes, suggest, validate};
-
-/// The JSON of a [`quiver_abi::ToolRequest`], written from borrowed parts (no copies of the
-/// arguments or the caller's strings on the call path). Field for field the same wire format;
-/// the integration tests parse what the router sends back into `ToolRequest` and check it
-/// against `schemas/tool-request.schema.json`.
-#[derive(Serialize)]
-struct RequestView<'a> {
-    request_id: &'a str,
-    tool_id: &'a str,
-    tool_version: &'a str,
-    timestamp: u64,
-    agent_context: AgentView<'a>,
-    inputs: &'a Value,
-    invocation_policies: PoliciesView<'a>,
-    #[serde(skip_serializing_if = "Value::is_null")]
-    config: &'a Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory_snippet: Option<String>,
-    #[serde(skip_serializing_if = "Secrets::is_empty")]
-    secrets: &'a Secrets,
-}
-
-#[derive(Serialize)]
-struct AgentView<'a> {
-    session_id: &'a str,
-    client: &'a str,
-    mode: &'a str,
-    scopes: &'a [String],
-}
-
-#[derive(Serialize)]
-struct PoliciesView<'a> {
-    timeout_ms: u64,
-    max_result_bytes: u64,
-    confirmed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    action: Option<&'a str>,
-}
+use crate::breaker::Breaker;
+use crate::codes::Code;
+use crate::limits::Limits;
+use crate::policy::{Joined, Step};
+use crate::results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
+use crate::stages::{CallContext, Target};
+use crate::{Call, CallOutcome, Caller, RouterSettings, suggest};
 
 /// Per-tool state that outlives catalog snapshots: keyed by (library sha256, plugin-local tool
 /// name), so a hot swap to new bytes starts fresh while unrelated swaps keep breakers and limits.
 pub(crate) struct ToolState {
     key: (String, String),
     /// The plugin's version, formatted once.
-    version: String,
-    semaphore: Arc<Semaphore>,
-    breaker: Breaker,
-    counters: Arc<ToolCounters>,
+    pub(crate) version: String,
+    pub(crate) semaphore: Arc<Semaphore>,
+    pub(crate) breaker: Breaker,
+    pub(crate) counters: Arc<ToolCounters>,
     /// Rate-limit buckets; `None` when the tool is not limited.
-    limits: Option<Limits>,
+    pub(crate) limits: Option<Limits>,
     /// The secrets the tool declares, with their values (empty for most tools).
-    secrets: Secrets,
+    pub(crate) secrets: Secrets,
 }
 
 /// Tool states in the order of one catalog snapshot's tools.
@@ -90,13 +47,13 @@ struct ToolStates {
 /// `Send + Sync`; share it as `Arc<Router>`.
 pub struct Router {
     source: Arc<dyn CatalogSource>,
-    settings: RouterSettings,
+    pub(crate) settings: RouterSettings,
     states: ArcSwap<ToolStates>,
     rebuild: Mutex<()>,
-    global: Arc<Semaphore>,
-    counters: Counters,
-    results: ResultStore,
-    memory: crate::memory::MemoryStore,
+    pub(crate) global: Arc<Semaphore>,
+    pub(crate) counters: Counters,
+    pub(crate) results: ResultStore,
+    pub(crate) memory: crate::memory::MemoryStore,
     transcript: Option<TranscriptWriter>,
     epoch: Instant,
     jitter: AtomicU64,
@@ -108,12 +65,12 @@ impl std::fmt::Debug for Router {
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-fn cancelled(tool: &str) -> ToolError {
-    ToolError::new(ErrorCode::CANCELLED, format!("the call of `{tool}` was cancelled by the caller"))
+pub(crate) fn cancelled(tool: &str) -> ToolError {
+    Code::Cancelled.error(format!("the call of `{tool}` was cancelled by the caller"))
 }
 
 fn invalid_at(pointer: &str, expected: &str, got: &str, hint: &str, message: String) -> ToolError {
@@ -189,63 +146,6 @@ fn envelope(args: Value) -> Result<(String, Value), ToolError> {
         ));
     }
     Ok((name, arguments))
-}
-
-/// Releases a half-open breaker's probe slot without a verdict when dropped armed.
-struct ProbeRelease<'a> {
-    breaker: &'a Breaker,
-    armed: bool,
-}
-
-impl Drop for ProbeRelease<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.breaker.record(Admission::Probe, Verdict::Neutral, || 0, 0);
-        }
-    }
-}
-
-/// A cheap guess of the serialized size of the arguments (to size the request buffer once).
-fn args_len_hint(args: &Value) -> usize {
-    match args {
-        Value::Object(m) => m.len() * 32,
-        _ => 16,
-    }
-}
-
-fn verdict(result: &Result<(ToolResponse, usize), ToolError>) -> Verdict {
-    let code = match result {
-        Ok((r, _)) if r.status != Status::Error => return Verdict::Success,
-        Ok((r, _)) => r.error.as_ref().map(|e| e.code.as_str()).unwrap_or(ErrorCode::TOOL_ERROR),
-        Err(e) => e.code.as_str(),
-    };
-    match code {
-        ErrorCode::CANCELLED => Verdict::Neutral,
-        // The tool worked; the request was wrong.
-        ErrorCode::INVALID_ARGUMENTS | ErrorCode::NOT_FOUND | ErrorCode::PERMISSION_DENIED => Verdict::Success,
-        _ => Verdict::Failure,
-    }
-}
-
-async fn acquire(
-    sem: &Arc<Semaphore>,
-    deadline: Instant,
-    cancel: &CancellationToken,
-    tool: &str,
-    what: &str,
-) -> Result<OwnedSemaphorePermit, ToolError> {
-    if let Ok(p) = sem.clone().try_acquire_owned() {
-        return Ok(p);
-    }
-    tokio::select! {
-        biased;
-        _ = cancel.cancelled() => Err(cancelled(tool)),
-        p = sem.clone().acquire_owned() => p.map_err(|_| ToolError::new(ErrorCode::PROTOCOL, "the router is shutting down")),
-        _ = tokio::time::sleep_until(deadline.into()) => Err(ToolError::new(
-            ErrorCode::TIMEOUT,
-            format!("`{tool}` did not start before its deadline: {what} stayed busy. Try again later."),
-        ).retryable()),
-    }
 }
 
 impl Router {
@@ -464,85 +364,50 @@ impl Router {
         if call.name == RUN_TOOL {
             return Box::pin(self.run_tool(call)).await;
         }
-        Box::pin(self.dispatch(call)).await
+        Box::pin(self.run(call)).await
     }
 
     /// The generic lane: `arguments` is `{"name": ..., "arguments": {...}}`. Refuses to
     /// dispatch `run_tool`, `list_tools` or `tool_search`, then runs the named tool through the
     /// same pipeline as [`Router::call`], with lane `Generic`.
-    pub async fn run_tool(&self, call: Call) -> CallOutcome {
+    pub async fn run_tool(&self, mut call: Call) -> CallOutcome {
         self.counters.record_run_tool();
-        let Call { arguments, caller, request_id, confirmed, cancel, bridge, config, .. } = call;
-        let recorded = self.transcript.is_some().then(|| arguments.clone());
-        match envelope(arguments) {
+        let recorded = self.transcript.is_some().then(|| call.arguments.clone());
+        call.lane = Lane::Generic;
+        match envelope(std::mem::take(&mut call.arguments)) {
             Ok((name, arguments)) if name == READ_RESULT => {
-                let started = Instant::now();
-                let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), name, Lane::Generic);
-                meta.policy.push(Cow::Borrowed("run_tool:read_result"));
-                let response = self.read_result_call(&caller, &arguments).unwrap_or_else(ToolResponse::error);
-                self.finish(meta, response, started, now_ms(), None, &caller, confirmed, recorded)
+                call.name = name;
+                let mut cx = CallContext::new(call, recorded);
+                cx.step(Step::RunToolReadResult);
+                let response = self.read_result_call(&cx.caller, &arguments).unwrap_or_else(ToolResponse::error);
+                self.finish(cx, response)
             }
             Ok((name, arguments)) => {
-                self.dispatch(Call {
-                    name,
-                    arguments,
-                    lane: Lane::Generic,
-                    caller,
-                    request_id,
-                    confirmed,
-                    cancel,
-                    bridge,
-                    config,
-                })
-                .await
+                call.name = name;
+                call.arguments = arguments;
+                self.run(call).await
             }
             Err(e) => {
                 self.counters.record_run_tool_invalid();
-                let started = Instant::now();
-                let mut meta =
-                    CallMeta::new(request_id.unwrap_or_else(next_request_id), RUN_TOOL.to_owned(), Lane::Generic);
-                meta.policy.push(Cow::Borrowed("run_tool:refused"));
-                self.finish(meta, ToolResponse::error(e), started, now_ms(), None, &caller, confirmed, recorded)
+                call.name = RUN_TOOL.to_owned();
+                let mut cx = CallContext::new(call, recorded);
+                cx.step(Step::RunToolRefused);
+                self.finish(cx, ToolResponse::error(e))
             }
         }
     }
 
-    async fn dispatch(&self, call: Call) -> CallOutcome {
-        let started = Instant::now();
-        let started_at_ms = now_ms();
-        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge, config } = call;
-        let recorded = self.transcript.is_some().then(|| arguments.clone());
-        let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane);
-        let mut tool_counters = None;
-        let result = self
-            .pipeline(
-                &mut meta,
-                &mut tool_counters,
-                arguments,
-                config,
-                &caller,
-                confirmed,
-                &cancel,
-                &bridge,
-                started_at_ms,
-            )
-            .await;
-        let response = result.unwrap_or_else(ToolResponse::error);
-        self.finish(meta, response, started, started_at_ms, tool_counters.as_deref(), &caller, confirmed, recorded)
+    /// One call through [`Router::pipeline`], then telemetry and the transcript.
+    async fn run(&self, call: Call) -> CallOutcome {
+        let recorded = self.transcript.is_some().then(|| call.arguments.clone());
+        let mut cx = CallContext::new(call, recorded);
+        let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
+        self.finish(cx, response)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        mut meta: CallMeta,
-        response: ToolResponse,
-        started: Instant,
-        started_at_ms: u64,
-        tool_counters: Option<&ToolCounters>,
-        caller: &Caller,
-        confirmed: bool,
-        recorded: Option<Value>,
-    ) -> CallOutcome {
+    /// Telemetry and the transcript line of a finished call.
+    fn finish(&self, cx: CallContext, response: ToolResponse) -> CallOutcome {
+        let CallContext { mut meta, caller, confirmed, started, started_at_ms, recorded, tool_counters, .. } = cx;
         meta.duration = started.elapsed();
         self.counters.record_call(&CallEvent {
             request_id: &meta.request_id,
@@ -555,8 +420,8 @@ impl Router {
             error_code: response.error.as_ref().map(|e| e.code.as_str()),
             duration: meta.duration,
             retries: meta.retries,
-            policy: &meta.policy,
-            tool_counters,
+            policy: &Joined(&meta.policy),
+            tool_counters: tool_counters.as_deref(),
             action: meta.action.as_deref(),
         });
         if let (Some(w), Some(arguments)) = (&self.transcript, recorded) {
@@ -587,7 +452,7 @@ impl Router {
         CallOutcome { response, meta }
     }
 
-    fn now_ns(&self) -> u64 {
+    pub(crate) fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
 
@@ -601,14 +466,14 @@ impl Router {
     }
 
     /// Delay before retry `n` (0-based): `retry_base * 2^n`, drawn from `[d/2, d]`.
-    fn backoff(&self, n: u32) -> Duration {
+    pub(crate) fn backoff(&self, n: u32) -> Duration {
         let d = self.settings.retry_base.saturating_mul(1u32 << n.min(16)).min(Duration::from_secs(60));
         d / 2 + d.mul_f64(0.5 * self.random())
     }
 
     /// The state of tool `index` of `catalog`, rebuilding the per-tool map when the snapshot
     /// changed (under a lock taken only then).
-    fn tool_state(&self, catalog: &Arc<Catalog>, index: usize) -> Arc<ToolState> {
+    pub(crate) fn tool_state(&self, catalog: &Arc<Catalog>, index: usize) -> Arc<ToolState> {
         {
             let g = self.states.load();
             if g.catalog.as_ref().is_some_and(|c| Arc::ptr_eq(c, catalog)) {
@@ -667,7 +532,7 @@ impl Router {
         state
     }
 
-    fn unknown_tool(catalog: &Catalog, access: &Access, name: &str) -> ToolError {
+    pub(crate) fn unknown_tool(catalog: &Catalog, access: &Access, name: &str) -> ToolError {
         // A name is echoed back at most 64 characters long (a client may send megabytes), and
         // one that long is like no tool name (they are short): no suggestions to compute.
         const ECHO: usize = 64;
@@ -685,11 +550,10 @@ impl Router {
             message.push('.');
         }
         message.push_str(&format!(" Use `{TOOL_SEARCH}` with a few words about the task to find the right tool."));
-        ToolError::new(ErrorCode::UNKNOWN_TOOL, message)
-            .with_details(json!({ "suggestions": suggestions, "search_tool": TOOL_SEARCH }))
+        Code::UnknownTool.error(message).with_details(json!({ "suggestions": suggestions, "search_tool": TOOL_SEARCH }))
     }
 
-    fn removed(catalog: &Catalog, access: &Access, notice: &Notice) -> ToolError {
+    pub(crate) fn removed(catalog: &Catalog, access: &Access, notice: &Notice) -> ToolError {
         let mut n = notice.clone();
         // Never name a replacement the caller may not see.
         if let Some(rep) = &n.replacement
@@ -698,532 +562,12 @@ impl Router {
             n.replacement = None;
             n.action = None;
         }
-        ToolError::new(codes::TOOL_REMOVED, n.message()).with_details(json!({
+        Code::ToolRemoved.error(n.message()).with_details(json!({
             "replacement": n.replacement,
             "action": n.action,
             "removed_in_version": n.removed_in_version.as_ref().map(|v| v.to_string()),
             "search_tool": TOOL_SEARCH,
         }))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn pipeline(
-        &self,
-        meta: &mut CallMeta,
-        tool_counters: &mut Option<Arc<ToolCounters>>,
-        mut args: Value,
-        config: Value,
-        caller: &Caller,
-        confirmed: bool,
-        cancel: &CancellationToken,
-        bridge: &Arc<dyn ClientBridge>,
-        started_at_ms: u64,
-    ) -> Result<ToolResponse, ToolError> {
-        let catalog = self.source.catalog();
-        let access = &caller.access;
-
-        // 1-2. Resolve the name; a tool the caller may not see does not exist.
-        let Some(resolved) = catalog.resolve(&meta.called_name).filter(|r| access.may_see(&r.tool.name, r.def)) else {
-            meta.policy.push(Cow::Borrowed("resolve:unknown"));
-            return Err(Self::unknown_tool(&catalog, access, &meta.called_name));
-        };
-        let def: &ToolDef = resolved.def;
-        let plugin: &Arc<PluginEntry> = resolved.plugin;
-        let tool_name = resolved.tool.name.as_str();
-        meta.tool = Some(tool_name.to_owned());
-        meta.plugin = Some(plugin.manifest.id.clone());
-        let index = catalog.tool_index(tool_name).ok_or_else(|| {
-            ToolError::new(ErrorCode::PROTOCOL, format!("catalog inconsistency: `{tool_name}` has no index"))
-        })?;
-        let state = self.tool_state(&catalog, index);
-        *tool_counters = Some(state.counters.clone());
-        meta.plugin_version = Some(state.version.clone());
-        meta.sha256 = Some(plugin.provenance.sha256.clone());
-        meta.signer_key_id = plugin.provenance.signer_key_id.clone();
-        meta.lifecycle_state = Some(resolved.state);
-        meta.notice = resolved.notice(&meta.called_name);
-        if !resolved.state.is_dispatchable() {
-            meta.policy.push(Cow::Borrowed("resolve:removed"));
-            let notice = meta.notice.clone().unwrap_or_else(|| Notice {
-                name: meta.called_name.clone(),
-                state: resolved.state,
-                replacement: None,
-                action: None,
-                first_deprecated_version: None,
-                planned_removal_version: None,
-                removed_in_version: None,
-                replay_supported: false,
-            });
-            return Err(Self::removed(&catalog, access, &notice));
-        }
-        meta.policy.push(Cow::Borrowed(if resolved.is_canonical() { "resolve:canonical" } else { "resolve:alias" }));
-
-        // An alias of a consolidated tool's action fills in `action`.
-        if args.is_null() {
-            args = Value::Object(Map::new());
-        }
-        if let (Some(a), Value::Object(m)) = (resolved.action, &mut args) {
-            match m.get("action") {
-                None => {
-                    m.insert("action".to_owned(), Value::String(a.to_owned()));
-                }
-                Some(Value::String(given)) if given == a => {}
-                Some(given) => {
-                    meta.policy.push(Cow::Borrowed("arguments:action-conflict"));
-                    return Err(ToolError::invalid(format!(
-                        "`{}` means `{tool_name}` with action `{a}`, but the arguments name action {given}; drop `action` or call `{tool_name}` directly",
-                        meta.called_name
-                    ))
-                    .with_details(json!({ "errors": [{
-                        "pointer": "/action", "keyword": "const", "expected": a, "got": given, "hint": "remove `action`",
-                    }] })));
-                }
-            }
-        }
-        let action: Option<String> = if def.spec.actions.is_empty() {
-            None
-        } else {
-            args.get("action").and_then(Value::as_str).map(str::to_owned)
-        };
-        meta.action.clone_from(&action);
-
-        // 2b. Scopes of the action (the tool's own were checked by `may_see`).
-        if !access.may_call(tool_name, def, action.as_deref()) {
-            meta.policy.push(Cow::Borrowed("scopes:denied"));
-            let missing: Vec<&str> = def.scopes_for(action.as_deref()).filter(|s| !access.holds(s)).collect();
-            return Err(ToolError::denied(format!(
-                "action `{}` of `{tool_name}` needs scope(s) {}, which this session does not hold; use another action or ask the user to grant the scope",
-                action.as_deref().unwrap_or_default(),
-                missing.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
-            ))
-            .with_details(json!({ "missing_scopes": missing })));
-        }
-        meta.policy.push(Cow::Borrowed("scopes:ok"));
-
-        // 3. Arguments against the precompiled input schema.
-        if let Err(e) = validate::arguments(tool_name, def, &args, meta.lane == Lane::Generic) {
-            meta.policy.push(Cow::Borrowed("arguments:invalid"));
-            if meta.lane == Lane::Generic {
-                self.counters.record_run_tool_invalid();
-            }
-            return Err(e);
-        }
-        meta.policy.push(Cow::Borrowed("arguments:ok"));
-
-        // 3b. Rate limits (before approval: nobody is asked about a call that is refused).
-        if let Some(limits) = &state.limits
-            && let Err((scope, limit, wait)) = limits.check(&caller.session_id, caller.principal.as_deref())
-        {
-            meta.policy.push(Cow::Borrowed("rate:limited"));
-            if let (Some(all), Some(tool)) = (self.counters.metrics(), state.counters.metrics()) {
-                tool.rate_limited(all, scope);
-            }
-            return Err(limits::refused(tool_name, scope, limit, wait));
-        }
-
-        // 4. Approval.
-        let confirmed =
-            self.approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge).await?;
-
-        // 5. Circuit breaker.
-        let admission = if state.breaker.is_closed() {
-            Admission::Pass
-        } else {
-            state.breaker.admit(self.now_ns(), self.settings.breaker_cooldown)
-        };
-        match admission {
-            Admission::Refuse(wait) => {
-                meta.policy.push(Cow::Borrowed("breaker:open"));
-                let wait_ms = wait.as_millis().max(1) as u64;
-                return Err(ToolError::new(
-                    codes::CIRCUIT_OPEN,
-                    format!(
-                        "`{tool_name}` failed {} times in a row and is paused; try again in {wait_ms} ms, or use another tool",
-                        self.settings.breaker_failures
-                    ),
-                )
-                .retryable()
-                .with_details(json!({ "retry_after_ms": wait_ms })));
-            }
-            Admission::Probe => meta.policy.push(Cow::Borrowed("breaker:half-open-probe")),
-            Admission::Pass => meta.policy.push(Cow::Borrowed("breaker:closed")),
-        }
-        // A probe whose caller goes away before the outcome is known must not leave the breaker
-        // half-open forever.
-        let mut probe = ProbeRelease { breaker: &state.breaker, armed: admission == Admission::Probe };
-
-        // 6-8. Invoke under the deadline, within the concurrency limits, retrying retryable errors.
-        let policies = def.policies;
-        let timeout = if policies.timeout_ms == 0 {
-            Duration::from_secs(365 * 24 * 3600)
-        } else {
-            Duration::from_millis(policies.timeout_ms)
-        };
-        let deadline = Instant::now() + timeout;
-        let scopes = access.scopes();
-        let request = RequestView {
-            request_id: &meta.request_id,
-            tool_id: &def.spec.name,
-            tool_version: &state.version,
-            timestamp: started_at_ms,
-            agent_context: AgentView {
-                session_id: &caller.session_id,
-                client: &caller.client,
-                mode: &caller.mode,
-                scopes: &scopes,
-            },
-            inputs: &args,
-            invocation_policies: PoliciesView {
-                timeout_ms: policies.timeout_ms,
-                max_result_bytes: policies.max_result_bytes,
-                confirmed,
-                action: action.as_deref(),
-            },
-            config: if config.is_null() {
-                self.settings.plugin_config.get(resolved.plugin.id()).unwrap_or(&Value::Null)
-            } else {
-                &config
-            },
-            memory_snippet: self.memory.snippet(&caller.session_id, resolved.plugin.id(), tool_name),
-            secrets: &state.secrets,
-        };
-        let mut body = Vec::with_capacity(256 + args_len_hint(&args));
-        serde_json::to_writer(&mut body, &request)
-            .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("cannot encode the request: {e}")))?;
-        // serde_json writes valid UTF-8.
-        let body = String::from_utf8(body).map_err(|e| ToolError::new(ErrorCode::PROTOCOL, e.to_string()))?;
-        let result = self
-            .invoke_with_retries(
-                meta,
-                tool_name,
-                plugin,
-                resolved.tool.tool,
-                &state,
-                body,
-                deadline,
-                policies.retries,
-                cancel,
-                bridge,
-            )
-            .await;
-
-        // 9. Output against the output schema.
-        let result = match result {
-            Ok((r, n)) if r.status == Status::Ok => match validate::output(tool_name, def, &r.outputs) {
-                Ok(()) => Ok((r, n)),
-                Err(e) => {
-                    meta.policy.push(Cow::Borrowed("output:invalid"));
-                    Err(e)
-                }
-            },
-            other => other,
-        };
-
-        // The breaker learns the outcome.
-        probe.armed = false;
-        if let Some(s) =
-            state.breaker.record(admission, verdict(&result), || self.now_ns(), self.settings.breaker_failures)
-        {
-            state.counters.set_breaker(s);
-            meta.policy.push(Cow::Borrowed(if s == BreakerState::Open {
-                "breaker:opened"
-            } else {
-                "breaker:closed-after-probe"
-            }));
-            tracing::warn!(tool = tool_name, state = s.as_str(), "circuit breaker changed state");
-        }
-        let (mut response, raw_len) = result?;
-
-        // What the tool asked to remember, for its later calls in this session (never sent to
-        // the client).
-        if !response.memory_writes.is_empty() {
-            let writes = std::mem::take(&mut response.memory_writes);
-            for refused in self.memory.write(&caller.session_id, resolved.plugin.id(), tool_name, &writes) {
-                tracing::warn!(tool = tool_name, session = %caller.session_id, "{refused}");
-            }
-        }
-
-        // 10. Result size.
-        self.limit_size(meta, &mut response, def, policies.max_result_bytes, raw_len, &caller.session_id);
-        Ok(response)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn approve(
-        &self,
-        meta: &mut CallMeta,
-        tool: &str,
-        def: &ToolDef,
-        action: Option<&str>,
-        args: &Value,
-        caller: &Caller,
-        confirmed: bool,
-        cancel: &CancellationToken,
-        bridge: &Arc<dyn ClientBridge>,
-    ) -> Result<bool, ToolError> {
-        if !def.needs_confirmation(action) {
-            meta.policy.push(Cow::Borrowed("approval:not-required"));
-            return Ok(confirmed);
-        }
-        let effects = def.side_effects_for(action).as_str();
-        let what = match action {
-            Some(a) => format!("`{tool}` (action `{a}`)"),
-            None => format!("`{tool}`"),
-        };
-        let details = json!({ "needs_confirmation": true, "side_effects": effects, "action": action, "confirm_meta_key": codes::CONFIRM_META_KEY });
-        match caller.approval {
-            // `deny` is final: checked before the caller's confirmation, and nobody is asked.
-            Approval::Deny => {
-                meta.policy.push(Cow::Borrowed("approval:denied-by-profile"));
-                Err(ToolError::denied(format!(
-                    "{what} has {effects} side effects and needs a person's confirmation, which this session's profile refuses; do not retry (a confirmation cannot override it). Tell the user what you wanted to do so they can do it themselves or change the profile's approval setting."
-                ))
-                .with_details(json!({ "needs_confirmation": true, "side_effects": effects, "action": action, "denied_by_profile": true })))
-            }
-            _ if confirmed => {
-                meta.policy.push(Cow::Borrowed("approval:confirmed-by-caller"));
-                Ok(true)
-            }
-            Approval::Allow => {
-                meta.policy.push(Cow::Borrowed("approval:allowed-by-profile"));
-                Ok(true)
-            }
-            Approval::Ask if bridge.can_elicit() => {
-                let mut shown = args.to_string();
-                if shown.len() > 500 {
-                    let mut cut = 497;
-                    while !shown.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    shown.truncate(cut);
-                    shown.push_str("...");
-                }
-                let request = json!({
-                    "message": format!("Allow {what} ({effects} side effects) with these arguments?\n{shown}"),
-                    "requestedSchema": {
-                        "type": "object",
-                        "properties": { "confirm": { "type": "boolean", "title": "Run it", "description": "Run this call once", "default": false } },
-                        "required": ["confirm"]
-                    }
-                });
-                let answer = tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => return Err(cancelled(tool)),
-                    a = bridge.elicit(request) => a,
-                };
-                match answer {
-                    Ok(v)
-                        if v.get("action").and_then(Value::as_str) == Some("accept")
-                            && v.pointer("/content/confirm").and_then(Value::as_bool) != Some(false) =>
-                    {
-                        meta.policy.push(Cow::Borrowed("approval:confirmed-by-user"));
-                        Ok(true)
-                    }
-                    Ok(v) => {
-                        meta.policy.push(Cow::Borrowed("approval:declined-by-user"));
-                        Err(ToolError::denied(format!(
-                            "the user did not allow {what}; do not retry it unless the user asks for it"
-                        ))
-                        .with_details(json!({ "user_action": v.get("action").cloned().unwrap_or(Value::Null) })))
-                    }
-                    Err(e) => {
-                        meta.policy.push(Cow::Borrowed("approval:ask-failed"));
-                        Err(ToolError::new(
-                            codes::CONFIRMATION_REQUIRED,
-                            format!("{what} needs a person's confirmation and asking the user failed ({e}). Ask the user in the conversation whether to run it; if they agree, repeat the call marked as confirmed (MCP request `_meta` key `{}`: true; CLI `--yes`).", codes::CONFIRM_META_KEY),
-                        )
-                        .with_details(details))
-                    }
-                }
-            }
-            Approval::Ask => {
-                meta.policy.push(Cow::Borrowed("approval:cannot-ask"));
-                Err(ToolError::new(
-                    codes::CONFIRMATION_REQUIRED,
-                    format!(
-                        "{what} has {effects} side effects and needs a person's confirmation before it runs, and this client cannot ask the user. Ask the user in the conversation whether to run it; if they agree, repeat the call marked as confirmed (MCP request `_meta` key `{}`: true; CLI `--yes`). Never confirm on your own.",
-                        codes::CONFIRM_META_KEY
-                    ),
-                )
-                .with_details(details))
-            }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn invoke_with_retries(
-        &self,
-        meta: &mut CallMeta,
-        tool_name: &str,
-        plugin: &Arc<PluginEntry>,
-        tool: usize,
-        state: &Arc<ToolState>,
-        mut body: String,
-        deadline: Instant,
-        max_retries: u32,
-        cancel: &CancellationToken,
-        bridge: &Arc<dyn ClientBridge>,
-    ) -> Result<(ToolResponse, usize), ToolError> {
-        loop {
-            let attempt_body = if meta.retries < max_retries { body.clone() } else { std::mem::take(&mut body) };
-            let (response, raw_len) = self
-                .attempt(&meta.request_id, tool_name, plugin, tool, state, attempt_body, deadline, cancel, bridge)
-                .await?;
-            let retryable = response.status == Status::Error && response.error.as_ref().is_some_and(|e| e.retryable);
-            if !retryable || meta.retries >= max_retries {
-                return Ok((response, raw_len));
-            }
-            let delay = self.backoff(meta.retries);
-            if Instant::now() + delay >= deadline {
-                meta.policy.push(Cow::Borrowed("retry:no-time-left"));
-                return Ok((response, raw_len));
-            }
-            meta.retries += 1;
-            let code = response.error.as_ref().map(|e| e.code.as_str()).unwrap_or_default();
-            meta.policy.push(Cow::Owned(format!("retry:{}:{code}:{}ms", meta.retries, delay.as_millis())));
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return Err(cancelled(tool_name)),
-                _ = tokio::time::sleep(delay) => {}
-            }
-        }
-    }
-
-    /// One invocation on a blocking thread. The caller stops waiting at the deadline or on
-    /// cancellation; the thread cannot be killed, so it keeps its tool permit until the plugin
-    /// returns (the overrun counts against the tool) and sees `is_cancelled() == true`.
-    #[allow(clippy::too_many_arguments)]
-    async fn attempt(
-        &self,
-        request_id: &str,
-        tool_name: &str,
-        plugin: &Arc<PluginEntry>,
-        tool: usize,
-        state: &Arc<ToolState>,
-        body: String,
-        deadline: Instant,
-        cancel: &CancellationToken,
-        bridge: &Arc<dyn ClientBridge>,
-    ) -> Result<(ToolResponse, usize), ToolError> {
-        if cancel.is_cancelled() {
-            return Err(cancelled(tool_name));
-        }
-        // The tool's own slot first: a saturated tool must not hold host-wide slots while it waits.
-        let tool_permit =
-            acquire(&state.semaphore, deadline, cancel, tool_name, "the tool's concurrency limit").await?;
-        let dispatch = plugin.backend.dispatch(tool);
-        // The host-wide slots bound the blocking threads; inline calls take no thread and remote
-        // calls run in their worker, so neither ever waits behind slow thread calls.
-        let _global = if dispatch == Dispatch::Thread {
-            Some(acquire(&self.global, deadline, cancel, tool_name, "the host's call slots").await?)
-        } else {
-            None
-        };
-        let sink = Arc::new(RouterSink::new(
-            bridge.clone(),
-            cancel.clone(),
-            deadline,
-            request_id.to_owned(),
-            state.counters.clone(),
-        ));
-        match dispatch {
-            Dispatch::Inline => {
-                // The tool answers within microseconds and never blocks: run it on this task
-                // and skip the thread handoff; its deadline is checked after.
-                let raw = plugin.backend.invoke(&plugin.tools[tool].spec.name, &body, sink.clone());
-                sink.finished();
-                drop(tool_permit);
-                return settle(raw, tool_name, state, deadline, cancel);
-            }
-            Dispatch::Remote => {
-                let call = plugin.backend.start(&plugin.tools[tool].spec.name, body, sink.clone(), deadline);
-                return self.await_remote(call, tool_name, state, sink, tool_permit, deadline, cancel).await;
-            }
-            Dispatch::Thread => {}
-        }
-        let plugin = plugin.clone();
-        let plugin_sink = sink.clone();
-        let mut handle = tokio::task::spawn_blocking(move || {
-            let name = plugin.tools[tool].spec.name.as_str();
-            let out = plugin.backend.invoke(name, &body, plugin_sink.clone());
-            plugin_sink.finished();
-            drop(tool_permit);
-            out
-        });
-        let mut guard = AbandonOnDrop { sink: &sink, armed: true };
-        let joined = tokio::select! {
-            biased;
-            r = &mut handle => r,
-            _ = cancel.cancelled() => {
-                // `guard` marks the call abandoned.
-                return Err(cancelled(tool_name));
-            }
-            _ = tokio::time::sleep_until(deadline.into()) => {
-                guard.armed = false;
-                sink.abandon(true);
-                return Err(timeout_error(tool_name));
-            }
-        };
-        guard.armed = false;
-        let raw = joined.map_err(|e| {
-            ToolError::new(ErrorCode::PROTOCOL, format!("the thread running `{tool_name}` failed: {e}"))
-        })?;
-        settle(raw, tool_name, state, deadline, cancel)
-    }
-
-    /// Waits for a call running elsewhere (a worker process). When the caller stops waiting
-    /// (cancellation, deadline), the call is aborted and a reaper keeps the tool's slot until the
-    /// call is really over: the backend kills a worker whose call overran its deadline, so the
-    /// slot always comes back.
-    #[allow(clippy::too_many_arguments)]
-    async fn await_remote(
-        &self,
-        call: RemoteCall,
-        tool_name: &str,
-        state: &Arc<ToolState>,
-        sink: Arc<RouterSink>,
-        tool_permit: OwnedSemaphorePermit,
-        deadline: Instant,
-        cancel: &CancellationToken,
-    ) -> Result<(ToolResponse, usize), ToolError> {
-        let RemoteCall { mut answer, abort } = call;
-        let outcome = tokio::select! {
-            biased;
-            r = &mut answer => Ok(r),
-            _ = cancel.cancelled() => Err(AbortReason::Cancelled),
-            _ = tokio::time::sleep_until(deadline.into()) => Err(AbortReason::Deadline),
-        };
-        let reason = match outcome {
-            Ok(r) => {
-                sink.finished();
-                drop(tool_permit);
-                if cancel.is_cancelled() {
-                    return Err(cancelled(tool_name));
-                }
-                return settle(r?, tool_name, state, deadline, cancel);
-            }
-            Err(reason) => reason,
-        };
-        sink.abandon(reason == AbortReason::Deadline);
-        abort(reason);
-        tokio::spawn(async move {
-            let _slot = tool_permit;
-            tokio::select! {
-                _ = &mut answer => {}
-                _ = tokio::time::sleep_until(deadline.into()) => {
-                    abort(AbortReason::Deadline);
-                    let _ = answer.await;
-                }
-            }
-            sink.finished();
-        });
-        match reason {
-            AbortReason::Cancelled => Err(cancelled(tool_name)),
-            AbortReason::Deadline => {
-                state.counters.timed_out();
-                Err(timeout_error(tool_name))
-            }
-        }
     }
 
     /// Cuts a result over `max` bytes down to fit, keeping the tool's shape: the largest string
@@ -1233,15 +577,15 @@ impl Router {
     /// text preview of the JSON goes in `content`. Either way the status is `partial`, the full
     /// text is kept under a handle for `result_handle_ttl` (for this session only), and
     /// [`CallMeta::truncation`] says what was done.
-    fn limit_size(
+    pub(crate) fn limit_size(
         &self,
-        meta: &mut CallMeta,
+        cx: &mut CallContext,
+        target: &Target<'_>,
         response: &mut ToolResponse,
-        def: &ToolDef,
-        max: u64,
         raw_len: usize,
-        session: &str,
     ) {
+        let def = target.def();
+        let max = def.policies.max_result_bytes;
         if max == 0 || response.status == Status::Error || raw_len as u64 <= max {
             return;
         }
@@ -1250,35 +594,13 @@ impl Router {
             return;
         }
         let max = max as usize;
-        let handle = format!("res-{}", meta.request_id);
+        let handle = format!("res-{}", cx.meta.request_id);
         let uri = format!("{RESULT_URI_PREFIX}{handle}");
         let total = text.len();
-        let marker = |n: usize| format!("… [{n} more bytes cut; the full result is at {uri}]");
         let mut cut = response.outputs.clone();
         let has_output_schema =
             def.output_schema.as_deref().is_some_and(|s| s.get("type").and_then(Value::as_str) == Some("object"));
-        let (structured, reason, cuts) = match fit(&mut cut, max, &marker) {
-            None => (
-                false,
-                Some(format!("no shortening of its strings and arrays brings the output under {max} bytes")),
-                Vec::new(),
-            ),
-            Some(cuts) => match &def.output_validator {
-                Some(v) if !v.is_valid(&cut) => {
-                    let why = v
-                        .iter_errors(&cut)
-                        .next()
-                        .map(|e| format!("`{}` at `{}`", e.kind().keyword(), e.instance_path().as_str()))
-                        .unwrap_or_default();
-                    (
-                        false,
-                        Some(format!("the shortened output no longer matches the output schema ({why})")),
-                        Vec::new(),
-                    )
-                }
-                _ => (true, None, cuts),
-            },
-        };
+        let (structured, reason, cuts) = shorten(&mut cut, def, max, &uri);
         let shown;
         if structured {
             shown = serde_json::to_vec(&cut).map(|b| b.len()).unwrap_or(0);
@@ -1299,8 +621,8 @@ impl Router {
             ));
         }
         response.status = Status::Partial;
-        self.results.insert(handle.clone(), session, text);
-        meta.truncation = Some(Truncation {
+        self.results.insert(handle.clone(), &cx.caller.session_id, text);
+        cx.meta.truncation = Some(Truncation {
             handle: handle.clone(),
             uri,
             total_bytes: total,
@@ -1311,11 +633,35 @@ impl Router {
             has_output_schema,
             cuts,
         });
-        meta.result_handle = Some(handle);
-        meta.policy.push(Cow::Borrowed("result:truncated"));
+        cx.meta.result_handle = Some(handle);
+        cx.step(Step::ResultTruncated);
         if !structured {
-            meta.policy.push(Cow::Borrowed("result:unstructured"));
+            cx.step(Step::ResultUnstructured);
         }
+    }
+}
+
+/// Shortens `cut` (a copy of the outputs) to fit `max` bytes: whether the cut output can be sent
+/// as structured output, why not, and what was cut.
+fn shorten(cut: &mut Value, def: &ToolDef, max: usize, uri: &str) -> (bool, Option<String>, Vec<Cut>) {
+    let marker = |n: usize| format!("… [{n} more bytes cut; the full result is at {uri}]");
+    let Some(cuts) = fit(cut, max, &marker) else {
+        return (
+            false,
+            Some(format!("no shortening of its strings and arrays brings the output under {max} bytes")),
+            Vec::new(),
+        );
+    };
+    match &def.output_validator {
+        Some(v) if !v.is_valid(cut) => {
+            let why = v
+                .iter_errors(cut)
+                .next()
+                .map(|e| format!("`{}` at `{}`", e.kind().keyword(), e.instance_path().as_str()))
+                .unwrap_or_default();
+            (false, Some(format!("the shortened output no longer matches the output schema ({why})")), Vec::new())
+        }
+        _ => (true, None, cuts),
     }
 }
 
@@ -1327,48 +673,10 @@ fn tool_slots(requested: u32, host: usize) -> usize {
     (requested as usize).clamp(1, cap)
 }
 
-/// A plugin's answer, unless it raced a cancellation or the deadline (a tool that saw
-/// `is_cancelled` and stopped early did not produce a result).
-fn settle(
-    raw: String,
-    tool_name: &str,
-    state: &ToolState,
-    deadline: Instant,
-    cancel: &CancellationToken,
-) -> Result<(ToolResponse, usize), ToolError> {
-    if cancel.is_cancelled() {
-        return Err(cancelled(tool_name));
-    }
-    if Instant::now() >= deadline {
-        state.counters.timed_out();
-        return Err(timeout_error(tool_name));
-    }
-    parse_response(tool_name, raw)
-}
-
-fn timeout_error(tool_name: &str) -> ToolError {
-    ToolError::new(
-        ErrorCode::TIMEOUT,
-        format!("`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"),
-    )
-    .retryable()
-}
-
-/// Reads a plugin's answer; returns it with its size in bytes.
-fn parse_response(tool_name: &str, raw: String) -> Result<(ToolResponse, usize), ToolError> {
-    let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
-        let mut shown = raw.clone();
-        shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
-        ToolError::new(
-            ErrorCode::PROTOCOL,
-            format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"),
-        )
-    })?;
-    Ok((response, raw.len()))
-}
-
 #[cfg(test)]
 mod tests {
+    use quiver_abi::ErrorCode;
+
     use super::*;
 
     #[test]

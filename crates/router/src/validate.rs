@@ -4,11 +4,11 @@
 
 use jsonschema::ValidationError;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
-use quiver_abi::{ErrorCode, ToolError};
+use quiver_abi::ToolError;
 use quiver_catalog::ToolDef;
 use serde_json::{Value, json};
 
-use crate::codes;
+use crate::codes::Code;
 use crate::suggest::edit_distance;
 
 /// Problems listed per error (the rest are counted).
@@ -79,6 +79,53 @@ fn schema_parent<'s>(schema: &'s Value, keyword_location: &str) -> Option<&'s Va
     schema.pointer(parent)
 }
 
+/// Pointer, expected, got and hint for a missing required property.
+fn missing_property(pointer: &str, name: &str, parent: Option<&Value>) -> (String, String, String, String) {
+    let ty = parent
+        .and_then(|p| p.pointer(&format!("/properties/{}", escape_pointer_token(name))))
+        .and_then(|s| s.get("type"))
+        .map(|t| match t {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
+    let expected = match ty {
+        Some(t) => format!("required property `{name}` ({t})"),
+        None => format!("required property `{name}`"),
+    };
+    (
+        format!("{pointer}/{}", escape_pointer_token(name)),
+        expected,
+        "nothing (missing)".to_owned(),
+        format!("add `{name}`"),
+    )
+}
+
+/// Pointer, expected, got and hint for properties the schema does not allow (with the closest
+/// allowed name, when one is near).
+fn unexpected_property(
+    pointer: &str,
+    unexpected: &[String],
+    parent: Option<&Value>,
+) -> (String, String, String, String) {
+    let first = unexpected.first().cloned().unwrap_or_default();
+    let allowed: Vec<&str> = parent
+        .and_then(|p| p.get("properties"))
+        .and_then(Value::as_object)
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let close = allowed.iter().filter(|a| edit_distance(a, &first) <= 2).min_by_key(|a| edit_distance(a, &first));
+    let mut hint = format!("remove `{}`", unexpected.join("`, `"));
+    if let Some(c) = close {
+        hint = format!("did you mean `{c}`? {hint}");
+    }
+    let expected = if allowed.is_empty() {
+        "no other properties".to_owned()
+    } else {
+        format!("only the properties {}", allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", "))
+    };
+    (format!("{pointer}/{}", escape_pointer_token(&first)), expected, format!("unexpected property `{first}`"), hint)
+}
+
 fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
     let pointer = e.instance_path().as_str().to_owned();
     let kind = e.kind();
@@ -99,53 +146,11 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
             (pointer, expected, got, hint)
         }
         ValidationErrorKind::Required { property } => {
-            let name = property.as_str().unwrap_or_default().to_owned();
-            let ty = parent
-                .and_then(|p| p.pointer(&format!("/properties/{}", escape_pointer_token(&name))))
-                .and_then(|s| s.get("type"))
-                .map(|t| match t {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                });
-            let expected = match ty {
-                Some(t) => format!("required property `{name}` ({t})"),
-                None => format!("required property `{name}`"),
-            };
-            (
-                format!("{pointer}/{}", escape_pointer_token(&name)),
-                expected,
-                "nothing (missing)".to_owned(),
-                format!("add `{name}`"),
-            )
+            missing_property(&pointer, property.as_str().unwrap_or_default(), parent)
         }
         ValidationErrorKind::AdditionalProperties { unexpected }
         | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
-            let first = unexpected.first().cloned().unwrap_or_default();
-            let allowed: Vec<&str> = parent
-                .and_then(|p| p.get("properties"))
-                .and_then(Value::as_object)
-                .map(|m| m.keys().map(String::as_str).collect())
-                .unwrap_or_default();
-            let close =
-                allowed.iter().filter(|a| edit_distance(a, &first) <= 2).min_by_key(|a| edit_distance(a, &first));
-            let mut hint = format!("remove `{}`", unexpected.join("`, `"));
-            if let Some(c) = close {
-                hint = format!("did you mean `{c}`? {hint}");
-            }
-            let expected = if allowed.is_empty() {
-                "no other properties".to_owned()
-            } else {
-                format!(
-                    "only the properties {}",
-                    allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ")
-                )
-            };
-            (
-                format!("{pointer}/{}", escape_pointer_token(&first)),
-                expected,
-                format!("unexpected property `{first}`"),
-                hint,
-            )
+            unexpected_property(&pointer, unexpected, parent)
         }
         ValidationErrorKind::Enum { options } => (
             pointer,
@@ -243,7 +248,7 @@ pub(crate) fn arguments(tool: &str, def: &ToolDef, args: &Value, include_schema:
     if include_schema {
         details["input_schema"] = (*def.input_schema).clone();
     }
-    Err(ToolError::new(ErrorCode::INVALID_ARGUMENTS, message).with_details(details))
+    Err(Code::InvalidArguments.error(message).with_details(details))
 }
 
 /// Checks a meta tool's arguments against its derived schema: the same validator and the same
@@ -258,7 +263,7 @@ pub fn meta_arguments(tool: &str, schema: &quiver_catalog::MetaSchema, args: &Va
         if total == 1 { "it" } else { "them" }
     );
     let details = json!({ "errors": list.iter().map(Issue::to_json).collect::<Vec<_>>() });
-    Err(ToolError::new(ErrorCode::INVALID_ARGUMENTS, message).with_details(details))
+    Err(Code::InvalidArguments.error(message).with_details(details))
 }
 
 /// Checks a successful result against the tool's output schema.
@@ -274,7 +279,8 @@ pub(crate) fn output(tool: &str, def: &ToolDef, outputs: &Value) -> Result<(), T
         "`{tool}` returned a result that does not match its output schema at `{first}`: {}. This is a fault of the tool, not of the arguments; report it to the plugin's author.",
         summary(&list, total)
     );
-    Err(ToolError::new(codes::INVALID_OUTPUT, message)
+    Err(Code::InvalidOutput
+        .error(message)
         .with_details(json!({ "pointer": first, "errors": list.iter().map(Issue::to_json).collect::<Vec<_>>() })))
 }
 

@@ -2,7 +2,6 @@
 //! and is taken when a tool is first seen (the router does that when it builds its per-tool
 //! state for a catalog snapshot), never on the call path.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
@@ -258,7 +257,7 @@ impl Histogram {
 }
 
 /// What the router tells telemetry about one finished call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct CallEvent<'a> {
     /// Request id.
     pub request_id: &'a str,
@@ -280,25 +279,23 @@ pub struct CallEvent<'a> {
     pub duration: Duration,
     /// Retries made.
     pub retries: u32,
-    /// Policy decisions, in pipeline order.
-    pub policy: &'a [Cow<'static, str>],
+    /// Policy decisions, in pipeline order (shown joined by `,`).
+    pub policy: &'a dyn std::fmt::Display,
     /// The tool's counters, when the call reached a tool.
     pub tool_counters: Option<&'a ToolCounters>,
     /// The effective action of a consolidated tool.
     pub action: Option<&'a str>,
 }
 
-struct Joined<'a>(&'a [Cow<'static, str>]);
-
-impl std::fmt::Display for Joined<'_> {
+impl std::fmt::Debug for CallEvent<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, p) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            f.write_str(p)?;
-        }
-        Ok(())
+        f.debug_struct("CallEvent")
+            .field("request_id", &self.request_id)
+            .field("called_name", &self.called_name)
+            .field("status", &self.status)
+            .field("error_code", &self.error_code)
+            .field("policy", &format_args!("{}", self.policy))
+            .finish_non_exhaustive()
     }
 }
 
@@ -403,7 +400,7 @@ impl Counters {
             error = ev.error_code.unwrap_or(""),
             duration_us = ev.duration.as_micros() as u64,
             retries = ev.retries,
-            policy = %Joined(ev.policy),
+            policy = %ev.policy,
             "tool call"
         );
     }
@@ -560,7 +557,7 @@ mod tests {
     fn counters_add_up_per_lane_tool_and_code() {
         let c = Counters::new();
         let t = c.tool("echo", &[]);
-        let policy = [Cow::Borrowed("approval:not-required")];
+        let policy = "approval:not-required";
         let ev = |lane, status, code| CallEvent {
             request_id: "r",
             called_name: "echo",

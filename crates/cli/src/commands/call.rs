@@ -4,9 +4,8 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use quiver_abi::Status;
-use quiver_catalog::Access;
-use quiver_manifest::ApprovalMode;
-use quiver_router::{Approval, Call, CallOutcome, Caller, Router};
+use quiver_mcp::SessionProfile;
+use quiver_router::{Call, CallOutcome, Router};
 use serde_json::{Value, json};
 
 use crate::settings::Settings;
@@ -37,20 +36,13 @@ pub fn run(g: &GlobalArgs, a: &CallArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     let (profile_name, profile) = settings.profile(a.profile.as_deref())?;
     let host = settings.start_host()?;
-    let caller = Caller {
-        session_id: format!("cli-{}", std::process::id()),
-        client: "quiver-cli".to_owned(),
-        mode: profile_name,
-        access: Access::new(&profile.scopes, &profile.gated),
-        // No one can be asked from here (no elicitation): under `ask`, `--yes` confirms and
-        // otherwise the router refuses; `deny` is final, `--yes` included.
-        approval: match profile.approval {
-            ApprovalMode::Allow => Approval::Allow,
-            ApprovalMode::Ask => Approval::Ask,
-            ApprovalMode::Deny => Approval::Deny,
-        },
-        principal: None,
-    };
+    // No one can be asked from here (no elicitation): under `ask`, `--yes` confirms and
+    // otherwise the router refuses; `deny` is final, `--yes` included.
+    let caller = SessionProfile::from_config(&profile_name, &profile).caller(
+        format!("cli-{}", std::process::id()),
+        "quiver-cli",
+        None,
+    );
     let call = Call::new(&a.tool, arguments, caller).confirmed(a.yes);
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use quiver_catalog::Access;
-use quiver_router::{Approval, Caller, ReplayVerdict, Router, replay};
+use quiver_mcp::SessionProfile;
+use quiver_router::{ReplayVerdict, Router, replay};
 use serde_json::json;
 
 use crate::commands::list::print_table;
@@ -29,14 +29,14 @@ pub fn run(g: &GlobalArgs, a: &ReplayArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     let (profile_name, profile) = settings.profile(a.profile.as_deref())?;
     let host = settings.start_host()?;
-    let caller = Caller {
-        session_id: format!("replay-{}", std::process::id()),
-        client: "quiver-cli".to_owned(),
-        mode: profile_name,
-        access: Access::new(&profile.scopes, &profile.gated),
-        approval: if a.yes { Approval::Allow } else { Approval::Deny },
-        principal: None,
-    };
+    // The profile decides, as in a session; `--yes` confirms every recorded call under `ask`
+    // (recorded confirmations are passed on anyway); `deny` is final.
+    let mut caller = SessionProfile::from_config(&profile_name, &profile).caller(
+        format!("replay-{}", std::process::id()),
+        "quiver-cli",
+        None,
+    );
+    caller.approval = caller.approval.confirmed_by_operator(a.yes);
     // Replays are not recorded again.
     let router = Router::new(host, quiver_router::RouterSettings { transcript_dir: None, ..settings.router() });
     let rt =

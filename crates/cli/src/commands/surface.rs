@@ -7,6 +7,7 @@ use std::io::Write;
 use anyhow::Result;
 use clap::Args;
 use quiver_catalog::{ExposureMode, Session, partitions};
+use quiver_mcp::SessionProfile;
 use serde_json::json;
 
 use crate::GlobalArgs;
@@ -30,7 +31,8 @@ pub fn run(g: &GlobalArgs, a: &SurfaceArgs) -> Result<()> {
     let (name, profile) = settings.profile(a.profile.as_deref())?;
     let host = settings.start_host()?;
     let catalog = host.catalog();
-    let mut session = Session::for_profile("surface", &profile);
+    let profile = SessionProfile::from_config(&name, &profile);
+    let mut session = Session::new("surface", profile.policy, profile.access);
     if let Some(m) = &a.mode {
         session.policy.mode = match m.as_str() {
             "full" => ExposureMode::Full,

@@ -1,0 +1,360 @@
+//! Stage `dispatch`: the request sent to the tool, its concurrency slots, the invocation under
+//! the deadline (inline, on a thread, or remote), retries of retryable errors, and reading the
+//! tool's answer.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use quiver_abi::{Secrets, Status, ToolError, ToolResponse};
+use quiver_catalog::{AbortReason, Dispatch, PluginEntry, RemoteCall};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::Router;
+use crate::codes::Code;
+use crate::policy::{Retry, Step};
+use crate::router::{ToolState, cancelled};
+use crate::sink::{AbandonOnDrop, RouterSink};
+use crate::stages::{CallContext, Target};
+
+/// The JSON of a [`quiver_abi::ToolRequest`], written from borrowed parts (no copies of the
+/// arguments or the caller's strings on the call path). Field for field the same wire format;
+/// the integration tests parse what the router sends back into `ToolRequest` and check it
+/// against `schemas/tool-request.schema.json`.
+#[derive(Serialize)]
+struct RequestView<'a> {
+    request_id: &'a str,
+    tool_id: &'a str,
+    tool_version: &'a str,
+    timestamp: u64,
+    agent_context: AgentView<'a>,
+    inputs: &'a Value,
+    invocation_policies: PoliciesView<'a>,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    config: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_snippet: Option<String>,
+    #[serde(skip_serializing_if = "Secrets::is_empty")]
+    secrets: &'a Secrets,
+}
+
+#[derive(Serialize)]
+struct AgentView<'a> {
+    session_id: &'a str,
+    client: &'a str,
+    mode: &'a str,
+    scopes: &'a [String],
+}
+
+#[derive(Serialize)]
+struct PoliciesView<'a> {
+    timeout_ms: u64,
+    max_result_bytes: u64,
+    confirmed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    action: Option<&'a str>,
+}
+
+/// What every attempt of one call shares.
+pub(crate) struct Invocation<'a> {
+    pub(crate) tool_name: &'a str,
+    pub(crate) plugin: &'a Arc<PluginEntry>,
+    /// The tool's index in its plugin.
+    pub(crate) tool: usize,
+    pub(crate) state: &'a Arc<ToolState>,
+    pub(crate) deadline: Instant,
+}
+
+/// The answer of a tool and its size in bytes.
+pub(crate) type Answer = Result<(ToolResponse, usize), ToolError>;
+
+/// A cheap guess of the serialized size of the arguments (to size the request buffer once).
+fn args_len_hint(args: &Value) -> usize {
+    match args {
+        Value::Object(m) => m.len() * 32,
+        _ => 16,
+    }
+}
+
+async fn acquire(
+    sem: &Arc<Semaphore>,
+    deadline: Instant,
+    cancel: &CancellationToken,
+    tool: &str,
+    what: &str,
+) -> Result<OwnedSemaphorePermit, ToolError> {
+    if let Ok(p) = sem.clone().try_acquire_owned() {
+        return Ok(p);
+    }
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(cancelled(tool)),
+        p = sem.clone().acquire_owned() => p.map_err(|_| Code::Protocol.error("the router is shutting down")),
+        _ = tokio::time::sleep_until(deadline.into()) => Err(Code::Timeout.error(
+            format!("`{tool}` did not start before its deadline: {what} stayed busy. Try again later."),
+        ).retryable()),
+    }
+}
+
+impl Router {
+    /// Stage `dispatch`: runs the tool under its deadline, within the concurrency limits,
+    /// retrying retryable errors.
+    pub(crate) async fn dispatch(&self, cx: &mut CallContext, target: &Target<'_>) -> Answer {
+        let policies = target.def().policies;
+        let timeout = if policies.timeout_ms == 0 {
+            Duration::from_secs(365 * 24 * 3600)
+        } else {
+            Duration::from_millis(policies.timeout_ms)
+        };
+        let inv = Invocation {
+            tool_name: target.name(),
+            plugin: target.plugin(),
+            tool: target.resolved.tool.tool,
+            state: &target.state,
+            deadline: Instant::now() + timeout,
+        };
+        let body = self.request_body(cx, target)?;
+        self.invoke_with_retries(cx, &inv, body, policies.retries).await
+    }
+
+    /// The JSON of the call's `ToolRequest`.
+    fn request_body(&self, cx: &CallContext, target: &Target<'_>) -> Result<String, ToolError> {
+        let policies = target.def().policies;
+        let plugin_id = target.plugin().id();
+        let scopes = cx.caller.access.scopes();
+        let request = RequestView {
+            request_id: &cx.meta.request_id,
+            tool_id: &target.def().spec.name,
+            tool_version: &target.state.version,
+            timestamp: cx.started_at_ms,
+            agent_context: AgentView {
+                session_id: &cx.caller.session_id,
+                client: &cx.caller.client,
+                mode: &cx.caller.mode,
+                scopes: &scopes,
+            },
+            inputs: &cx.args,
+            invocation_policies: PoliciesView {
+                timeout_ms: policies.timeout_ms,
+                max_result_bytes: policies.max_result_bytes,
+                confirmed: cx.approved,
+                action: cx.meta.action.as_deref(),
+            },
+            config: if cx.config.is_null() {
+                self.settings.plugin_config.get(plugin_id).unwrap_or(&Value::Null)
+            } else {
+                &cx.config
+            },
+            memory_snippet: self.memory.snippet(&cx.caller.session_id, plugin_id, target.name()),
+            secrets: &target.state.secrets,
+        };
+        let mut body = Vec::with_capacity(256 + args_len_hint(&cx.args));
+        serde_json::to_writer(&mut body, &request)
+            .map_err(|e| Code::Protocol.error(format!("cannot encode the request: {e}")))?;
+        // serde_json writes valid UTF-8.
+        String::from_utf8(body).map_err(|e| Code::Protocol.error(e.to_string()))
+    }
+
+    async fn invoke_with_retries(
+        &self,
+        cx: &mut CallContext,
+        inv: &Invocation<'_>,
+        mut body: String,
+        max_retries: u32,
+    ) -> Answer {
+        loop {
+            let attempt_body = if cx.meta.retries < max_retries { body.clone() } else { std::mem::take(&mut body) };
+            let (response, raw_len) = self.attempt(cx, inv, attempt_body).await?;
+            let retryable = response.status == Status::Error && response.error.as_ref().is_some_and(|e| e.retryable);
+            if !retryable || cx.meta.retries >= max_retries {
+                return Ok((response, raw_len));
+            }
+            let delay = self.backoff(cx.meta.retries);
+            if Instant::now() + delay >= inv.deadline {
+                cx.step(Step::RetryNoTimeLeft);
+                return Ok((response, raw_len));
+            }
+            cx.meta.retries += 1;
+            let code = response.error.as_ref().map(|e| e.code.as_str()).unwrap_or_default();
+            cx.step(Step::Retry(Retry::new(cx.meta.retries, code, delay.as_millis() as u64)));
+            tokio::select! {
+                biased;
+                _ = cx.cancel.cancelled() => return Err(cancelled(inv.tool_name)),
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// One invocation. The caller stops waiting at the deadline or on cancellation; a thread
+    /// cannot be killed, so it keeps its tool permit until the plugin returns (the overrun
+    /// counts against the tool) and sees `is_cancelled() == true`.
+    async fn attempt(&self, cx: &CallContext, inv: &Invocation<'_>, body: String) -> Answer {
+        let (cancel, deadline) = (&cx.cancel, inv.deadline);
+        if cancel.is_cancelled() {
+            return Err(cancelled(inv.tool_name));
+        }
+        // The tool's own slot first: a saturated tool must not hold host-wide slots while it waits.
+        let tool_permit =
+            acquire(&inv.state.semaphore, deadline, cancel, inv.tool_name, "the tool's concurrency limit").await?;
+        let dispatch = inv.plugin.backend.dispatch(inv.tool);
+        // The host-wide slots bound the blocking threads; inline calls take no thread and remote
+        // calls run in their worker, so neither ever waits behind slow thread calls.
+        let global = if dispatch == Dispatch::Thread {
+            Some(acquire(&self.global, deadline, cancel, inv.tool_name, "the host's call slots").await?)
+        } else {
+            None
+        };
+        let sink = Arc::new(RouterSink::new(
+            cx.bridge.clone(),
+            cancel.clone(),
+            deadline,
+            cx.meta.request_id.clone(),
+            inv.state.counters.clone(),
+        ));
+        let local_name = inv.plugin.tools[inv.tool].spec.name.as_str();
+        match dispatch {
+            Dispatch::Inline => {
+                // The tool answers within microseconds and never blocks: run it on this task
+                // and skip the thread handoff; its deadline is checked after.
+                let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
+                sink.finished();
+                drop(tool_permit);
+                settle(raw, inv, cancel)
+            }
+            Dispatch::Remote => {
+                let call = inv.plugin.backend.start(local_name, body, sink.clone(), deadline);
+                self.await_remote(cx, inv, call, sink, tool_permit).await
+            }
+            Dispatch::Thread => {
+                let _global = global;
+                on_thread(cx, inv, body, sink, tool_permit).await
+            }
+        }
+    }
+
+    /// Waits for a call running elsewhere (a worker process). When the caller stops waiting
+    /// (cancellation, deadline), the call is aborted and a reaper keeps the tool's slot until the
+    /// call is really over: the backend kills a worker whose call overran its deadline, so the
+    /// slot always comes back.
+    async fn await_remote(
+        &self,
+        cx: &CallContext,
+        inv: &Invocation<'_>,
+        call: RemoteCall,
+        sink: Arc<RouterSink>,
+        tool_permit: OwnedSemaphorePermit,
+    ) -> Answer {
+        let (cancel, deadline) = (&cx.cancel, inv.deadline);
+        let RemoteCall { mut answer, abort } = call;
+        let outcome = tokio::select! {
+            biased;
+            r = &mut answer => Ok(r),
+            _ = cancel.cancelled() => Err(AbortReason::Cancelled),
+            _ = tokio::time::sleep_until(deadline.into()) => Err(AbortReason::Deadline),
+        };
+        let reason = match outcome {
+            Ok(r) => {
+                sink.finished();
+                drop(tool_permit);
+                if cancel.is_cancelled() {
+                    return Err(cancelled(inv.tool_name));
+                }
+                return settle(r?, inv, cancel);
+            }
+            Err(reason) => reason,
+        };
+        sink.abandon(reason == AbortReason::Deadline);
+        abort(reason);
+        tokio::spawn(async move {
+            let _slot = tool_permit;
+            tokio::select! {
+                _ = &mut answer => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    abort(AbortReason::Deadline);
+                    let _ = answer.await;
+                }
+            }
+            sink.finished();
+        });
+        match reason {
+            AbortReason::Cancelled => Err(cancelled(inv.tool_name)),
+            AbortReason::Deadline => {
+                inv.state.counters.timed_out();
+                Err(timeout_error(inv.tool_name))
+            }
+        }
+    }
+}
+
+/// Runs the plugin on a blocking thread; the caller stops waiting at the deadline or on
+/// cancellation.
+async fn on_thread(
+    cx: &CallContext,
+    inv: &Invocation<'_>,
+    body: String,
+    sink: Arc<RouterSink>,
+    tool_permit: OwnedSemaphorePermit,
+) -> Answer {
+    let (cancel, deadline) = (&cx.cancel, inv.deadline);
+    let plugin = inv.plugin.clone();
+    let tool = inv.tool;
+    let plugin_sink = sink.clone();
+    let mut handle = tokio::task::spawn_blocking(move || {
+        let name = plugin.tools[tool].spec.name.as_str();
+        let out = plugin.backend.invoke(name, &body, plugin_sink.clone());
+        plugin_sink.finished();
+        drop(tool_permit);
+        out
+    });
+    let mut guard = AbandonOnDrop { sink: &sink, armed: true };
+    let joined = tokio::select! {
+        biased;
+        r = &mut handle => r,
+        _ = cancel.cancelled() => {
+            // `guard` marks the call abandoned.
+            return Err(cancelled(inv.tool_name));
+        }
+        _ = tokio::time::sleep_until(deadline.into()) => {
+            guard.armed = false;
+            sink.abandon(true);
+            return Err(timeout_error(inv.tool_name));
+        }
+    };
+    guard.armed = false;
+    let raw =
+        joined.map_err(|e| Code::Protocol.error(format!("the thread running `{}` failed: {e}", inv.tool_name)))?;
+    settle(raw, inv, cancel)
+}
+
+/// A plugin's answer, unless it raced a cancellation or the deadline (a tool that saw
+/// `is_cancelled` and stopped early did not produce a result).
+fn settle(raw: String, inv: &Invocation<'_>, cancel: &CancellationToken) -> Answer {
+    if cancel.is_cancelled() {
+        return Err(cancelled(inv.tool_name));
+    }
+    if Instant::now() >= inv.deadline {
+        inv.state.counters.timed_out();
+        return Err(timeout_error(inv.tool_name));
+    }
+    parse_response(inv.tool_name, raw)
+}
+
+fn timeout_error(tool_name: &str) -> ToolError {
+    Code::Timeout
+        .error(format!(
+            "`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"
+        ))
+        .retryable()
+}
+
+/// Reads a plugin's answer; returns it with its size in bytes.
+fn parse_response(tool_name: &str, raw: String) -> Answer {
+    let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
+        let mut shown = raw.clone();
+        shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
+        Code::Protocol.error(format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"))
+    })?;
+    Ok((response, raw.len()))
+}

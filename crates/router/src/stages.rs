@@ -1,0 +1,492 @@
+//! The pipeline's stages over one per-call [`CallContext`]: each stage is a short method of
+//! [`Router`] that reads what it needs from the context, records its decision as a typed
+//! [`Step`] and returns a typed outcome, or the error that ends the call. In order:
+//! [`Stage::Resolve`], [`Stage::Scopes`], [`Stage::Validate`], [`Stage::RateLimit`],
+//! [`Stage::Approval`], [`Stage::Breaker`], [`Stage::Dispatch`] (in `invoke.rs`),
+//! [`Stage::Output`]. A new stage is one more method and one more line in [`Router::pipeline`].
+//!
+//! [`Stage::Resolve`]: crate::policy::Stage::Resolve
+//! [`Stage::Scopes`]: crate::policy::Stage::Scopes
+//! [`Stage::Validate`]: crate::policy::Stage::Validate
+//! [`Stage::RateLimit`]: crate::policy::Stage::RateLimit
+//! [`Stage::Approval`]: crate::policy::Stage::Approval
+//! [`Stage::Breaker`]: crate::policy::Stage::Breaker
+//! [`Stage::Dispatch`]: crate::policy::Stage::Dispatch
+//! [`Stage::Output`]: crate::policy::Stage::Output
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
+use quiver_catalog::{Catalog, Notice, PluginEntry, Resolved, ToolDef};
+use quiver_telemetry::{BreakerState, Lane, ToolCounters, next_request_id};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::breaker::{Admission, Breaker, Verdict};
+use crate::codes::Code;
+use crate::policy::Step;
+use crate::router::{ToolState, cancelled, now_ms};
+use crate::{Approval, Call, CallMeta, Caller, ClientBridge, Router, codes, limits, validate};
+
+/// One call as it moves through the stages: what the caller sent, who is calling, and what the
+/// stages have decided so far ([`CallMeta`], with its policy record).
+pub(crate) struct CallContext {
+    pub(crate) meta: CallMeta,
+    /// The arguments (an alias's action filled in by the resolve stage).
+    pub(crate) args: Value,
+    /// `ToolRequest.config` as the caller gave it (null: the host's `plugin_config`).
+    pub(crate) config: Value,
+    pub(crate) caller: Caller,
+    /// The caller marked the call as confirmed by a person.
+    pub(crate) confirmed: bool,
+    /// The approval stage let the call run as confirmed (`ToolRequest`'s `confirmed`).
+    pub(crate) approved: bool,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) bridge: Arc<dyn ClientBridge>,
+    pub(crate) started: Instant,
+    pub(crate) started_at_ms: u64,
+    /// The arguments as called, for the transcript (when transcripts are on).
+    pub(crate) recorded: Option<Value>,
+    /// The counters of the tool the call reached.
+    pub(crate) tool_counters: Option<Arc<ToolCounters>>,
+}
+
+impl CallContext {
+    /// The context of `call`, started now.
+    pub(crate) fn new(call: Call, recorded: Option<Value>) -> CallContext {
+        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge, config } = call;
+        CallContext {
+            meta: CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane),
+            args: arguments,
+            config,
+            caller,
+            confirmed,
+            approved: false,
+            cancel,
+            bridge,
+            started: Instant::now(),
+            started_at_ms: now_ms(),
+            recorded,
+            tool_counters: None,
+        }
+    }
+
+    pub(crate) fn step(&mut self, step: Step) {
+        self.meta.policy.push(step);
+    }
+}
+
+/// The resolve stage's outcome: the tool a call reached and its per-tool state.
+pub(crate) struct Target<'c> {
+    pub(crate) resolved: Resolved<'c>,
+    pub(crate) state: Arc<ToolState>,
+}
+
+impl<'c> Target<'c> {
+    pub(crate) fn name(&self) -> &'c str {
+        self.resolved.tool.name.as_str()
+    }
+    pub(crate) fn def(&self) -> &'c ToolDef {
+        self.resolved.def
+    }
+    pub(crate) fn plugin(&self) -> &'c Arc<PluginEntry> {
+        self.resolved.plugin
+    }
+}
+
+/// Releases a half-open breaker's probe slot without a verdict when dropped armed (the caller
+/// went away before the outcome was known).
+struct ProbeRelease<'a> {
+    breaker: &'a Breaker,
+    armed: bool,
+}
+
+impl Drop for ProbeRelease<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.breaker.record(Admission::Probe, Verdict::Neutral, || 0, 0);
+        }
+    }
+}
+
+/// How a finished invocation counts for the breaker.
+fn verdict(result: &Result<(ToolResponse, usize), ToolError>) -> Verdict {
+    let code = match result {
+        Ok((r, _)) if r.status != Status::Error => return Verdict::Success,
+        Ok((r, _)) => r.error.as_ref().map(|e| e.code.as_str()).unwrap_or(ErrorCode::TOOL_ERROR),
+        Err(e) => e.code.as_str(),
+    };
+    match Code::parse(code) {
+        Some(Code::Cancelled) => Verdict::Neutral,
+        // The tool worked; the request was wrong.
+        Some(Code::InvalidArguments | Code::NotFound | Code::PermissionDenied) => Verdict::Success,
+        _ => Verdict::Failure,
+    }
+}
+
+impl Router {
+    /// The stages, in order (see the crate docs).
+    pub(crate) async fn pipeline(&self, cx: &mut CallContext) -> Result<ToolResponse, ToolError> {
+        let catalog = self.catalog_now();
+        let target = self.resolve(cx, &catalog)?;
+        self.scopes(cx, &target)?;
+        self.validate(cx, &target)?;
+        self.rate_limit(cx, &target)?;
+        cx.approved = self.approval(cx, &target).await?;
+        let admission = self.breaker(cx, &target)?;
+        // A probe whose caller goes away before the outcome is known must not leave the breaker
+        // half-open forever.
+        let mut probe = ProbeRelease { breaker: &target.state.breaker, armed: admission == Admission::Probe };
+        let result = self.dispatch(cx, &target).await;
+        let result = self.output(cx, &target, result);
+        probe.armed = false;
+        self.breaker_learns(cx, &target, admission, &result);
+        let (response, raw_len) = result?;
+        Ok(self.keep(cx, &target, response, raw_len))
+    }
+
+    /// Stage `resolve`: the name in the snapshot (a tool the caller may not see does not
+    /// exist), its per-tool state, removed names refused, an alias's action filled in.
+    fn resolve<'c>(&self, cx: &mut CallContext, catalog: &'c Arc<Catalog>) -> Result<Target<'c>, ToolError> {
+        let access = &cx.caller.access;
+        let Some(resolved) = catalog.resolve(&cx.meta.called_name).filter(|r| access.may_see(&r.tool.name, r.def))
+        else {
+            let error = Self::unknown_tool(catalog, access, &cx.meta.called_name);
+            cx.step(Step::ResolveUnknown);
+            return Err(error);
+        };
+        let tool_name = resolved.tool.name.as_str();
+        let plugin = resolved.plugin;
+        cx.meta.tool = Some(tool_name.to_owned());
+        cx.meta.plugin = Some(plugin.manifest.id.clone());
+        let index = catalog
+            .tool_index(tool_name)
+            .ok_or_else(|| Code::Protocol.error(format!("catalog inconsistency: `{tool_name}` has no index")))?;
+        let state = self.tool_state(catalog, index);
+        cx.tool_counters = Some(state.counters.clone());
+        cx.meta.plugin_version = Some(state.version.clone());
+        cx.meta.sha256 = Some(plugin.provenance.sha256.clone());
+        cx.meta.signer_key_id = plugin.provenance.signer_key_id.clone();
+        cx.meta.lifecycle_state = Some(resolved.state);
+        cx.meta.notice = resolved.notice(&cx.meta.called_name);
+        if !resolved.state.is_dispatchable() {
+            cx.step(Step::ResolveRemoved);
+            let notice = cx.meta.notice.clone().unwrap_or_else(|| Notice {
+                name: cx.meta.called_name.clone(),
+                state: resolved.state,
+                replacement: None,
+                action: None,
+                first_deprecated_version: None,
+                planned_removal_version: None,
+                removed_in_version: None,
+                replay_supported: false,
+            });
+            return Err(Self::removed(catalog, &cx.caller.access, &notice));
+        }
+        cx.step(if resolved.is_canonical() { Step::ResolveCanonical } else { Step::ResolveAlias });
+        let target = Target { resolved, state };
+        fill_action(cx, &target)?;
+        Ok(target)
+    }
+
+    /// Stage `scopes`: the action's scopes (the tool's own were checked when resolving).
+    fn scopes(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<(), ToolError> {
+        let (tool_name, def) = (target.name(), target.def());
+        let action = cx.meta.action.as_deref();
+        let access = &cx.caller.access;
+        if access.may_call(tool_name, def, action) {
+            cx.step(Step::ScopesOk);
+            return Ok(());
+        }
+        let missing: Vec<&str> = def.scopes_for(action).filter(|s| !access.holds(s)).collect();
+        let error = ToolError::denied(format!(
+            "action `{}` of `{tool_name}` needs scope(s) {}, which this session does not hold; use another action or ask the user to grant the scope",
+            action.unwrap_or_default(),
+            missing.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+        ))
+        .with_details(json!({ "missing_scopes": missing }));
+        cx.step(Step::ScopesDenied);
+        Err(error)
+    }
+
+    /// Stage `validate`: the arguments against the precompiled input schema.
+    fn validate(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<(), ToolError> {
+        let generic = cx.meta.lane == Lane::Generic;
+        if let Err(e) = validate::arguments(target.name(), target.def(), &cx.args, generic) {
+            cx.step(Step::ArgumentsInvalid);
+            if generic {
+                self.counters.record_run_tool_invalid();
+            }
+            return Err(e);
+        }
+        cx.step(Step::ArgumentsOk);
+        Ok(())
+    }
+
+    /// Stage `rate_limit`: before approval, so nobody is asked about a call that is refused.
+    fn rate_limit(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<(), ToolError> {
+        let state = &target.state;
+        let Some(limits) = &state.limits else { return Ok(()) };
+        let Err((scope, limit, wait)) = limits.check(&cx.caller.session_id, cx.caller.principal.as_deref()) else {
+            return Ok(());
+        };
+        cx.step(Step::RateLimited);
+        if let (Some(all), Some(tool)) = (self.counters.metrics(), state.counters.metrics()) {
+            tool.rate_limited(all, scope);
+        }
+        Err(limits::refused(target.name(), scope, limit, wait))
+    }
+
+    /// Stage `approval`: whether the call may run; `Ok(confirmed)` when it may.
+    async fn approval(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<bool, ToolError> {
+        let def = target.def();
+        let action = cx.meta.action.clone();
+        let action = action.as_deref();
+        if !def.needs_confirmation(action) {
+            cx.step(Step::ApprovalNotRequired);
+            return Ok(cx.confirmed);
+        }
+        let ask = Confirmation::new(target.name(), def, action);
+        match cx.caller.approval {
+            // `deny` is final: checked before the caller's confirmation, and nobody is asked.
+            Approval::Deny => {
+                cx.step(Step::ApprovalDeniedByProfile);
+                Err(ask.denied_by_profile())
+            }
+            _ if cx.confirmed => {
+                cx.step(Step::ApprovalConfirmedByCaller);
+                Ok(true)
+            }
+            Approval::Allow => {
+                cx.step(Step::ApprovalAllowedByProfile);
+                Ok(true)
+            }
+            Approval::Ask if cx.bridge.can_elicit() => self.ask_user(cx, &ask).await,
+            Approval::Ask => {
+                cx.step(Step::ApprovalCannotAsk);
+                Err(ask.cannot_ask())
+            }
+        }
+    }
+
+    /// Asks the user through the client (MCP elicitation) whether the call may run.
+    async fn ask_user(&self, cx: &mut CallContext, ask: &Confirmation<'_>) -> Result<bool, ToolError> {
+        let request = ask.form(&cx.args);
+        let answer = tokio::select! {
+            biased;
+            _ = cx.cancel.cancelled() => return Err(cancelled(ask.tool)),
+            a = cx.bridge.elicit(request) => a,
+        };
+        match answer {
+            Ok(v)
+                if v.get("action").and_then(Value::as_str) == Some("accept")
+                    && v.pointer("/content/confirm").and_then(Value::as_bool) != Some(false) =>
+            {
+                cx.step(Step::ApprovalConfirmedByUser);
+                Ok(true)
+            }
+            Ok(v) => {
+                cx.step(Step::ApprovalDeclinedByUser);
+                Err(ToolError::denied(format!(
+                    "the user did not allow {}; do not retry it unless the user asks for it",
+                    ask.what
+                ))
+                .with_details(json!({ "user_action": v.get("action").cloned().unwrap_or(Value::Null) })))
+            }
+            Err(e) => {
+                cx.step(Step::ApprovalAskFailed);
+                Err(ask.ask_failed(&e))
+            }
+        }
+    }
+
+    /// Stage `breaker`: the tool's circuit breaker admits the call (or its half-open probe).
+    fn breaker(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<Admission, ToolError> {
+        let breaker = &target.state.breaker;
+        let admission = if breaker.is_closed() {
+            Admission::Pass
+        } else {
+            breaker.admit(self.now_ns(), self.settings.breaker_cooldown)
+        };
+        match admission {
+            Admission::Refuse(wait) => {
+                cx.step(Step::BreakerOpen);
+                let wait_ms = wait.as_millis().max(1) as u64;
+                return Err(Code::CircuitOpen
+                    .error(format!(
+                        "`{}` failed {} times in a row and is paused; try again in {wait_ms} ms, or use another tool",
+                        target.name(),
+                        self.settings.breaker_failures
+                    ))
+                    .retryable()
+                    .with_details(json!({ "retry_after_ms": wait_ms })));
+            }
+            Admission::Probe => cx.step(Step::BreakerHalfOpenProbe),
+            Admission::Pass => cx.step(Step::BreakerClosed),
+        }
+        Ok(admission)
+    }
+
+    /// The breaker learns the outcome of an admitted call.
+    fn breaker_learns(
+        &self,
+        cx: &mut CallContext,
+        target: &Target<'_>,
+        admission: Admission,
+        result: &Result<(ToolResponse, usize), ToolError>,
+    ) {
+        let state = &target.state;
+        let learned =
+            state.breaker.record(admission, verdict(result), || self.now_ns(), self.settings.breaker_failures);
+        if let Some(s) = learned {
+            state.counters.set_breaker(s);
+            cx.step(if s == BreakerState::Open { Step::BreakerOpened } else { Step::BreakerClosedAfterProbe });
+            tracing::warn!(tool = target.name(), state = s.as_str(), "circuit breaker changed state");
+        }
+    }
+
+    /// Stage `output`: an `ok` result against the output schema.
+    fn output(
+        &self,
+        cx: &mut CallContext,
+        target: &Target<'_>,
+        result: Result<(ToolResponse, usize), ToolError>,
+    ) -> Result<(ToolResponse, usize), ToolError> {
+        match result {
+            Ok((r, n)) if r.status == Status::Ok => match validate::output(target.name(), target.def(), &r.outputs) {
+                Ok(()) => Ok((r, n)),
+                Err(e) => {
+                    cx.step(Step::OutputInvalid);
+                    Err(e)
+                }
+            },
+            other => other,
+        }
+    }
+
+    /// What the tool asked to remember (kept for its later calls in this session, never sent to
+    /// the client), then the result-size limit.
+    fn keep(
+        &self,
+        cx: &mut CallContext,
+        target: &Target<'_>,
+        mut response: ToolResponse,
+        raw_len: usize,
+    ) -> ToolResponse {
+        if !response.memory_writes.is_empty() {
+            let writes = std::mem::take(&mut response.memory_writes);
+            let (session, plugin, tool) = (&cx.caller.session_id, target.plugin().id(), target.name());
+            for refused in self.memory.write(session, plugin, tool, &writes) {
+                tracing::warn!(tool, session = %session, "{refused}");
+            }
+        }
+        self.limit_size(cx, target, &mut response, raw_len);
+        response
+    }
+}
+
+/// An alias of a consolidated tool's action fills in `action`; the effective action goes to
+/// [`CallMeta::action`].
+fn fill_action(cx: &mut CallContext, target: &Target<'_>) -> Result<(), ToolError> {
+    if cx.args.is_null() {
+        cx.args = Value::Object(Map::new());
+    }
+    if let (Some(a), Value::Object(m)) = (target.resolved.action, &mut cx.args) {
+        match m.get("action") {
+            None => {
+                m.insert("action".to_owned(), Value::String(a.to_owned()));
+            }
+            Some(Value::String(given)) if given == a => {}
+            Some(given) => {
+                let error = ToolError::invalid(format!(
+                    "`{}` means `{}` with action `{a}`, but the arguments name action {given}; drop `action` or call `{}` directly",
+                    cx.meta.called_name,
+                    target.name(),
+                    target.name()
+                ))
+                .with_details(json!({ "errors": [{
+                    "pointer": "/action", "keyword": "const", "expected": a, "got": given, "hint": "remove `action`",
+                }] }));
+                cx.step(Step::ActionConflict);
+                return Err(error);
+            }
+        }
+    }
+    if !target.def().spec.actions.is_empty() {
+        cx.meta.action = cx.args.get("action").and_then(Value::as_str).map(str::to_owned);
+    }
+    Ok(())
+}
+
+/// The texts of the approval stage for one call that needs confirmation.
+struct Confirmation<'a> {
+    tool: &'a str,
+    /// `` `tool` `` or `` `tool` (action `a`) ``.
+    what: String,
+    effects: &'static str,
+    action: Option<&'a str>,
+}
+
+impl<'a> Confirmation<'a> {
+    fn new(tool: &'a str, def: &ToolDef, action: Option<&'a str>) -> Confirmation<'a> {
+        let what = match action {
+            Some(a) => format!("`{tool}` (action `{a}`)"),
+            None => format!("`{tool}`"),
+        };
+        Confirmation { tool, what, effects: def.side_effects_for(action).as_str(), action }
+    }
+
+    fn details(&self) -> Value {
+        json!({ "needs_confirmation": true, "side_effects": self.effects, "action": self.action, "confirm_meta_key": codes::CONFIRM_META_KEY })
+    }
+
+    fn denied_by_profile(&self) -> ToolError {
+        let (what, effects) = (&self.what, self.effects);
+        ToolError::denied(format!(
+            "{what} has {effects} side effects and needs a person's confirmation, which this session's profile refuses; do not retry (a confirmation cannot override it). Tell the user what you wanted to do so they can do it themselves or change the profile's approval setting."
+        ))
+        .with_details(json!({ "needs_confirmation": true, "side_effects": effects, "action": self.action, "denied_by_profile": true }))
+    }
+
+    fn cannot_ask(&self) -> ToolError {
+        let (what, effects) = (&self.what, self.effects);
+        Code::ConfirmationRequired
+            .error(format!(
+                "{what} has {effects} side effects and needs a person's confirmation before it runs, and this client cannot ask the user. Ask the user in the conversation whether to run it; if they agree, repeat the call marked as confirmed (MCP request `_meta` key `{}`: true; CLI `--yes`). Never confirm on your own.",
+                codes::CONFIRM_META_KEY
+            ))
+            .with_details(self.details())
+    }
+
+    fn ask_failed(&self, why: &str) -> ToolError {
+        Code::ConfirmationRequired
+            .error(format!(
+                "{} needs a person's confirmation and asking the user failed ({why}). Ask the user in the conversation whether to run it; if they agree, repeat the call marked as confirmed (MCP request `_meta` key `{}`: true; CLI `--yes`).",
+                self.what,
+                codes::CONFIRM_META_KEY
+            ))
+            .with_details(self.details())
+    }
+
+    /// The elicitation form: the call, its arguments (at most 500 bytes shown), one checkbox.
+    fn form(&self, args: &Value) -> Value {
+        let mut shown = args.to_string();
+        if shown.len() > 500 {
+            let mut cut = 497;
+            while !shown.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            shown.truncate(cut);
+            shown.push_str("...");
+        }
+        json!({
+            "message": format!("Allow {} ({} side effects) with these arguments?\n{shown}", self.what, self.effects),
+            "requestedSchema": {
+                "type": "object",
+                "properties": { "confirm": { "type": "boolean", "title": "Run it", "description": "Run this call once", "default": false } },
+                "required": ["confirm"]
+            }
+        })
+    }
+}
