@@ -81,5 +81,9 @@ async fn serve_http(tool: Tool, port: u16) -> std::io::Result<()> {
     let app = axum::Router::new().route_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("bare_echo: serving MCP at http://{}/mcp", listener.local_addr()?);
+    // Without TCP_NODELAY a small reply waits for the client's delayed ACK (~40 ms per call).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app).await
 }
