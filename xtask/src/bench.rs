@@ -6,7 +6,8 @@
 //! benchmark, the worker round trip next to in-process (`cargo bench -p quiver --bench worker`),
 //! a command adapter next to running its program directly (`--bench adapter`), and an upstream
 //! MCP server's echo called directly next to the same call through `quiver serve` (`stdio_bench`,
-//! interleaved rounds).
+//! interleaved rounds), and last the speed comparison of `crate::bench_speed` (Python SDK, bare
+//! rmcp, Quiver; cold start; streamable HTTP), which rewrites its section of BENCHMARKS.md.
 
 use anyhow::{Context, Result, bail};
 
@@ -77,7 +78,8 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
         adapter.args(["--", "--quick"]);
     }
     ws.run(&mut adapter)?;
-    upstream(ws, quick)
+    upstream(ws, quick)?;
+    crate::bench_speed::run(ws, quick)
 }
 
 /// What Quiver adds to a call of an upstream MCP server: `stdio_bench` against the bare rmcp

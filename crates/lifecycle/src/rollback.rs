@@ -3,7 +3,7 @@
 //! signed version loaded again).
 //!
 //! `state_dir/rollback.json` holds the record; it is rewritten atomically (new file, `fsync`,
-//! rename) after each accepted raise. Rolling back on purpose is an explicit operator act
+//! rename) once per scan that raised it. Rolling back on purpose is an explicit operator act
 //! ([`RollbackStore::allow_rollback`], `quiver rollback PLUGIN_ID --reason ...`): it drops the
 //! record for one id, logs a warning and appends a line to `state_dir/rollback.log`.
 
@@ -45,6 +45,9 @@ struct RecordFile {
 pub struct RollbackStore {
     dir: PathBuf,
     plugins: Mutex<BTreeMap<String, Accepted>>,
+    /// Record files written (tests: one write per scan).
+    #[cfg(test)]
+    pub(crate) writes: std::sync::atomic::AtomicUsize,
 }
 
 impl RollbackStore {
@@ -71,7 +74,12 @@ impl RollbackStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(format!("cannot read the rollback record {}: {e}", file.display())),
         };
-        Ok(RollbackStore { dir: dir.to_owned(), plugins: Mutex::new(plugins) })
+        Ok(RollbackStore {
+            dir: dir.to_owned(),
+            plugins: Mutex::new(plugins),
+            #[cfg(test)]
+            writes: Default::default(),
+        })
     }
 
     /// The state folder.
@@ -117,15 +125,29 @@ impl RollbackStore {
     /// Records that `id` at `version` (library `sha256`) was accepted; only raises the record
     /// (a same-version rebuild accepted outside `strict` updates the sha256).
     pub fn record(&self, id: &str, version: &semver::Version, sha256: &str) -> Result<(), String> {
+        self.record_all([(id, version, sha256)])
+    }
+
+    /// Records every accepted `(id, version, sha256)` of one scan and rewrites the file once
+    /// (one `fsync` per scan, not per bundle: at start-up every bundle is accepted in the same
+    /// scan). Only raises the record; nothing is written when nothing was raised.
+    pub fn record_all<'a>(
+        &self,
+        accepted: impl IntoIterator<Item = (&'a str, &'a semver::Version, &'a str)>,
+    ) -> Result<(), String> {
         let mut plugins = self.plugins.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(rec) = plugins.get(id)
-            && let Ok(highest) = semver::Version::parse(&rec.version)
-            && (*version < highest || (*version == highest && rec.sha256 == sha256))
-        {
-            return Ok(());
+        let mut raised = false;
+        for (id, version, sha256) in accepted {
+            if let Some(rec) = plugins.get(id)
+                && let Ok(highest) = semver::Version::parse(&rec.version)
+                && (*version < highest || (*version == highest && rec.sha256 == sha256))
+            {
+                continue;
+            }
+            plugins.insert(id.to_owned(), Accepted { version: version.to_string(), sha256: sha256.to_owned() });
+            raised = true;
         }
-        plugins.insert(id.to_owned(), Accepted { version: version.to_string(), sha256: sha256.to_owned() });
-        self.persist(&plugins)
+        if raised { self.persist(&plugins) } else { Ok(()) }
     }
 
     /// Rolls back on purpose: forgets the record of `id`, so the next scan accepts any signed
@@ -156,6 +178,8 @@ impl RollbackStore {
     }
 
     fn persist(&self, plugins: &BTreeMap<String, Accepted>) -> Result<(), String> {
+        #[cfg(test)]
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let file = self.dir.join(ROLLBACK_FILE);
         let record = RecordFile { format: 1, plugins: plugins.clone() };
         let bytes = serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?;

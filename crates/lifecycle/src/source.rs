@@ -490,6 +490,7 @@ impl ToolSource for BundleSource {
         // Oldest manifests first: when two bundles claim one name in the same scan (at start),
         // the one that was there first keeps it and the newcomer is refused.
         let mut found = found;
+        let mut accepted: Vec<Arc<PluginEntry>> = Vec::new();
         found.sort_by_cached_key(|p| (stamp(p).map(|s| s.mtime_ns).unwrap_or(i128::MAX), p.clone()));
         for path in found {
             let prev_lib = state.bundles.get(&path).and_then(|b| b.library_file.clone());
@@ -527,12 +528,9 @@ impl ToolSource for BundleSource {
                     entry.loaded_id = Some(id.clone());
                     entry.last_error = None;
                     let new_version = plugin.manifest.version.to_string();
-                    // Raise the persistent rollback record (only after a successful load).
-                    if let Some(store) = &self.settings.verify.rollback
-                        && let Err(e) = store.record(&id, &plugin.manifest.version, &plugin.provenance.sha256)
-                    {
-                        tracing::error!(plugin = %id, error = %e, "cannot update the rollback record");
-                    }
+                    // Raise the persistent rollback record (only after a successful load),
+                    // written once at the end of the scan.
+                    accepted.push(plugin.clone());
                     if let Some(prev) = previous_id.filter(|p| *p != id) {
                         state.plugins.remove(&prev);
                         claims.release(&prev);
@@ -566,6 +564,15 @@ impl ToolSource for BundleSource {
                     }
                 }
             }
+        }
+        // One write (and fsync) of the rollback record per scan, before the host publishes
+        // the new catalog, so no call reaches a version the record does not hold yet.
+        if let Some(store) = &self.settings.verify.rollback
+            && !accepted.is_empty()
+            && let Err(e) =
+                store.record_all(accepted.iter().map(|p| (p.id(), &p.manifest.version, p.provenance.sha256.as_str())))
+        {
+            tracing::error!(error = %e, "cannot update the rollback record");
         }
         report
     }
@@ -655,5 +662,34 @@ mod tests {
         let r = restarted.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
         assert_eq!(r.added, vec![("marker-plugin".to_owned(), "0.1.0".to_owned())], "{r:?}");
         assert_eq!(r.rejected.len(), 1, "{r:?}");
+    }
+
+    /// A scan that accepts several bundles writes (and fsyncs) the rollback record once, with
+    /// every accepted plugin in it; a scan that changes nothing does not write it again.
+    #[test]
+    fn a_scan_writes_the_rollback_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        let key = TestKey::generate();
+        let packages = ["marker-plugin", "fault-plugin"];
+        for p in packages {
+            write_bundle(&plugins.join(p), p, &plugin_library(p, &[]), None, Some(&key));
+        }
+        let mut src = source(&plugins, &key);
+        let state = dir.path().join("state");
+        let store = Arc::new(crate::RollbackStore::open(&state).unwrap());
+        src.settings.verify.rollback = Some(store.clone());
+        let empty = Catalog::empty();
+        let first = src.refresh(&mut NameClaims::new(&empty, ConflictPolicy::Error));
+        assert_eq!(first.added.len(), 2, "{first:?}");
+        assert_eq!(store.writes.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let reopened = crate::RollbackStore::open(&state).unwrap();
+        for id in first.added.iter().map(|(id, _)| id) {
+            assert!(reopened.get(id).is_some(), "{id} is missing from the record");
+        }
+        let serving = Catalog::build(src.entries(), ConflictPolicy::Error).unwrap();
+        let second = src.refresh(&mut NameClaims::new(&serving, ConflictPolicy::Error));
+        assert!(!second.changed(), "{second:?}");
+        assert_eq!(store.writes.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }

@@ -8,6 +8,11 @@
 //! stdio_bench --tool marker_echo -- target/release/quiver --config CONFIG serve
 //! ```
 //! Compare runs taken the same way (e.g. both under `taskset -c 0`), interleaved.
+//!
+//! Also reads the server's own CPU time per call (`/proc/PID/stat` utime + stime, in the
+//! kernel's 100 Hz ticks, over the sequential phase) and its peak RSS (`VmHWM` of
+//! `/proc/PID/status`, just before it is told to exit). `--json` adds one JSON line with every
+//! figure (what `cargo xtask bench` reads); `--init-only` stops after `initialize`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -27,6 +32,8 @@ fn main() {
     let ping = opt("--method").as_deref() == Some("ping");
     // `--bad-args` sends a number as `text`: the call is refused before the tool runs.
     let bad = opts.iter().any(|a| a == "--bad-args");
+    let as_json = opts.iter().any(|a| a == "--json");
+    let init_only = opts.iter().any(|a| a == "--init-only");
 
     let spawned = Instant::now();
     let mut child = Command::new(&command[0])
@@ -57,6 +64,17 @@ fn main() {
     assert!(init.get("result").is_some(), "{init}");
     let ready = spawned.elapsed();
     send(&mut input, &json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let pid = child.id();
+    if init_only {
+        let hwm = peak_rss_kib(pid);
+        drop(input);
+        let _ = child.wait();
+        println!("{}: spawn->initialized {:.1} ms | peak RSS {} KiB", command[0], ready.as_secs_f64() * 1e3, hwm);
+        if as_json {
+            println!("{}", json!({"init_ms": ready.as_secs_f64() * 1e3, "peak_rss_kib": hwm}));
+        }
+        return;
+    }
 
     let text = if bad { json!(100) } else { json!("x".repeat(100)) };
     let call = |id: usize| {
@@ -72,6 +90,7 @@ fn main() {
         assert!(bad || r["result"]["isError"] != json!(true), "{r}");
     }
     let mut lat = Vec::with_capacity(calls);
+    let cpu_before = cpu_ticks(pid);
     let start = Instant::now();
     for i in 0..calls {
         let t = Instant::now();
@@ -80,6 +99,7 @@ fn main() {
         lat.push(t.elapsed());
     }
     let seq = start.elapsed();
+    let cpu_seq = cpu_ticks(pid) - cpu_before;
     lat.sort();
     let p = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
 
@@ -100,9 +120,12 @@ fn main() {
         }
     }
     let par = start.elapsed();
+    let hwm = peak_rss_kib(pid);
     drop(input);
     let _ = child.wait();
     let per_s = |d: Duration| calls as f64 / d.as_secs_f64();
+    // Ticks are 10 ms (USER_HZ is 100 on Linux).
+    let cpu_us = cpu_seq as f64 * 10_000.0 / calls as f64;
     println!(
         "{}: spawn->initialized {:.1} ms | sequential {:.0} calls/s, p50 {} us, p99 {} us | {inflight} in flight {:.0} calls/s",
         command[0],
@@ -112,4 +135,40 @@ fn main() {
         p(0.99).as_micros(),
         per_s(par)
     );
+    println!("  server CPU {cpu_us:.1} us per sequential call | peak RSS {hwm} KiB");
+    if as_json {
+        println!(
+            "{}",
+            json!({
+                "init_ms": ready.as_secs_f64() * 1e3,
+                "seq_per_s": per_s(seq),
+                "p50_us": p(0.5).as_secs_f64() * 1e6,
+                "p99_us": p(0.99).as_secs_f64() * 1e6,
+                "inflight_per_s": per_s(par),
+                "cpu_us_per_call": cpu_us,
+                "peak_rss_kib": hwm,
+            })
+        );
+    }
+}
+
+/// utime + stime of a process, in clock ticks (`/proc/PID/stat` fields 14 and 15).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // After ")": field 3 is index 0, so utime (14) is 11 and stime (15) is 12.
+    num(11) + num(12)
+}
+
+/// Peak resident set size (`VmHWM`) of a process, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }

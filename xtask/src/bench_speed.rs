@@ -1,0 +1,626 @@
+//! `cargo xtask bench --speed`: the speed comparison of issue 15 in one command, written into
+//! `docs/BENCHMARKS.md` (between marker comments, so a re-run replaces it) and `docs/bench/*.svg`.
+//!
+//! Servers, all answering `tools/call echo {"text": <100 bytes>}` to the same raw client
+//! (`stdio_bench`, release): the Python SDK (`MCPServer`, installed in `target/py`), a bare rmcp
+//! server over `stdio()` and over `stdio_pipes()` (`bare_echo`), and `quiver serve` with the
+//! marker test plugin's `marker_echo` as an inline tool, as a thread tool (a build whose manifest
+//! says `execution: thread`) and in a worker process. Client and server are pinned to one core
+//! (`taskset -c 0`); rounds are interleaved (every server once per round); the server's CPU per
+//! call comes from `/proc/PID/stat`, its peak RSS from `VmHWM`. Then: spawn → initialized and
+//! peak RSS of `quiver serve` with the bundled plugins (`cargo xtask build-plugins`, the
+//! repository's `quiver.yaml`); cold start with 10, 100 and 300 signed bundles (generated copies
+//! of the marker plugin under `target/bench-speed`); streamable HTTP at 1, 8 and 32 sessions,
+//! bare rmcp against `quiver serve --http` (`http_bench`).
+//!
+//! Ratios are taken within a round and the median over rounds is reported: other builds share
+//! these machines, so absolute figures move between runs while ratios within a round hold.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::workspace::Workspace;
+
+/// Where the generated markdown goes in `docs/BENCHMARKS.md`.
+const BEGIN: &str = "<!-- cargo xtask bench --speed: begin (generated; re-run to replace) -->";
+const END: &str = "<!-- cargo xtask bench --speed: end -->";
+
+/// The marker plugin's manifest line that the thread build replaces (see its `lib.rs`).
+const INLINE_LINE: &str = "    policies: {execution: inline}";
+const THREAD_LINE: &str = "    policies: {execution: thread}";
+
+/// Built programs the comparison runs.
+struct Programs {
+    quiver: PathBuf,
+    bare: PathBuf,
+    stdio_bench: PathBuf,
+    http_bench: PathBuf,
+    python: PathBuf,
+}
+
+/// One stdio server of the comparison.
+struct StdioServer {
+    label: &'static str,
+    command: Vec<String>,
+    tool: &'static str,
+    calls: usize,
+}
+
+/// The measured figures of one server: one JSON object per round.
+type Rounds = Vec<Value>;
+
+/// `cargo xtask bench --speed [--quick]`.
+pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
+    let target = ws.target_dir()?;
+    let dir = target.join("bench-speed");
+    if dir.exists() {
+        fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    fs::create_dir_all(&dir)?;
+    let programs = build(ws, &target)?;
+    let (inline_lib, thread_lib) = marker_libraries(ws, &target, &dir)?;
+    let key = quiver_manifest::KeyPair::generate();
+    let public = dir.join("bench.pub");
+    fs::write(&public, key.public_key_text())?;
+    let marker_source = fs::read_to_string(ws.root.join("tests/plugins/marker-plugin/tool.yaml"))?;
+
+    // Three Quiver set-ups over one signed marker bundle each.
+    let inline_cfg = quiver_setup(&dir.join("inline"), &key, &public, &marker_source, &inline_lib, 0, "")?;
+    let thread_src = marker_source.replacen(INLINE_LINE, THREAD_LINE, 1);
+    let thread_cfg = quiver_setup(&dir.join("thread"), &key, &public, &thread_src, &thread_lib, 0, "")?;
+    let worker_cfg = quiver_setup(
+        &dir.join("worker"),
+        &key,
+        &public,
+        &marker_source,
+        &inline_lib,
+        0,
+        "isolation:\n  plugins:\n    marker-plugin: process\n",
+    )?;
+
+    let calls = if quick { 3_000 } else { 20_000 };
+    let py_calls = if quick { 500 } else { 2_000 };
+    let quiver = |cfg: &Path| vec![s(&programs.quiver), "--config".into(), s(cfg), "serve".into()];
+    let servers = vec![
+        StdioServer {
+            label: "Python SDK `MCPServer`",
+            command: vec![s(&programs.python), s(&ws.root.join("xtask/bench/python_echo.py"))],
+            tool: "echo",
+            calls: py_calls,
+        },
+        StdioServer {
+            label: "bare rmcp `stdio()`",
+            command: vec![s(&programs.bare), "--stdio".into()],
+            tool: "echo",
+            calls,
+        },
+        StdioServer { label: "bare rmcp `stdio_pipes()`", command: vec![s(&programs.bare)], tool: "echo", calls },
+        StdioServer { label: "Quiver, inline tool", command: quiver(&inline_cfg), tool: "marker_echo", calls },
+        StdioServer { label: "Quiver, thread tool", command: quiver(&thread_cfg), tool: "marker_echo", calls },
+        StdioServer { label: "Quiver, worker process", command: quiver(&worker_cfg), tool: "marker_echo", calls },
+    ];
+    let rounds = if quick { 2 } else { 3 };
+    let mut stdio: Vec<Rounds> = vec![Vec::new(); servers.len()];
+    for round in 1..=rounds {
+        eprintln!("==> stdio round {round}/{rounds}");
+        for (i, server) in servers.iter().enumerate() {
+            let mut args =
+                vec!["--tool".to_owned(), server.tool.to_owned(), "--calls".into(), server.calls.to_string()];
+            args.push("--json".into());
+            stdio[i].push(stdio_bench(&programs.stdio_bench, &args, &server.command)?);
+        }
+    }
+
+    // The bundled plugins, as the repository's quiver.yaml serves them.
+    bundle_shipped(ws, &target)?;
+    let repo_cfg = ws.root.join("quiver.yaml");
+    let mut bundled: Rounds = Vec::new();
+    for _ in 0..rounds.max(3) {
+        bundled.push(stdio_bench(&programs.stdio_bench, &init_only(), &quiver(&repo_cfg))?);
+    }
+
+    // Cold start with many signed bundles (generated marker copies), rounds interleaved.
+    let counts = [10usize, 100, 300];
+    let mut cold_cfgs = Vec::new();
+    for n in counts {
+        cold_cfgs.push(quiver_setup(
+            &dir.join(format!("cold-{n}")),
+            &key,
+            &public,
+            &marker_source,
+            &inline_lib,
+            n,
+            "",
+        )?);
+    }
+    let mut cold: Vec<Rounds> = vec![Vec::new(); counts.len()];
+    for round in 1..=rounds {
+        eprintln!("==> cold start round {round}/{rounds}");
+        for (i, cfg) in cold_cfgs.iter().enumerate() {
+            // A first start: no rollback record yet (it is written once by the scan).
+            let state = cfg.parent().unwrap_or(Path::new(".")).join("state");
+            let _ = fs::remove_dir_all(&state);
+            cold[i].push(stdio_bench(&programs.stdio_bench, &init_only(), &quiver(cfg))?);
+        }
+    }
+
+    // Streamable HTTP: bare rmcp next to quiver serve --http, 1/8/32 sessions.
+    let sessions = [1usize, 8, 32];
+    let seconds = if quick { "1" } else { "3" };
+    let mut http: Vec<(Rounds, Rounds)> = vec![(Vec::new(), Vec::new()); sessions.len()];
+    let bare_port = free_port()?;
+    let quiver_port = free_port()?;
+    let mut bare_server = pinned(&[s(&programs.bare), "--http".into(), bare_port.to_string()])
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start bare_echo --http")?;
+    let mut quiver_server = pinned(&[
+        s(&programs.quiver),
+        "--config".into(),
+        s(&inline_cfg),
+        "serve".into(),
+        "--http".into(),
+        format!("127.0.0.1:{quiver_port}"),
+    ])
+    .stderr(Stdio::null())
+    .spawn()
+    .context("cannot start quiver serve --http")?;
+    let measured = (|| -> Result<()> {
+        wait_for_port(bare_port)?;
+        wait_for_port(quiver_port)?;
+        for round in 1..=rounds {
+            eprintln!("==> HTTP round {round}/{rounds}");
+            for (i, n) in sessions.iter().enumerate() {
+                let (bare, quiver) = &mut http[i];
+                for (port, tool, out) in [(bare_port, "echo", bare), (quiver_port, "marker_echo", quiver)] {
+                    let args = [
+                        "--url".to_owned(),
+                        format!("http://127.0.0.1:{port}/mcp"),
+                        "--tool".into(),
+                        tool.into(),
+                        "--sessions".into(),
+                        n.to_string(),
+                        "--seconds".into(),
+                        seconds.into(),
+                        "--json".into(),
+                    ];
+                    out.push(json_line(pinned(&[s(&programs.http_bench)]).args(args))?);
+                }
+            }
+        }
+        Ok(())
+    })();
+    let _ = bare_server.kill();
+    let _ = quiver_server.kill();
+    let _ = bare_server.wait();
+    let _ = quiver_server.wait();
+    measured?;
+
+    let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let report = Report {
+        servers: &servers,
+        stdio: &stdio,
+        bundled: &bundled,
+        counts: &counts,
+        cold: &cold,
+        sessions: &sessions,
+        http: &http,
+    };
+    let markdown = report.markdown(quick, rounds, load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    println!("{markdown}");
+    let svg_dir = ws.root.join("docs/bench");
+    fs::create_dir_all(&svg_dir)?;
+    crate::bench_plot::write_all(&svg_dir, &report.plot_data())?;
+    replace_section(&ws.root.join("docs/BENCHMARKS.md"), &markdown)?;
+    eprintln!("wrote docs/BENCHMARKS.md (speed section) and docs/bench/*.svg");
+    // The generated bundles take space (up to 300 library copies).
+    let _ = fs::remove_dir_all(dir.join("cold-300"));
+    Ok(())
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn init_only() -> Vec<String> {
+    vec!["--init-only".into(), "--json".into()]
+}
+
+/// Release builds of `quiver`, the bare rmcp server and the two clients; the Python venv.
+fn build(ws: &Workspace, target: &Path) -> Result<Programs> {
+    ws.run(ws.cargo().args(["build", "--release", "-p", "quiver"]))?;
+    ws.run(ws.cargo().args([
+        "build",
+        "--release",
+        "-p",
+        "quiver-mcp",
+        "--example",
+        "bare_echo",
+        "--example",
+        "stdio_bench",
+        "--example",
+        "http_bench",
+    ]))?;
+    let release = target.join("release");
+    let examples = release.join("examples");
+    Ok(Programs {
+        quiver: release.join("quiver"),
+        bare: examples.join("bare_echo"),
+        stdio_bench: examples.join("stdio_bench"),
+        http_bench: examples.join("http_bench"),
+        python: crate::e2e::python(ws)?,
+    })
+}
+
+/// The shipped bundles of `plugins/`, as `cargo xtask build-plugins` makes them (stripped
+/// release libraries, signed with the development key), without its load check through a debug
+/// `quiver` (the benchmark's own release `quiver` loads them next, with every check).
+fn bundle_shipped(ws: &Workspace, target: &Path) -> Result<()> {
+    use crate::build_plugins::{DevKey, bundle, bundle_adapter, strip_config};
+    let key = DevKey::load_or_create(&ws.dev_key_dir())?;
+    let (plugins, adapters) = ws.select_all(&[])?;
+    for a in adapters.iter().filter(|a| a.shipped) {
+        bundle_adapter(a, &key)?;
+    }
+    for p in &plugins {
+        ws.run(ws.cargo().args(["build", "--release", "-p", &p.package]).args(strip_config(&p.package)))?;
+        let library = target.join("release").join(p.library_file_name());
+        let built = bundle(p, &library, &key)?;
+        let size = fs::metadata(&library).map(|m| m.len()).unwrap_or(0);
+        eprintln!("  {} {}: {} KiB library", built.id, built.version, size / 1024);
+    }
+    Ok(())
+}
+
+/// Stripped release builds of the marker plugin: as written (`marker_echo` inline) and with
+/// `marker_echo` declared `execution: thread`; copied into `dir`.
+fn marker_libraries(ws: &Workspace, target: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let built = target.join("release/libmarker_plugin.so");
+    let thread = dir.join("libmarker_plugin_thread.so");
+    let mut cmd = ws.cargo();
+    cmd.args(["build", "--release", "-p", "marker-plugin"])
+        .args(crate::build_plugins::strip_config("marker-plugin"))
+        .env("QUIVER_MARKER_ECHO_LINES", THREAD_LINE);
+    ws.run(&mut cmd)?;
+    fs::copy(&built, &thread).with_context(|| format!("cannot copy {}", built.display()))?;
+    let inline = dir.join("libmarker_plugin.so");
+    ws.run(
+        ws.cargo()
+            .args(["build", "--release", "-p", "marker-plugin"])
+            .args(crate::build_plugins::strip_config("marker-plugin")),
+    )?;
+    fs::copy(&built, &inline).with_context(|| format!("cannot copy {}", built.display()))?;
+    Ok((inline, thread))
+}
+
+/// Writes `root/quiver.yaml` and a plugins folder: one marker bundle (`copies == 0`), or
+/// `copies` bundles whose plugin id and tool names are rewritten in the library bytes and the
+/// manifest alike (same lengths: `marker-plugin` → `mk-00042-plug`, `marker_echo` →
+/// `m00042_echo`), each signed with `key`. Returns the configuration file.
+fn quiver_setup(
+    root: &Path,
+    key: &quiver_manifest::KeyPair,
+    public: &Path,
+    source: &str,
+    library: &Path,
+    copies: usize,
+    extra: &str,
+) -> Result<PathBuf> {
+    let plugins = root.join("plugins");
+    fs::create_dir_all(&plugins)?;
+    let bytes = fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
+    if copies == 0 {
+        write_signed_bundle(&plugins.join("marker"), key, source, &bytes, "libmarker_plugin.so")?;
+    }
+    for i in 0..copies {
+        let id = format!("mk-{i:05}-plug");
+        let prefix = format!("m{i:05}_");
+        let renames = [("marker-plugin", id.as_str()), ("marker_", prefix.as_str())];
+        let mut lib = bytes.clone();
+        let mut text = source.to_owned();
+        for (from, to) in renames {
+            debug_assert_eq!(from.len(), to.len());
+            replace_all(&mut lib, from.as_bytes(), to.as_bytes());
+            text = text.replace(from, to);
+        }
+        write_signed_bundle(&plugins.join(&id), key, &text, &lib, &format!("lib{}.so", id.replace('-', "_")))?;
+    }
+    let config = root.join("quiver.yaml");
+    fs::write(
+        &config,
+        format!(
+            "# Written by `cargo xtask bench --speed`.\nconfig_version: 1\nplugins_dir: plugins\nstate_dir: state\n\
+             trusted_keys:\n  - name: bench\n    path: {}\n    plugins: [\"*\"]\n    first_party: true\n{extra}",
+            public.display()
+        ),
+    )?;
+    Ok(config)
+}
+
+fn replace_all(haystack: &mut [u8], from: &[u8], to: &[u8]) {
+    let mut i = 0;
+    while i + from.len() <= haystack.len() {
+        if &haystack[i..i + from.len()] == from {
+            haystack[i..i + from.len()].copy_from_slice(to);
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+}
+
+fn write_signed_bundle(
+    folder: &Path,
+    key: &quiver_manifest::KeyPair,
+    source: &str,
+    library: &[u8],
+    file: &str,
+) -> Result<()> {
+    fs::create_dir_all(folder)?;
+    let manifest = quiver_manifest::Manifest::from_yaml(source, "bench manifest")?;
+    let sha256 = quiver_manifest::sha256_hex(library);
+    let text = crate::build_plugins::bundle_manifest_text(source, file, &sha256);
+    fs::write(folder.join(file), library)?;
+    let path = folder.join(format!("{}.tool.yaml", manifest.id));
+    fs::write(&path, &text)?;
+    let comment = quiver_manifest::bundle_comment(&manifest.id, &manifest.version.to_string(), &sha256);
+    let sig = quiver_manifest::sign(key, text.as_bytes(), &comment);
+    fs::write(crate::build_plugins::signature_path(&path), sig)?;
+    Ok(())
+}
+
+/// `taskset -c 0 PROGRAM ARGS...` (unpinned when `taskset` is missing).
+fn pinned(command: &[String]) -> Command {
+    let has_taskset = Command::new("taskset").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if has_taskset {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0"]).args(command);
+        c
+    } else {
+        let mut c = Command::new(&command[0]);
+        c.args(&command[1..]);
+        c
+    }
+}
+
+fn stdio_bench(bench: &Path, args: &[String], server: &[String]) -> Result<Value> {
+    let mut command = vec![s(bench)];
+    command.extend(args.iter().cloned());
+    command.push("--".into());
+    command.extend(server.iter().cloned());
+    json_line(&mut pinned(&command))
+}
+
+/// Runs a benchmark client; echoes its human line and returns its last line parsed as JSON.
+fn json_line(cmd: &mut Command) -> Result<Value> {
+    let out = cmd.stderr(Stdio::inherit()).output().with_context(|| format!("cannot run {cmd:?}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("{cmd:?} failed ({}): {text}", out.status);
+    }
+    for line in text.lines().filter(|l| !l.starts_with('{')) {
+        eprintln!("  {line}");
+    }
+    let last = text.lines().rev().find(|l| l.starts_with('{')).with_context(|| format!("no JSON from {cmd:?}"))?;
+    serde_json::from_str(last).with_context(|| format!("bad JSON from {cmd:?}: {last}"))
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn wait_for_port(port: u16) -> Result<()> {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    bail!("nothing listens on 127.0.0.1:{port} after 10 s")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn field(v: &Value, k: &str) -> f64 {
+    v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+/// Everything measured, for the markdown and the plots.
+struct Report<'a> {
+    servers: &'a [StdioServer],
+    stdio: &'a [Rounds],
+    bundled: &'a Rounds,
+    counts: &'a [usize],
+    cold: &'a [Rounds],
+    sessions: &'a [usize],
+    http: &'a [(Rounds, Rounds)],
+}
+
+/// Index of the bare `stdio_pipes()` server and of Quiver inline in `servers`.
+const PIPES: usize = 2;
+const PYTHON: usize = 0;
+const INLINE: usize = 3;
+
+impl Report<'_> {
+    fn med(&self, server: usize, k: &str) -> f64 {
+        median(self.stdio[server].iter().map(|r| field(r, k)).collect())
+    }
+
+    /// Median over rounds of `server`'s figure divided by `base`'s in the same round.
+    fn ratio(&self, server: usize, base: usize, k: &str) -> f64 {
+        median(self.stdio[server].iter().zip(&self.stdio[base]).map(|(a, b)| field(a, k) / field(b, k)).collect())
+    }
+
+    fn markdown(&self, quick: bool, rounds: usize, load: String) -> String {
+        let mut m = String::new();
+        let _ = writeln!(m, "{BEGIN}");
+        let _ = writeln!(
+            m,
+            "Measured by `cargo xtask bench --speed{}` ({rounds} interleaved rounds; medians; load average at the end: {load}; \
+             other builds shared the 2 cores, so read the ratios, taken within each round).\n",
+            if quick { " --quick" } else { "" }
+        );
+        let _ = writeln!(
+            m,
+            "| server | server CPU per call | vs pipes | sequential calls/s | vs pipes | 8 in flight calls/s | vs pipes | p50 | spawn → initialized | peak RSS |"
+        );
+        let _ = writeln!(m, "|---|---|---|---|---|---|---|---|---|---|");
+        for (i, server) in self.servers.iter().enumerate() {
+            let _ = writeln!(
+                m,
+                "| {} | {:.1} µs | {:.2}x | {:.0} | {:.2}x | {:.0} | {:.2}x | {:.0} µs | {:.1} ms | {:.1} MiB |",
+                server.label,
+                self.med(i, "cpu_us_per_call"),
+                self.ratio(i, PIPES, "cpu_us_per_call"),
+                self.med(i, "seq_per_s"),
+                self.ratio(i, PIPES, "seq_per_s"),
+                self.med(i, "inflight_per_s"),
+                self.ratio(i, PIPES, "inflight_per_s"),
+                self.med(i, "p50_us"),
+                self.med(i, "init_ms"),
+                self.med(i, "peak_rss_kib") / 1024.0,
+            );
+        }
+        let _ = writeln!(
+            m,
+            "\nQuiver inline against the Python SDK: {:.1}x the sequential calls/s, {:.1}x with 8 in flight. \
+             Server CPU is utime + stime of the server process over the sequential phase (10 ms ticks; \
+             {} calls for the Rust servers, {} for Python). The worker row counts the host process only \
+             (the worker's own CPU is not in it).\n",
+            self.ratio(INLINE, PYTHON, "seq_per_s"),
+            self.ratio(INLINE, PYTHON, "inflight_per_s"),
+            self.servers[PIPES].calls,
+            self.servers[PYTHON].calls,
+        );
+        let bundled_init = median(self.bundled.iter().map(|r| field(r, "init_ms")).collect());
+        let bundled_rss = median(self.bundled.iter().map(|r| field(r, "peak_rss_kib")).collect());
+        let _ = writeln!(
+            m,
+            "With the bundled plugins (`cargo xtask build-plugins`, the repository's `quiver.yaml`, fs-tools in a worker): \
+             spawn → initialized **{bundled_init:.1} ms**, peak RSS of the host **{:.1} MiB** (median of {}).\n",
+            bundled_rss / 1024.0,
+            self.bundled.len()
+        );
+        let _ = writeln!(m, "| signed bundles | spawn → initialized | per bundle | peak RSS |");
+        let _ = writeln!(m, "|---|---|---|---|");
+        for (i, n) in self.counts.iter().enumerate() {
+            let init = median(self.cold[i].iter().map(|r| field(r, "init_ms")).collect());
+            let rss = median(self.cold[i].iter().map(|r| field(r, "peak_rss_kib")).collect());
+            let _ = writeln!(m, "| {n} | {init:.1} ms | {:.2} ms | {:.1} MiB |", init / *n as f64, rss / 1024.0);
+        }
+        let _ = writeln!(
+            m,
+            "\nCold start: generated copies of the stripped marker plugin (plugin id and tool names rewritten in the \
+             library and the manifest, each bundle signed), first start (no rollback record yet).\n"
+        );
+        let _ = writeln!(m, "| HTTP sessions | bare rmcp calls/s | Quiver calls/s | Quiver / bare |");
+        let _ = writeln!(m, "|---|---|---|---|");
+        for (i, n) in self.sessions.iter().enumerate() {
+            let (bare, quiver) = &self.http[i];
+            let b = median(bare.iter().map(|r| field(r, "per_s")).collect());
+            let q = median(quiver.iter().map(|r| field(r, "per_s")).collect());
+            let r = median(bare.iter().zip(quiver).map(|(b, q)| field(q, "per_s") / field(b, "per_s")).collect());
+            let _ = writeln!(m, "| {n} | {b:.0} | {q:.0} | {r:.2}x |");
+        }
+        let _ = writeln!(
+            m,
+            "\nStreamable HTTP: one keep-alive connection and one client thread per session, calls back to back \
+             (`http_bench`), server and client pinned to core 0; bare rmcp with its default configuration.\n"
+        );
+        let _ = writeln!(
+            m,
+            "![calls per second](bench/calls.svg) ![server CPU per call](bench/cpu.svg)\n\
+             ![cold start](bench/cold-start.svg) ![streamable HTTP](bench/http.svg)"
+        );
+        let _ = write!(m, "{END}");
+        m
+    }
+
+    fn plot_data(&self) -> crate::bench_plot::Data {
+        crate::bench_plot::Data {
+            servers: self.servers.iter().map(|s| s.label.replace('`', "")).collect(),
+            sequential: (0..self.servers.len()).map(|i| self.med(i, "seq_per_s")).collect(),
+            inflight: (0..self.servers.len()).map(|i| self.med(i, "inflight_per_s")).collect(),
+            cpu_us: (0..self.servers.len()).map(|i| self.med(i, "cpu_us_per_call")).collect(),
+            cold: self
+                .counts
+                .iter()
+                .zip(self.cold)
+                .map(|(n, r)| (*n as f64, median(r.iter().map(|x| field(x, "init_ms")).collect())))
+                .collect(),
+            http: self
+                .sessions
+                .iter()
+                .zip(self.http)
+                .map(|(n, (b, q))| {
+                    (
+                        *n,
+                        median(b.iter().map(|x| field(x, "per_s")).collect()),
+                        median(q.iter().map(|x| field(x, "per_s")).collect()),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Replaces the text between the markers (inclusive) in `file`, or inserts a new section
+/// before "## What is left" (or at the end) when the markers are not there yet.
+fn replace_section(file: &Path, generated: &str) -> Result<()> {
+    let text = fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let new = match (text.find(BEGIN), text.find(END)) {
+        (Some(b), Some(e)) if e > b => format!("{}{generated}{}", &text[..b], &text[e + END.len()..]),
+        _ => {
+            let section = format!(
+                "## Speed: Quiver next to the Python SDK and bare rmcp (`cargo xtask bench --speed`)\n\n{generated}\n\n"
+            );
+            match text.find("## What is left") {
+                Some(i) => format!("{}{section}{}", &text[..i], &text[i..]),
+                None => format!("{text}\n{section}"),
+            }
+        }
+    };
+    fs::write(file, new).with_context(|| format!("cannot write {}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_section_replaces_itself() {
+        let dir = std::env::temp_dir().join(format!("xtask-bench-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("B.md");
+        fs::write(&file, "# T\n\n## A\ntext\n\n## What is left\n- x\n").unwrap();
+        replace_section(&file, &format!("{BEGIN}\nfirst\n{END}")).unwrap();
+        replace_section(&file, &format!("{BEGIN}\nsecond\n{END}")).unwrap();
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(text.contains("second") && !text.contains("first"), "{text}");
+        assert_eq!(text.matches(BEGIN).count(), 1, "{text}");
+        assert!(text.find("second").unwrap() < text.find("## What is left").unwrap(), "{text}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn renaming_keeps_lengths_and_replaces_every_occurrence() {
+        let mut b = b"id: marker-plugin; marker-plugin!".to_vec();
+        replace_all(&mut b, b"marker-plugin", b"mk-00001-plug");
+        assert_eq!(b, b"id: mk-00001-plug; mk-00001-plug!".to_vec());
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
