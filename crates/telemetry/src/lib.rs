@@ -27,7 +27,7 @@ mod request_id;
 mod stats;
 mod transcript;
 
-pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters};
+pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters, ToolTotals};
 pub use logging::init_logging;
 pub use metrics::{LimitScope, META_TOOLS, MetricLane, Metrics, ToolMetrics};
 pub use request_id::next_request_id;
