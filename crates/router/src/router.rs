@@ -76,8 +76,18 @@ pub(crate) struct ToolState {
     counters: Arc<ToolCounters>,
     /// Rate-limit buckets; `None` when the tool is not limited.
     limits: Option<Limits>,
-    /// The secrets the tool declares, with their values (empty for most tools).
-    secrets: Secrets,
+    /// The secrets the tool declares, with their values (empty for most tools); replaced when
+    /// the operator's values change ([`Router::set_secrets`]).
+    secrets: ArcSwap<Secrets>,
+}
+
+/// Plugin secrets per plugin id and name.
+type PluginSecrets = std::collections::BTreeMap<String, std::collections::BTreeMap<String, quiver_manifest::Secret>>;
+
+/// The values of the secrets `names` (those a tool declares) of plugin `plugin` in `all`.
+fn secrets_of(all: &PluginSecrets, plugin: &str, names: &[String]) -> Secrets {
+    let supplied = all.get(plugin);
+    Secrets(names.iter().filter_map(|n| Some((n.clone(), supplied?.get(n)?.expose().to_owned()))).collect())
 }
 
 /// Tool states in the order of one catalog snapshot's tools.
@@ -98,6 +108,8 @@ pub struct Router {
     results: ResultStore,
     memory: crate::memory::MemoryStore,
     transcript: Option<TranscriptWriter>,
+    /// Plugin secrets in force (starts as `settings.secrets`; [`Router::set_secrets`]).
+    secrets: ArcSwap<PluginSecrets>,
     epoch: Instant,
     jitter: AtomicU64,
 }
@@ -265,6 +277,7 @@ impl Router {
             global: Arc::new(Semaphore::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS))),
             results: ResultStore::new(config.result_handle_ttl),
             memory: crate::memory::MemoryStore::default(),
+            secrets: ArcSwap::from_pointee(config.secrets.clone()),
             settings: config,
             states: ArcSwap::from_pointee(ToolStates { catalog: None, by_tool: Vec::new() }),
             rebuild: Mutex::new(()),
@@ -279,6 +292,24 @@ impl Router {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Router {
         self.counters = Counters::with_metrics(metrics);
         self
+    }
+
+    /// Replaces the plugin secrets (the operator rotated one: `quiver serve` reads them again on
+    /// every rescan). Tools already in use get the new values from their next call on; nothing
+    /// else about them (breaker, limits, counters) changes.
+    pub fn set_secrets(&self, secrets: PluginSecrets) {
+        let _lock = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        self.secrets.store(Arc::new(secrets));
+        let all = self.secrets.load();
+        let states = self.states.load();
+        if let Some(catalog) = &states.catalog {
+            for (r, state) in catalog.tools().iter().zip(&states.by_tool) {
+                let fresh = secrets_of(&all, &catalog.plugin_of(r).manifest.id, &catalog.def(r).spec.secrets);
+                if **state.secrets.load() != fresh {
+                    state.secrets.store(Arc::new(fresh));
+                }
+            }
+        }
     }
 
     /// The Prometheus metrics this router feeds, when on.
@@ -636,16 +667,11 @@ impl Router {
                             self.settings.max_concurrency,
                         ))),
                         breaker: Breaker::default(),
-                        secrets: {
-                            let supplied = self.settings.secrets.get(&plugin.manifest.id);
-                            Secrets(
-                                def.spec
-                                    .secrets
-                                    .iter()
-                                    .filter_map(|n| Some((n.clone(), supplied?.get(n)?.expose().to_owned())))
-                                    .collect(),
-                            )
-                        },
+                        secrets: ArcSwap::from_pointee(secrets_of(
+                            &self.secrets.load(),
+                            &plugin.manifest.id,
+                            &def.spec.secrets,
+                        )),
                         limits: {
                             let manifest = def.policies.rate_limit;
                             let limits = match self.settings.rate_limits.get(&r.name) {
@@ -861,6 +887,7 @@ impl Router {
         };
         let deadline = Instant::now() + timeout;
         let scopes = access.scopes();
+        let secrets = state.secrets.load();
         let request = RequestView {
             request_id: &meta.request_id,
             tool_id: &def.spec.name,
@@ -885,7 +912,7 @@ impl Router {
                 &config
             },
             memory_snippet: self.memory.snippet(&caller.session_id, resolved.plugin.id(), tool_name),
-            secrets: &state.secrets,
+            secrets: &secrets,
         };
         let mut body = Vec::with_capacity(256 + args_len_hint(&args));
         serde_json::to_writer(&mut body, &request)

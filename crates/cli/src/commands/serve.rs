@@ -96,6 +96,34 @@ fn watch_host(metrics: &Arc<Metrics>, dashboard: Option<&Arc<Dashboard>>, host: 
     });
 }
 
+/// Reads the plugin secrets again after every rescan and hands changed values to the router, so
+/// an operator rotating a secret file or variable needs no restart. A secret that cannot be read
+/// keeps its last value; its error is logged once (until it changes).
+fn watch_secrets(settings: &Settings, host: &Arc<Host>, router: &Arc<Router>) {
+    if settings.config.secrets.is_empty() {
+        return;
+    }
+    let settings = settings.clone();
+    let weak = Arc::downgrade(router);
+    let last = std::sync::Mutex::new((settings.secrets.clone(), Vec::<String>::new()));
+    host.on_scan(move |_| {
+        let Some(router) = weak.upgrade() else { return };
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        let (secrets, errors) = settings.reread_secrets(&last.0);
+        if errors != last.1 {
+            for e in &errors {
+                tracing::warn!("{e}");
+            }
+        }
+        if secrets != last.0 {
+            tracing::info!("plugin secrets changed; tools get the new values from their next call");
+            router.set_secrets(secrets.clone());
+            last.0 = secrets;
+        }
+        last.1 = errors;
+    });
+}
+
 pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     if a.profile.is_some() {
@@ -138,6 +166,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
             });
         }
         let router = Arc::new(router);
+        watch_secrets(&settings, &host, &router);
         if let (Some(addr), Some(m)) = (a.metrics, &metrics) {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
