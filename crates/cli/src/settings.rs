@@ -63,9 +63,12 @@ impl Settings {
             config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
         let trusted = read_trusted_keys(&config, &origin, &base_dir)?;
         if config.allow_unsigned {
-            eprintln!(
-                "WARNING: allow_unsigned is ON ({origin}): bundles WITHOUT a signature file will be loaded and run.\n\
-                 WARNING: this is for plugin development only; never enable it on a machine that runs untrusted bundles."
+            crate::telemetry::notice(
+                "WARN",
+                &format!(
+                    "WARNING: allow_unsigned is ON ({origin}): bundles WITHOUT a signature file will be loaded and run.\n\
+                     WARNING: this is for plugin development only; never enable it on a machine that runs untrusted bundles."
+                ),
             );
         } else if trusted.is_empty() {
             tracing::warn!("no trusted_keys configured ({origin}): every bundle will be refused");
@@ -200,13 +203,21 @@ impl Settings {
         let report = host.rescan();
         for e in &report.rejected {
             if e.stage == quiver_lifecycle::Stage::Upstream {
-                eprintln!("upstream {}: {}", e.bundle.display(), e.message);
+                crate::telemetry::notice("WARN", &format!("upstream {}: {}", e.bundle.display(), e.message));
             } else {
-                eprintln!("rejected bundle {}: {} check failed: {}", e.bundle.display(), e.stage.as_str(), e.message);
+                crate::telemetry::notice(
+                    "WARN",
+                    &format!(
+                        "rejected bundle {}: {} check failed: {}",
+                        e.bundle.display(),
+                        e.stage.as_str(),
+                        e.message
+                    ),
+                );
             }
         }
         for w in host.catalog().warnings() {
-            eprintln!("warning: {w}");
+            crate::telemetry::notice("WARN", &format!("warning: {w}"));
         }
         Ok((Arc::new(host), report))
     }
@@ -266,13 +277,13 @@ fn read_config(path: &Path) -> Result<HostConfig> {
 /// Plugin secrets per plugin id and name.
 pub type PluginSecrets = BTreeMap<String, BTreeMap<String, Secret>>;
 
+/// Per plugin id and secret name: whether the secret could be read (the error, without the value).
+type SecretStatus = BTreeMap<String, BTreeMap<String, Result<(), String>>>;
+
 /// Reads every configured plugin secret: the values read, and per secret whether it could be.
-fn read_secrets(
-    config: &HostConfig,
-    base_dir: &Path,
-) -> (PluginSecrets, BTreeMap<String, BTreeMap<String, Result<(), String>>>) {
+fn read_secrets(config: &HostConfig, base_dir: &Path) -> (PluginSecrets, SecretStatus) {
     let mut secrets: PluginSecrets = BTreeMap::new();
-    let mut status: BTreeMap<String, BTreeMap<String, Result<(), String>>> = BTreeMap::new();
+    let mut status: SecretStatus = BTreeMap::new();
     for (plugin, named) in &config.secrets {
         for (name, source) in named {
             let st = match source.resolve(base_dir) {

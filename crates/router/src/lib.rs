@@ -45,6 +45,7 @@ mod router;
 mod settings;
 mod sink;
 mod suggest;
+mod traced;
 mod validate;
 
 pub use call::{Approval, BoxFuture, Call, CallMeta, CallOutcome, Caller, ClientBridge, Lane, LogLevel, NullBridge};

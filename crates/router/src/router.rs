@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::limits::{self, Limits};
@@ -545,6 +546,10 @@ impl Router {
         let recorded = self.transcript.is_some().then(|| arguments.clone());
         let mut meta = CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane);
         let mut tool_counters = None;
+        // Trace export: the call's span (free when traces are off); attributes never hold
+        // argument values or secrets.
+        let span = crate::traced::call_span(lane);
+        let bridge = crate::traced::bridge(bridge, &span);
         let result = self
             .pipeline(
                 &mut meta,
@@ -557,8 +562,10 @@ impl Router {
                 &bridge,
                 started_at_ms,
             )
+            .instrument(span.clone())
             .await;
         let response = result.unwrap_or_else(ToolResponse::error);
+        crate::traced::record_outcome(&span, &meta, &response);
         self.finish(meta, response, started, started_at_ms, tool_counters.as_deref(), &caller, confirmed, recorded)
     }
 
@@ -745,6 +752,8 @@ impl Router {
         bridge: &Arc<dyn ClientBridge>,
         started_at_ms: u64,
     ) -> Result<ToolResponse, ToolError> {
+        let stage = tracing::info_span!(target: "quiver::trace", "resolve");
+        let entered = stage.enter();
         let catalog = self.source.catalog();
         let access = &caller.access;
 
@@ -813,7 +822,10 @@ impl Router {
         };
         meta.action.clone_from(&action);
 
+        drop(entered);
         // 2b. Scopes of the action (the tool's own were checked by `may_see`).
+        let stage = tracing::info_span!(target: "quiver::trace", "scopes");
+        let entered = stage.enter();
         if !access.may_call(tool_name, def, action.as_deref()) {
             meta.policy.push(Cow::Borrowed("scopes:denied"));
             let missing: Vec<&str> = def.scopes_for(action.as_deref()).filter(|s| !access.holds(s)).collect();
@@ -825,8 +837,11 @@ impl Router {
             .with_details(json!({ "missing_scopes": missing })));
         }
         meta.policy.push(Cow::Borrowed("scopes:ok"));
+        drop(entered);
 
         // 3. Arguments against the precompiled input schema.
+        let stage = tracing::info_span!(target: "quiver::trace", "validation");
+        let entered = stage.enter();
         if let Err(e) = validate::arguments(tool_name, def, &args, meta.lane == Lane::Generic) {
             meta.policy.push(Cow::Borrowed("arguments:invalid"));
             if meta.lane == Lane::Generic {
@@ -835,8 +850,11 @@ impl Router {
             return Err(e);
         }
         meta.policy.push(Cow::Borrowed("arguments:ok"));
+        drop(entered);
 
         // 3b. Rate limits (before approval: nobody is asked about a call that is refused).
+        let stage = tracing::info_span!(target: "quiver::trace", "rate_limit");
+        let entered = stage.enter();
         if let Some(limits) = &state.limits
             && let Err((scope, limit, wait)) = limits.check(&caller.session_id, caller.principal.as_deref())
         {
@@ -847,11 +865,17 @@ impl Router {
             return Err(limits::refused(tool_name, scope, limit, wait));
         }
 
+        drop(entered);
+
         // 4. Approval.
-        let confirmed =
-            self.approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge).await?;
+        let confirmed = self
+            .approve(meta, tool_name, def, action.as_deref(), &args, caller, confirmed, cancel, bridge)
+            .instrument(tracing::info_span!(target: "quiver::trace", "approval"))
+            .await?;
 
         // 5. Circuit breaker.
+        let stage = tracing::info_span!(target: "quiver::trace", "dispatch");
+        let entered = stage.enter();
         let admission = if state.breaker.is_closed() {
             Admission::Pass
         } else {
@@ -919,6 +943,7 @@ impl Router {
             .map_err(|e| ToolError::new(ErrorCode::PROTOCOL, format!("cannot encode the request: {e}")))?;
         // serde_json writes valid UTF-8.
         let body = String::from_utf8(body).map_err(|e| ToolError::new(ErrorCode::PROTOCOL, e.to_string()))?;
+        drop(entered);
         let result = self
             .invoke_with_retries(
                 meta,
@@ -932,9 +957,12 @@ impl Router {
                 cancel,
                 bridge,
             )
+            .instrument(stage)
             .await;
 
         // 9. Output against the output schema.
+        let stage = tracing::info_span!(target: "quiver::trace", "output");
+        let _entered = stage.enter();
         let result = match result {
             Ok((r, n)) if r.status == Status::Ok => match validate::output(tool_name, def, &r.outputs) {
                 Ok(()) => Ok((r, n)),

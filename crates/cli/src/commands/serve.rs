@@ -55,6 +55,13 @@ pub struct ServeArgs {
     /// non-loopback address needs server.auth.
     #[arg(long, value_name = "ADDR", value_parser = http_addr, env = "QUIVER_METRICS")]
     pub metrics: Option<SocketAddr>,
+    /// Export trace spans (a span per call, a child per pipeline stage and host-service round
+    /// trip; a client's `_meta.traceparent` is the parent) over OTLP/HTTP with protobuf bodies to
+    /// this collector base URL, e.g. http://127.0.0.1:4318 (/v1/traces is appended) [default:
+    /// telemetry.otlp of the configuration, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_ENDPOINT when set, else off].
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 /// The authenticator of `server.auth`, reading the JWKS file relative to the config's folder.
@@ -172,7 +179,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
                 .await
                 .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
             let local = listener.local_addr()?;
-            eprintln!("quiver: serving metrics at http://{local}{METRICS_PATH}");
+            crate::telemetry::notice("INFO", &format!("quiver: serving metrics at http://{local}{METRICS_PATH}"));
             let (m, auth) = (m.clone(), metrics_auth.clone());
             if auth.is_none() && !local.ip().is_loopback() {
                 anyhow::bail!(
@@ -203,7 +210,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
                 let listener =
                     tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
                 let local = listener.local_addr()?;
-                eprintln!("quiver: serving MCP at http://{local}{MCP_PATH}");
+                crate::telemetry::notice("INFO", &format!("quiver: serving MCP at http://{local}{MCP_PATH}"));
                 let shutdown = CancellationToken::new();
                 let stop = shutdown.clone();
                 tokio::spawn(async move {

@@ -364,6 +364,7 @@ mod isolation;
 mod operations;
 mod setup;
 mod surface;
+mod traces;
 
 /// `quiver list | head`: a closed stdout ends the command quietly, with no panic.
 #[test]
