@@ -39,6 +39,8 @@ pub use logging::{
     LogFormat, OtlpSettings, REMOTE_PARENT_SPAN, TRACE_TARGET, TelemetryGuard, init, init_logging, remote_parent_span,
 };
 pub use metrics::{LimitScope, META_TOOLS, MetricLane, Metrics, ToolMetrics};
+#[cfg(feature = "otlp")]
+pub use otlp::discarding_dispatch;
 pub use request_id::next_request_id;
 pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,

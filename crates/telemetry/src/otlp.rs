@@ -34,6 +34,12 @@ pub(crate) fn layers(settings: &crate::OtlpSettings) -> Result<(SdkTracerProvide
         .map_err(|e| format!("cannot export traces to {}: {e}", settings.traces_url))?;
     let resource = opentelemetry_sdk::Resource::builder().with_service_name(settings.service_name.clone()).build();
     let provider = SdkTracerProvider::builder().with_resource(resource).with_batch_exporter(exporter).build();
+    let layers = trace_layers(&provider);
+    Ok((provider, layers))
+}
+
+/// The layers that turn [`TRACE_TARGET`] spans into OpenTelemetry spans of `provider`.
+fn trace_layers(provider: &SdkTracerProvider) -> Vec<BoxedLayer> {
     let tracer = provider.tracer("quiver");
     let export = tracing_opentelemetry::layer()
         .with_tracer(tracer)
@@ -45,7 +51,28 @@ pub(crate) fn layers(settings: &crate::OtlpSettings) -> Result<(SdkTracerProvide
         .boxed();
     let remote =
         RemoteParent.with_filter(filter_fn(|m| m.target() == TRACE_TARGET && m.name() == REMOTE_PARENT_SPAN)).boxed();
-    Ok((provider, vec![export, remote]))
+    vec![export, remote]
+}
+
+/// An exporter that drops what it is given (benchmarks).
+#[derive(Debug)]
+struct Discard;
+
+impl opentelemetry_sdk::trace::SpanExporter for Discard {
+    async fn export(&self, _batch: Vec<opentelemetry_sdk::trace::SpanData>) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+}
+
+/// For benchmarks: a dispatcher with exactly the trace layers `quiver serve --otlp` installs
+/// (no log layer), whose spans are built, recorded and handed to the batch processor as in
+/// production, then dropped instead of sent. Keep the provider alive while measuring.
+#[doc(hidden)]
+pub fn discarding_dispatch() -> (tracing::Dispatch, SdkTracerProvider) {
+    use tracing_subscriber::layer::SubscriberExt;
+    let provider = SdkTracerProvider::builder().with_batch_exporter(Discard).build();
+    let subscriber = tracing_subscriber::registry().with(trace_layers(&provider));
+    (tracing::Dispatch::new(subscriber), provider)
 }
 
 /// The trace context a client sent (`traceparent`, `tracestate`), read from a span's fields.
