@@ -40,7 +40,7 @@ pub use logging::{
 };
 pub use metrics::{LimitScope, META_TOOLS, MetricLane, Metrics, ToolMetrics};
 #[cfg(feature = "otlp")]
-pub use otlp::discarding_dispatch;
+pub use otlp::{discarded_spans, discarding_dispatch};
 pub use request_id::next_request_id;
 pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,

@@ -54,14 +54,24 @@ fn trace_layers(provider: &SdkTracerProvider) -> Vec<BoxedLayer> {
     vec![export, remote]
 }
 
-/// An exporter that drops what it is given (benchmarks).
+/// An exporter that counts and drops what it is given (benchmarks).
 #[derive(Debug)]
 struct Discard;
 
+/// Spans [`Discard`] was given.
+static DISCARDED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl opentelemetry_sdk::trace::SpanExporter for Discard {
-    async fn export(&self, _batch: Vec<opentelemetry_sdk::trace::SpanData>) -> opentelemetry_sdk::error::OTelSdkResult {
+    async fn export(&self, batch: Vec<opentelemetry_sdk::trace::SpanData>) -> opentelemetry_sdk::error::OTelSdkResult {
+        DISCARDED.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// How many spans the exporters of [`discarding_dispatch`] dropped so far (flush first).
+#[doc(hidden)]
+pub fn discarded_spans() -> u64 {
+    DISCARDED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// For benchmarks: a dispatcher with exactly the trace layers `quiver serve --otlp` installs
@@ -176,5 +186,19 @@ mod tests {
         assert_eq!(sc.trace_state().get("vendor"), Some("1"));
         let bad = Carrier { traceparent: Some("00-zz-00f067aa0ba902b7-01".into()), tracestate: None };
         assert!(!TraceContextPropagator::new().extract(&bad).span().span_context().is_valid());
+    }
+}
+
+#[cfg(test)]
+mod dispatch_tests {
+    #[test]
+    fn the_discarding_dispatch_records_trace_spans_only() {
+        let (dispatch, _provider) = super::discarding_dispatch();
+        tracing::dispatcher::with_default(&dispatch, || {
+            let call = tracing::info_span!(target: "quiver::trace", "quiver.call");
+            assert!(!call.is_disabled(), "trace spans are recorded");
+            let other = tracing::info_span!("not.a.trace.span");
+            assert!(other.is_disabled(), "other spans are not");
+        });
     }
 }
