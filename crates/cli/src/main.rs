@@ -24,6 +24,7 @@ mod bundle;
 mod commands;
 mod config_file;
 mod settings;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +58,11 @@ pub struct GlobalArgs {
     /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Log lines on stderr as `text` or `json` (one object per line) [default: the
+    /// configuration's telemetry.log_format, else text]. Never on stdout.
+    #[arg(long, global = true, value_name = "FORMAT", env = "QUIVER_LOG_FORMAT",
+          value_parser = clap::builder::PossibleValuesParser::new(["text", "json"]))]
+    pub log_format: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -135,10 +141,12 @@ impl std::fmt::Display for Reported {
 
 impl std::error::Error for Reported {}
 
-/// Sends logs to stderr (through `quiver_telemetry`, which never writes to stdout). Default:
-/// warnings, minus the loader's per-bundle ones (the commands report rejected bundles
-/// themselves); `-v` info, `-vv` debug; `RUST_LOG` overrides all of it.
-fn init_logging(verbose: u8) {
+/// Sends logs to stderr (through `quiver_telemetry`, which never writes to stdout), as text or
+/// JSON ([`telemetry`]), and for `serve` exports traces when an OTLP endpoint is configured.
+/// Default level: warnings, minus the loader's per-bundle ones (the commands report rejected
+/// bundles themselves); `-v` info, `-vv` debug; `RUST_LOG` overrides all of it.
+fn init_logging(g: &GlobalArgs, command: &Command) -> Result<quiver_telemetry::TelemetryGuard, String> {
+    let verbose = g.verbose;
     if std::env::var_os("RUST_LOG").is_none() {
         let filter = match verbose {
             // rmcp logs every JSON-RPC error response it sends as a warning: noise in a client's log.
@@ -150,7 +158,10 @@ fn init_logging(verbose: u8) {
         // the environment concurrently.
         unsafe { std::env::set_var("RUST_LOG", filter) };
     }
-    quiver_telemetry::init_logging();
+    match command {
+        Command::Serve(a) => telemetry::init(g, a.otlp.as_deref(), true),
+        _ => telemetry::init(g, None, false),
+    }
 }
 
 /// A closed stdout (`quiver list | head`) ends the process quietly, as it does for other Unix
@@ -172,7 +183,14 @@ fn main() -> ExitCode {
         // (Landlock applies to the threads created after it).
         return quiver_lifecycle::worker::run_child();
     }
-    init_logging(cli.global.verbose);
+    // Held to the end: dropping it sends the trace spans not yet exported.
+    let _telemetry = match init_logging(&cli.global, &cli.command) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let g = &cli.global;
     let result = match cli.command {
         Command::List(a) => commands::list::run(g, &a),

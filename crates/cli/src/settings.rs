@@ -63,31 +63,26 @@ impl Settings {
             config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
         let trusted = read_trusted_keys(&config, &origin, &base_dir)?;
         if config.allow_unsigned {
-            eprintln!(
-                "WARNING: allow_unsigned is ON ({origin}): bundles WITHOUT a signature file will be loaded and run.\n\
-                 WARNING: this is for plugin development only; never enable it on a machine that runs untrusted bundles."
+            crate::telemetry::notice(
+                "WARN",
+                &format!(
+                    "WARNING: allow_unsigned is ON ({origin}): bundles WITHOUT a signature file will be loaded and run.\n\
+                     WARNING: this is for plugin development only; never enable it on a machine that runs untrusted bundles."
+                ),
             );
         } else if trusted.is_empty() {
             tracing::warn!("no trusted_keys configured ({origin}): every bundle will be refused");
         }
         let isolation = isolation_policy(&config, &trusted, &origin)?;
-        // Plugin secrets are read once, here; one that cannot be read refuses only the bundles
-        // needing it (with the reason), never the host.
-        let mut secrets: BTreeMap<String, BTreeMap<String, Secret>> = BTreeMap::new();
-        let mut secret_status: BTreeMap<String, BTreeMap<String, Result<(), String>>> = BTreeMap::new();
-        for (plugin, named) in &config.secrets {
-            for (name, source) in named {
-                let status = match source.resolve(&base_dir) {
-                    Ok(value) => {
-                        secrets.entry(plugin.clone()).or_default().insert(name.clone(), value);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        tracing::warn!(plugin = %plugin, secret = %name, "secret unavailable: {e}");
-                        Err(e.to_string())
-                    }
-                };
-                secret_status.entry(plugin.clone()).or_default().insert(name.clone(), status);
+        // Plugin secrets are read here (and again on every rescan by `quiver serve`:
+        // [`Settings::reread_secrets`]); one that cannot be read refuses only the bundles needing
+        // it (with the reason), never the host.
+        let (secrets, secret_status) = read_secrets(&config, &base_dir);
+        for (plugin, named) in &secret_status {
+            for (name, status) in named {
+                if let Err(e) = status {
+                    tracing::warn!(plugin = %plugin, secret = %name, "secret unavailable: {e}");
+                }
             }
         }
         let host = HostSettings {
@@ -112,6 +107,25 @@ impl Settings {
             isolation,
         };
         Ok(Settings { config, config_path, base_dir, host, secrets })
+    }
+
+    /// Reads the plugin secrets again (an operator rotated a file or variable), starting from
+    /// `last`: a secret that cannot be read now keeps its last value (a failed update keeps the
+    /// last good state) and its error is returned, without the value, for the log.
+    pub fn reread_secrets(&self, last: &PluginSecrets) -> (PluginSecrets, Vec<String>) {
+        let (mut now, status) = read_secrets(&self.config, &self.base_dir);
+        let mut errors = Vec::new();
+        for (plugin, named) in status {
+            for (name, st) in named {
+                if let Err(e) = st {
+                    if let Some(v) = last.get(&plugin).and_then(|m| m.get(&name)) {
+                        now.entry(plugin.clone()).or_default().insert(name.clone(), v.clone());
+                    }
+                    errors.push(format!("secrets.{plugin}.{name}: {e}; keeping the last value read"));
+                }
+            }
+        }
+        (now, errors)
     }
 
     /// The name of a trusted key, by key id.
@@ -189,13 +203,21 @@ impl Settings {
         let report = host.rescan();
         for e in &report.rejected {
             if e.stage == quiver_lifecycle::Stage::Upstream {
-                eprintln!("upstream {}: {}", e.bundle.display(), e.message);
+                crate::telemetry::notice("WARN", &format!("upstream {}: {}", e.bundle.display(), e.message));
             } else {
-                eprintln!("rejected bundle {}: {} check failed: {}", e.bundle.display(), e.stage.as_str(), e.message);
+                crate::telemetry::notice(
+                    "WARN",
+                    &format!(
+                        "rejected bundle {}: {} check failed: {}",
+                        e.bundle.display(),
+                        e.stage.as_str(),
+                        e.message
+                    ),
+                );
             }
         }
         for w in host.catalog().warnings() {
-            eprintln!("warning: {w}");
+            crate::telemetry::notice("WARN", &format!("warning: {w}"));
         }
         Ok((Arc::new(host), report))
     }
@@ -250,6 +272,31 @@ fn read_config(path: &Path) -> Result<HostConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
     Ok(HostConfig::from_yaml(&text, &path.display().to_string())?)
+}
+
+/// Plugin secrets per plugin id and name.
+pub type PluginSecrets = BTreeMap<String, BTreeMap<String, Secret>>;
+
+/// Per plugin id and secret name: whether the secret could be read (the error, without the value).
+type SecretStatus = BTreeMap<String, BTreeMap<String, Result<(), String>>>;
+
+/// Reads every configured plugin secret: the values read, and per secret whether it could be.
+fn read_secrets(config: &HostConfig, base_dir: &Path) -> (PluginSecrets, SecretStatus) {
+    let mut secrets: PluginSecrets = BTreeMap::new();
+    let mut status: SecretStatus = BTreeMap::new();
+    for (plugin, named) in &config.secrets {
+        for (name, source) in named {
+            let st = match source.resolve(base_dir) {
+                Ok(value) => {
+                    secrets.entry(plugin.clone()).or_default().insert(name.clone(), value);
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            status.entry(plugin.clone()).or_default().insert(name.clone(), st);
+        }
+    }
+    (secrets, status)
 }
 
 /// Reads every `trusted_keys` entry: inline keys, or key files relative to `base_dir`.

@@ -71,6 +71,8 @@ pub struct HostConfig {
     pub profiles: BTreeMap<String, Profile>,
     /// Call transcripts.
     pub transcripts: TranscriptConfig,
+    /// Log format and trace export.
+    pub telemetry: TelemetryConfig,
     /// Router tuning.
     pub router: RouterConfig,
     /// MCP server limits.
@@ -333,6 +335,43 @@ pub struct TranscriptConfig {
     pub dir: Option<PathBuf>,
 }
 
+/// Log format and trace export (`telemetry:`). Command-line flags and environment variables
+/// (`--log-format`/`QUIVER_LOG_FORMAT`, `serve --otlp`/`OTEL_EXPORTER_OTLP_*`) win over these.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// `text` (default) or `json`: how log lines are written on stderr.
+    pub log_format: Option<LogFormatConfig>,
+    /// Export trace spans over OTLP/HTTP (protobuf) while serving. Default `None` (off).
+    pub otlp: Option<OtlpConfig>,
+}
+
+/// How log lines are written on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormatConfig {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where `quiver serve` exports trace spans.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpConfig {
+    /// The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); `/v1/traces` is appended
+    /// unless the URL already ends with it.
+    pub endpoint: String,
+    /// The `service.name` of the exported spans. Default `quiver`.
+    #[serde(default = "default_service_name")]
+    pub service_name: String,
+}
+
+fn default_service_name() -> String {
+    "quiver".to_owned()
+}
+
 /// Router tuning.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -470,6 +509,7 @@ impl Default for HostConfig {
             default_profile: "agent".to_owned(),
             profiles,
             transcripts: TranscriptConfig::default(),
+            telemetry: TelemetryConfig::default(),
             router: RouterConfig::default(),
             server: ServerConfig::default(),
             plugin_config: BTreeMap::new(),

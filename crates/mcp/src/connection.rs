@@ -564,7 +564,12 @@ impl Connection {
             config: Value::Null,
         };
         let peer = &live.client.peer;
-        let routed = self.shared.router.call(call);
+        // Trace export: a client's W3C trace context (`_meta.traceparent`) parents the call span.
+        let trace = |k: &str| context.meta.0.0.get(k).and_then(Value::as_str);
+        let routed = tracing::Instrument::instrument(
+            self.shared.router.call(call),
+            quiver_telemetry::remote_parent_span(trace("traceparent"), trace("tracestate")),
+        );
         tokio::pin!(routed);
         let outcome: CallOutcome = loop {
             tokio::select! {

@@ -21,6 +21,10 @@
 //!
 //! `pipeline_metrics_current_thread` is `pipeline_current_thread` through a router that also
 //! feeds Prometheus metrics; the summary prints the difference (issue 13: at most 0.5 µs).
+//! `pipeline_metrics_traced_current_thread` adds trace export (the layers of
+//! `quiver serve --otlp`, spans batched then dropped instead of sent:
+//! `quiver_telemetry::discarding_dispatch`); the summary prints tracing off (never on), metrics
+//! on, metrics and tracing on, and tracing off again after a tracing subscriber existed.
 //!
 //! After the criterion groups a plain timing loop prints ns per call, the ratio to `direct_fn`,
 //! and the router's own work (pipeline minus the ABI call).
@@ -122,6 +126,30 @@ fn router_loop(router: &Arc<Router>, s: &Setup, rt: &tokio::runtime::Runtime, it
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
+/// [`router_loop`] with `dispatch` as the task's subscriber (trace export on).
+fn traced_loop(
+    router: &Arc<Router>,
+    s: &Setup,
+    rt: &tokio::runtime::Runtime,
+    iters: u64,
+    dispatch: &tracing::Dispatch,
+) -> Duration {
+    use tracing::instrument::WithSubscriber;
+    let router = router.clone();
+    let caller = s.caller.clone();
+    let task = async move {
+        let start = Instant::now();
+        for _ in 0..iters {
+            let out = router.call(Call::new("marker_echo", json!({"text": "hello"}), caller.clone())).await;
+            black_box(out);
+        }
+        start.elapsed()
+    };
+    // The current-thread runtime polls the task on this thread, inside `block_on`.
+    tracing::dispatcher::with_default(dispatch, || rt.block_on(rt.spawn(task.with_subscriber(dispatch.clone()))))
+        .expect("bench task")
+}
+
 /// The same loop with only the blocking-thread round trip (deadline timer and cancellation
 /// token included) and no router work or plugin call.
 fn round_trip_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
@@ -165,6 +193,17 @@ fn ns_per_call(mut f: impl FnMut(), budget: Duration) -> f64 {
 
 fn main() {
     let s = setup();
+    // Trace export as `quiver serve --otlp` sets it up, spans dropped instead of sent; not with
+    // QUIVER_BENCH_NO_TRACING set (then no tracing subscriber ever exists in the process, and
+    // the figures are those of tracing never turned on).
+    let traced = std::env::var_os("QUIVER_BENCH_NO_TRACING").is_none().then(quiver_telemetry::discarding_dispatch);
+    // The first call runs under the tracing dispatcher: tracing caches a callsite's interest
+    // when it is first hit, and with one scoped dispatcher only it asks the thread's current
+    // one (a callsite first hit outside would stay off for good; `quiver serve` installs its
+    // subscriber globally, so there it cannot happen).
+    if let Some((dispatch, _)) = &traced {
+        traced_loop(&s.metered, &s, &s.rt1, 1, dispatch);
+    }
     for rt in [&s.rt, &s.rt1] {
         let first = pipeline(&s, rt);
         assert_eq!(first.response.status, quiver_abi::Status::Ok, "{:?}", first.response.error);
@@ -183,6 +222,11 @@ fn main() {
         g.bench_function("pipeline_metrics_current_thread", |b| {
             b.iter_custom(|n| router_loop(&s.metered, &s, &s.rt1, n))
         });
+        if let Some((dispatch, _)) = &traced {
+            g.bench_function("pipeline_metrics_traced_current_thread", |b| {
+                b.iter_custom(|n| traced_loop(&s.metered, &s, &s.rt1, n, dispatch))
+            });
+        }
         g.bench_function("round_trip_multi_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt, n)));
         g.bench_function("pipeline_multi_thread", |b| b.iter_custom(|n| pipeline_loop(&s, &s.rt, n)));
         g.bench_function("pipeline_block_on_from_outside", |b| b.iter(|| pipeline(&s, &s.rt)));
@@ -228,4 +272,26 @@ fn main() {
     println!("  [current_thread] pipeline, metrics off                    {off:>9.0}");
     println!("  [current_thread] pipeline, metrics on                     {on:>9.0}");
     println!("  [current_thread] metrics cost per call                    {:>9.0} ns", on - off);
+    // Trace export on vs off (with metrics on in both): same interleaving. With
+    // QUIVER_BENCH_NO_TRACING set no tracing subscriber ever exists in the process, so "off"
+    // is the never-on case (each trace span macro one atomic load).
+    if let Some((dispatch, _provider)) = &traced {
+        traced_loop(&s.metered, &s, &s.rt1, 200, dispatch);
+        let (mut off, mut on) = (f64::MAX, f64::MAX);
+        for _ in 0..9 {
+            off = off.min(per_call(router_loop(&s.metered, &s, &s.rt1, n / 5), n / 5));
+            on = on.min(per_call(traced_loop(&s.metered, &s, &s.rt1, n / 5, dispatch), n / 5));
+        }
+        println!("  [current_thread] pipeline, metrics on, tracing off        {off:>9.0}");
+        println!("  [current_thread] pipeline, metrics on, tracing on         {on:>9.0}");
+        println!("  [current_thread] tracing cost per call                    {:>9.0} ns", on - off);
+        let before = {
+            let _ = _provider.force_flush();
+            quiver_telemetry::discarded_spans()
+        };
+        traced_loop(&s.metered, &s, &s.rt1, 100, dispatch);
+        let _ = _provider.force_flush();
+        let per = (quiver_telemetry::discarded_spans() - before) as f64 / 100.0;
+        println!("  [current_thread] spans exported per traced call           {per:>9.1}");
+    }
 }

@@ -124,6 +124,7 @@ impl Router {
         let policies = target.def().policies;
         let plugin_id = target.plugin().id();
         let scopes = cx.caller.access.scopes();
+        let secrets = target.state.secrets.load();
         let request = RequestView {
             request_id: &cx.meta.request_id,
             tool_id: &target.def().spec.name,
@@ -148,7 +149,7 @@ impl Router {
                 &cx.config
             },
             memory_snippet: self.memory.snippet(&cx.caller.session_id, plugin_id, target.name()),
-            secrets: &target.state.secrets,
+            secrets: &secrets,
         };
         let mut body = Vec::with_capacity(256 + args_len_hint(&cx.args));
         serde_json::to_writer(&mut body, &request)

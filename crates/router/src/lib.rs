@@ -53,6 +53,7 @@ mod settings;
 mod sink;
 mod stages;
 mod suggest;
+mod traced;
 mod validate;
 
 pub use call::{Approval, BoxFuture, Call, CallMeta, CallOutcome, Caller, ClientBridge, Lane, LogLevel, NullBridge};

@@ -13,6 +13,7 @@ use quiver_telemetry::{
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::breaker::Breaker;
 use crate::codes::Code;
@@ -33,8 +34,18 @@ pub(crate) struct ToolState {
     pub(crate) counters: Arc<ToolCounters>,
     /// Rate-limit buckets; `None` when the tool is not limited.
     pub(crate) limits: Option<Limits>,
-    /// The secrets the tool declares, with their values (empty for most tools).
-    pub(crate) secrets: Secrets,
+    /// The secrets the tool declares, with their values (empty for most tools); replaced when
+    /// the operator's values change ([`Router::set_secrets`]).
+    pub(crate) secrets: ArcSwap<Secrets>,
+}
+
+/// Plugin secrets per plugin id and name.
+type PluginSecrets = std::collections::BTreeMap<String, std::collections::BTreeMap<String, quiver_manifest::Secret>>;
+
+/// The values of the secrets `names` (those a tool declares) of plugin `plugin` in `all`.
+fn secrets_of(all: &PluginSecrets, plugin: &str, names: &[String]) -> Secrets {
+    let supplied = all.get(plugin);
+    Secrets(names.iter().filter_map(|n| Some((n.clone(), supplied?.get(n)?.expose().to_owned()))).collect())
 }
 
 /// Tool states in the order of one catalog snapshot's tools.
@@ -55,6 +66,8 @@ pub struct Router {
     pub(crate) results: ResultStore,
     pub(crate) memory: crate::memory::MemoryStore,
     transcript: Option<TranscriptWriter>,
+    /// Plugin secrets in force (starts as `settings.secrets`; [`Router::set_secrets`]).
+    secrets: ArcSwap<PluginSecrets>,
     epoch: Instant,
     jitter: AtomicU64,
 }
@@ -165,6 +178,7 @@ impl Router {
             global: Arc::new(Semaphore::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS))),
             results: ResultStore::new(config.result_handle_ttl),
             memory: crate::memory::MemoryStore::default(),
+            secrets: ArcSwap::from_pointee(config.secrets.clone()),
             settings: config,
             states: ArcSwap::from_pointee(ToolStates { catalog: None, by_tool: Vec::new() }),
             rebuild: Mutex::new(()),
@@ -179,6 +193,24 @@ impl Router {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Router {
         self.counters = Counters::with_metrics(metrics);
         self
+    }
+
+    /// Replaces the plugin secrets (the operator rotated one: `quiver serve` reads them again on
+    /// every rescan). Tools already in use get the new values from their next call on; nothing
+    /// else about them (breaker, limits, counters) changes.
+    pub fn set_secrets(&self, secrets: PluginSecrets) {
+        let _lock = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
+        self.secrets.store(Arc::new(secrets));
+        let all = self.secrets.load();
+        let states = self.states.load();
+        if let Some(catalog) = &states.catalog {
+            for (r, state) in catalog.tools().iter().zip(&states.by_tool) {
+                let fresh = secrets_of(&all, &catalog.plugin_of(r).manifest.id, &catalog.def(r).spec.secrets);
+                if **state.secrets.load() != fresh {
+                    state.secrets.store(Arc::new(fresh));
+                }
+            }
+        }
     }
 
     /// The Prometheus metrics this router feeds, when on.
@@ -398,10 +430,15 @@ impl Router {
     }
 
     /// One call through [`Router::pipeline`], then telemetry and the transcript.
-    async fn run(&self, call: Call) -> CallOutcome {
+    async fn run(&self, mut call: Call) -> CallOutcome {
         let recorded = self.transcript.is_some().then(|| call.arguments.clone());
+        // Trace export: the call's span (free when traces are off); attributes never hold
+        // argument values or secrets.
+        let span = crate::traced::call_span(call.lane);
+        call.bridge = crate::traced::bridge(call.bridge, &span);
         let mut cx = CallContext::new(call, recorded);
-        let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
+        let response = self.pipeline(&mut cx).instrument(span.clone()).await.unwrap_or_else(ToolResponse::error);
+        crate::traced::record_outcome(&span, &cx.meta, &response);
         self.finish(cx, response)
     }
 
@@ -501,16 +538,11 @@ impl Router {
                             self.settings.max_concurrency,
                         ))),
                         breaker: Breaker::default(),
-                        secrets: {
-                            let supplied = self.settings.secrets.get(&plugin.manifest.id);
-                            Secrets(
-                                def.spec
-                                    .secrets
-                                    .iter()
-                                    .filter_map(|n| Some((n.clone(), supplied?.get(n)?.expose().to_owned())))
-                                    .collect(),
-                            )
-                        },
+                        secrets: ArcSwap::from_pointee(secrets_of(
+                            &self.secrets.load(),
+                            &plugin.manifest.id,
+                            &def.spec.secrets,
+                        )),
                         limits: {
                             let manifest = def.policies.rate_limit;
                             let limits = match self.settings.rate_limits.get(&r.name) {

@@ -22,6 +22,7 @@ use quiver_catalog::{Catalog, Notice, PluginEntry, Resolved, ToolDef};
 use quiver_telemetry::{BreakerState, Lane, ToolCounters, next_request_id};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::codes::Code;
@@ -125,25 +126,43 @@ fn verdict(result: &Result<(ToolResponse, usize), ToolError>) -> Verdict {
     }
 }
 
+/// The trace span of a pipeline stage (a literal name: span metadata is static).
+macro_rules! stage_span {
+    ($name:literal) => {
+        tracing::info_span!(target: "quiver::trace", $name)
+    };
+}
+
+/// Runs a synchronous stage inside its span.
+#[inline]
+fn in_span<T>(span: tracing::Span, stage: impl FnOnce() -> T) -> T {
+    let _entered = span.entered();
+    stage()
+}
+
 impl Router {
     /// The stages, in order (see the crate docs).
     pub(crate) async fn pipeline(&self, cx: &mut CallContext) -> Result<ToolResponse, ToolError> {
+        // A trace span per stage (target `quiver::trace`; one atomic load each when traces are off).
         let catalog = self.catalog_now();
-        let target = self.resolve(cx, &catalog)?;
-        self.scopes(cx, &target)?;
-        self.validate(cx, &target)?;
-        self.rate_limit(cx, &target)?;
-        cx.approved = self.approval(cx, &target).await?;
-        let admission = self.breaker(cx, &target)?;
+        let target = in_span(stage_span!("resolve"), || self.resolve(cx, &catalog))?;
+        in_span(stage_span!("scopes"), || self.scopes(cx, &target))?;
+        in_span(stage_span!("validation"), || self.validate(cx, &target))?;
+        in_span(stage_span!("rate_limit"), || self.rate_limit(cx, &target))?;
+        cx.approved = self.approval(cx, &target).instrument(stage_span!("approval")).await?;
+        let dispatch = stage_span!("dispatch");
+        let admission = in_span(dispatch.clone(), || self.breaker(cx, &target))?;
         // A probe whose caller goes away before the outcome is known must not leave the breaker
         // half-open forever.
         let mut probe = ProbeRelease { breaker: &target.state.breaker, armed: admission == Admission::Probe };
-        let result = self.dispatch(cx, &target).await;
-        let result = self.output(cx, &target, result);
-        probe.armed = false;
-        self.breaker_learns(cx, &target, admission, &result);
-        let (response, raw_len) = result?;
-        Ok(self.keep(cx, &target, response, raw_len))
+        let result = self.dispatch(cx, &target).instrument(dispatch).await;
+        in_span(stage_span!("output"), || {
+            let result = self.output(cx, &target, result);
+            probe.armed = false;
+            self.breaker_learns(cx, &target, admission, &result);
+            let (response, raw_len) = result?;
+            Ok(self.keep(cx, &target, response, raw_len))
+        })
     }
 
     /// Stage `resolve`: the name in the snapshot (a tool the caller may not see does not

@@ -101,9 +101,27 @@ impl StatusCounters {
 }
 
 /// Counters of one tool (by canonical name), shared between the registry and the router's
-/// per-tool state.
+/// per-tool state. A hot swap that changes the tool's actions gets a new `ToolCounters` with
+/// handles for the new actions ([`Counters::tool`]); the totals ([`ToolTotals`]) carry on.
 #[derive(Debug, Default)]
 pub struct ToolCounters {
+    totals: Arc<ToolTotals>,
+    /// The declared actions the metric handles were registered for.
+    actions: Box<[Box<str>]>,
+    /// Prometheus handles, when metrics are on.
+    metrics: Option<crate::ToolMetrics>,
+}
+
+impl std::ops::Deref for ToolCounters {
+    type Target = ToolTotals;
+    fn deref(&self) -> &ToolTotals {
+        &self.totals
+    }
+}
+
+/// The running totals of one tool, kept across hot swaps.
+#[derive(Debug, Default)]
+pub struct ToolTotals {
     status: StatusCounters,
     retries: AtomicU64,
     timeouts: AtomicU64,
@@ -111,8 +129,6 @@ pub struct ToolCounters {
     breaker: AtomicU8,
     breaker_opens: AtomicU64,
     durations: Histogram,
-    /// Prometheus handles, when metrics are on.
-    metrics: Option<crate::ToolMetrics>,
 }
 
 impl ToolCounters {
@@ -338,21 +354,30 @@ impl Counters {
 
     /// The counters of a tool (with its declared `actions`), created on first use. Takes a
     /// lock: call it when building per-tool state, not per call.
+    ///
+    /// A tool whose declared actions changed (a hot swap to a version with other actions) gets
+    /// new counters with handles for exactly those actions, sharing the old ones' totals; the
+    /// router's per-tool state of the old version keeps the old handles until its calls end.
     pub fn tool(&self, name: &str, actions: &[&str]) -> Arc<ToolCounters> {
-        if let Some(t) = self.tools.read().unwrap_or_else(|e| e.into_inner()).get(name) {
+        let same = |t: &ToolCounters| t.actions.iter().map(|a| &**a).eq(actions.iter().copied());
+        if let Some(t) = self.tools.read().unwrap_or_else(|e| e.into_inner()).get(name)
+            && same(t)
+        {
             return t.clone();
         }
-        self.tools
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(name.to_owned())
-            .or_insert_with(|| {
-                Arc::new(ToolCounters {
-                    metrics: self.metrics.as_ref().map(|m| m.tool(name, actions)),
-                    ..ToolCounters::default()
-                })
-            })
-            .clone()
+        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        let totals = match tools.get(name) {
+            Some(t) if same(t) => return t.clone(),
+            Some(t) => t.totals.clone(),
+            None => Arc::default(),
+        };
+        let fresh = Arc::new(ToolCounters {
+            totals,
+            actions: actions.iter().map(|a| Box::from(*a)).collect(),
+            metrics: self.metrics.as_ref().map(|m| m.tool(name, actions)),
+        });
+        tools.insert(name.to_owned(), fresh.clone());
+        fresh
     }
 
     /// Records a finished call and emits its `tracing` event (target `quiver::call`).
@@ -532,6 +557,58 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ev<'a>(tool: &'a str, counters: &'a ToolCounters, action: &'a str) -> CallEvent<'a> {
+        CallEvent {
+            request_id: "r-1",
+            called_name: tool,
+            tool: Some(tool),
+            plugin: Some("p"),
+            version: Some("1.0.0"),
+            lane: Lane::Typed,
+            status: Status::Ok,
+            error_code: None,
+            duration: Duration::from_micros(10),
+            retries: 0,
+            policy: &"",
+            tool_counters: Some(counters),
+            action: Some(action),
+        }
+    }
+
+    fn series(text: &str, name: &str) -> f64 {
+        text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()).unwrap_or(0.0)
+    }
+
+    /// A hot swap hands the router a new version of a tool whose actions changed: the handles it
+    /// gets must count the new actions, and the tool's totals must carry on across the swap.
+    #[test]
+    fn a_hot_swapped_tool_gets_handles_for_its_new_actions_and_keeps_its_totals() {
+        let metrics = Arc::new(crate::Metrics::new());
+        let counters = Counters::with_metrics(metrics.clone());
+        let v1 = counters.tool("fs_edit", &["replace"]);
+        counters.record_call(&ev("fs_edit", &v1, "replace"));
+        // Version 2 adds `insert`.
+        let v2 = counters.tool("fs_edit", &["replace", "insert"]);
+        counters.record_call(&ev("fs_edit", &v2, "insert"));
+        counters.record_call(&ev("fs_edit", &v2, "replace"));
+        let text = metrics.render();
+        assert_eq!(
+            series(&text, r#"quiver_tool_action_calls_total{tool="fs_edit",action="insert",status="ok"}"#),
+            1.0,
+            "the new action is counted:\n{text}"
+        );
+        assert_eq!(
+            series(&text, r#"quiver_tool_action_calls_total{tool="fs_edit",action="replace",status="ok"}"#),
+            2.0,
+            "{text}"
+        );
+        assert_eq!(series(&text, r#"quiver_tool_calls_total{tool="fs_edit",lane="typed",status="ok"}"#), 3.0, "{text}");
+        let stats = counters.snapshot();
+        assert_eq!(stats.tools["fs_edit"].calls, 3, "the totals carry on across the swap");
+        // The same action set again (an unrelated rescan) returns the same handles.
+        assert!(Arc::ptr_eq(&v2, &counters.tool("fs_edit", &["replace", "insert"])));
+    }
 
     #[test]
     fn histogram_buckets_are_monotonic_and_quantiles_close() {

@@ -2,8 +2,13 @@
 //! statistics read back from them.
 //!
 //! Principal types:
-//! - [`init_logging`]: a `tracing` subscriber that writes to **stderr only** (stdout belongs to
-//!   the MCP stdio transport), filtered by `RUST_LOG` (default `info`); safe to call twice.
+//! - [`init_logging`] / [`init`]: the `tracing` subscriber: logs on **stderr only** (stdout
+//!   belongs to the MCP stdio transport), as text or JSON lines ([`LogFormat`]), filtered by
+//!   `RUST_LOG` (default `info`); safe to call twice. With the `otlp` feature and
+//!   [`OtlpSettings`], the spans of [`TRACE_TARGET`] (one per call, one per pipeline stage and
+//!   host-service round trip) are exported over OTLP/HTTP+protobuf (`otlp.rs`), parented to the
+//!   client's span when it sent a W3C `traceparent` ([`remote_parent_span`]). Off by default;
+//!   without an exporter the trace spans cost one atomic load each.
 //! - [`next_request_id`]: short, process-unique request ids (`<prefix>-<counter>`).
 //! - [`Counters`]: atomics updated on every call (per lane, per tool, per error code, retries,
 //!   breaker states, generic-lane use, surface schema counts) and a duration histogram;
@@ -23,13 +28,19 @@
 mod counters;
 mod logging;
 mod metrics;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod request_id;
 mod stats;
 mod transcript;
 
-pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters};
-pub use logging::init_logging;
+pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters, ToolTotals};
+pub use logging::{
+    LogFormat, OtlpSettings, REMOTE_PARENT_SPAN, TRACE_TARGET, TelemetryGuard, init, init_logging, remote_parent_span,
+};
 pub use metrics::{LimitScope, META_TOOLS, MetricLane, Metrics, ToolMetrics};
+#[cfg(feature = "otlp")]
+pub use otlp::{discarded_spans, discarding_dispatch};
 pub use request_id::next_request_id;
 pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,

@@ -61,6 +61,13 @@ pub struct ServeArgs {
     /// send the key in initialize's `_meta` ("io.github.quiver/session").
     #[arg(long, value_name = "KEY", env = "QUIVER_RESUME", conflicts_with = "http")]
     pub resume: Option<String>,
+    /// Export trace spans (a span per call, a child per pipeline stage and host-service round
+    /// trip; a client's `_meta.traceparent` is the parent) over OTLP/HTTP with protobuf bodies to
+    /// this collector base URL, e.g. http://127.0.0.1:4318 (/v1/traces is appended) [default:
+    /// telemetry.otlp of the configuration, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+    /// OTEL_EXPORTER_OTLP_ENDPOINT when set, else off].
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
 }
 
 /// The authenticator of `server.auth`, reading the JWKS file relative to the config's folder.
@@ -131,6 +138,34 @@ async fn session_store(settings: &Settings, a: &ServeArgs) -> Result<Arc<quiver_
     Ok(Arc::new(store))
 }
 
+/// Reads the plugin secrets again after every rescan and hands changed values to the router, so
+/// an operator rotating a secret file or variable needs no restart. A secret that cannot be read
+/// keeps its last value; its error is logged once (until it changes).
+fn watch_secrets(settings: &Settings, host: &Arc<Host>, router: &Arc<Router>) {
+    if settings.config.secrets.is_empty() {
+        return;
+    }
+    let settings = settings.clone();
+    let weak = Arc::downgrade(router);
+    let last = std::sync::Mutex::new((settings.secrets.clone(), Vec::<String>::new()));
+    host.on_scan(move |_| {
+        let Some(router) = weak.upgrade() else { return };
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        let (secrets, errors) = settings.reread_secrets(&last.0);
+        if errors != last.1 {
+            for e in &errors {
+                tracing::warn!("{e}");
+            }
+        }
+        if secrets != last.0 {
+            tracing::info!("plugin secrets changed; tools get the new values from their next call");
+            router.set_secrets(secrets.clone());
+            last.0 = secrets;
+        }
+        last.1 = errors;
+    });
+}
+
 pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     if a.profile.is_some() {
@@ -173,12 +208,13 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
             });
         }
         let router = Arc::new(router);
+        watch_secrets(&settings, &host, &router);
         if let (Some(addr), Some(m)) = (a.metrics, &metrics) {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
             let local = listener.local_addr()?;
-            eprintln!("quiver: serving metrics at http://{local}{METRICS_PATH}");
+            crate::telemetry::notice("INFO", &format!("quiver: serving metrics at http://{local}{METRICS_PATH}"));
             let (m, auth) = (m.clone(), metrics_auth.clone());
             if auth.is_none() && !local.ip().is_loopback() {
                 anyhow::bail!(
@@ -211,7 +247,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
                 let listener =
                     tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
                 let local = listener.local_addr()?;
-                eprintln!("quiver: serving MCP at http://{local}{MCP_PATH}");
+                crate::telemetry::notice("INFO", &format!("quiver: serving MCP at http://{local}{MCP_PATH}"));
                 let shutdown = CancellationToken::new();
                 let stop = shutdown.clone();
                 tokio::spawn(async move {

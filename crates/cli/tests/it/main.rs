@@ -366,6 +366,7 @@ mod operations;
 mod sessions;
 mod setup;
 mod surface;
+mod traces;
 
 /// `quiver list | head`: a closed stdout ends the command quietly, with no panic.
 #[test]

@@ -50,11 +50,12 @@ fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)], isolation: &str
     std::fs::write(
         &config,
         format!(
-            "plugins_dir: plugins\nrescan_interval_ms: 0\ntrusted_keys: [{{name: test, key: {key_line}}}]\n\
+            "plugins_dir: plugins\n{rescan}trusted_keys: [{{name: test, key: {key_line}}}]\n\
              isolation: {{default: {isolation}}}\nplugin_config: {{fs-tools: {{root: {root}}}}}\n\
              profiles:\n  agent: {{mode: hybrid, approval: allow, eager: [fs_edit, fs_read]}}\n\
              server:\n  auth:\n    operators: [ops]\n    tokens: [{{principal: ops, sha256: {sha}}}, {{principal: agent, sha256: {agent}}}]\n{extra}",
             root = root.display(),
+            rescan = if extra.contains("rescan_interval_ms") { "" } else { "rescan_interval_ms: 0\n" },
             sha = quiver_manifest::sha256_hex(TOKEN.as_bytes()),
             agent = quiver_manifest::sha256_hex(AGENT_TOKEN.as_bytes()),
         ),
@@ -362,6 +363,41 @@ fn secret_reaches_its_tool_only(isolation: &str) {
         assert!(!text.contains(&VALUE[3..15]), "part of the secret leaked into the {channel}");
     }
     drop(server);
+}
+
+/// An operator rotating a secret file needs no restart: the next rescan reads it again and the
+/// tool's next call carries the new value (and never the old one again).
+#[test]
+fn a_rotated_secret_file_reaches_the_tool_after_the_next_rescan() {
+    const OLD: &str = "sk-old-0f3b8c1d9e2a7465";
+    const NEW: &str = "sk-new-5a6b7c8d9e0f1234";
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("api-token");
+    std::fs::write(&token, format!("{OLD}\n")).unwrap();
+    let server =
+        start(dir.path(), "rescan_interval_ms: 100\nsecrets:\n  secret-plugin:\n    API_TOKEN: {file: api-token}\n");
+    let addr = server.addr.clone();
+    let s = open(&addr);
+    let r = call(&addr, &s, "secret_probe", json!({}));
+    assert_eq!(r["structuredContent"]["fnv1a"], json!(fnv1a(OLD.as_bytes())), "{r}");
+    // Rotate: write the new value next to the file and rename it over (as operators and secret
+    // managers do), so no rescan reads a half-written file.
+    let tmp = dir.path().join("api-token.tmp");
+    std::fs::write(&tmp, format!("{NEW}\n")).unwrap();
+    std::fs::rename(&tmp, &token).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut last = Value::Null;
+    while std::time::Instant::now() < deadline {
+        last = call(&addr, &s, "secret_probe", json!({}));
+        if last["structuredContent"]["fnv1a"] == json!(fnv1a(NEW.as_bytes())) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(last["structuredContent"]["fnv1a"], json!(fnv1a(NEW.as_bytes())), "the rotated value arrives: {last}");
+    assert_eq!(last["structuredContent"]["length"], json!(NEW.len()), "{last}");
+    let log = server.stderr.lock().unwrap().join("\n");
+    assert!(!log.contains(OLD) && !log.contains(NEW), "no secret in the log: {log}");
 }
 
 /// A declared secret the configuration does not supply, or whose variable is unset, refuses the
