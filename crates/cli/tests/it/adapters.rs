@@ -486,6 +486,12 @@ async fn a_command_and_its_jobs_end_with_the_call() {
     let r = call(&router, "leaves_a_job", json!({})).await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     let pgid = r.outputs["result"].as_u64().expect("the shell printed its pid");
+    // SIGKILL is delivered when the call answers; the killed job leaves /proc a moment later
+    // (sooner or later depending on the machine's load), so wait for it, boundedly.
+    let gone_by = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while group_members(pgid) > 0 && std::time::Instant::now() < gone_by {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(group_members(pgid), 0, "the background job of group {pgid} outlived the call");
     let r = call(&router, "sleeps", json!({"secs": "30"})).await;
     assert_eq!(r.error.as_ref().map(|e| e.code.as_str()), Some("timeout"), "{r:?}");
