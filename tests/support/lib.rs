@@ -198,6 +198,28 @@ pub fn source_dir(package: &str) -> PathBuf {
     if root.join(&p).is_dir() { p } else { Path::new("tests/plugins").join(package) }
 }
 
+/// The headers of a JSON-RPC POST to the streamable HTTP transport.
+pub const MCP_POST_HEADERS: [(&str, &str); 2] =
+    [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+
+/// Opens an initialized MCP session on `quiver serve --http` at `addr` as the holder of bearer
+/// `token`, announcing itself as `client`; returns the `Mcp-Session-Id`.
+pub fn open_http_session(addr: &str, token: &str, client: &str) -> String {
+    let auth = format!("Bearer {token}");
+    let [json, accept] = MCP_POST_HEADERS;
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": client, "version": "1"}}});
+    let (status, headers, body) =
+        http_post(addr, &[json, accept, ("Authorization", &auth)], init.to_string().as_bytes());
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let session = headers.iter().find(|(k, _)| k == "mcp-session-id").expect("an Mcp-Session-Id header").1.clone();
+    let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, _) =
+        http_post(addr, &[json, accept, ("Mcp-Session-Id", &session), ("Authorization", &auth)], note.as_bytes());
+    assert_eq!(status, 202, "notifications/initialized is accepted");
+    session
+}
+
 /// One HTTP/1.1 request to `http://addr/mcp` (blocking, `Connection: close`); returns the status
 /// and the body, de-chunked. For tests that drive `quiver serve --http` from plain threads.
 pub fn http_post(addr: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {

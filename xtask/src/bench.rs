@@ -86,17 +86,7 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
 /// echo server, and against `quiver serve` with that server as its only source (no plugins),
 /// calling the same tool. Rounds interleaved so both see the same machine.
 pub fn upstream(ws: &Workspace, quick: bool) -> Result<()> {
-    ws.run(ws.cargo().args(["build", "--release", "-p", "quiver"]))?;
-    ws.run(ws.cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "quiver-mcp",
-        "--example",
-        "bare_echo",
-        "--example",
-        "stdio_bench",
-    ]))?;
+    build_release(ws, &["bare_echo", "stdio_bench"])?;
     let release = ws.target_dir()?.join("release");
     let examples = release.join("examples");
     let dir = ws.target_dir()?.join("bench-upstream");
@@ -128,4 +118,15 @@ pub fn upstream(ws: &Workspace, quick: bool) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// Release builds of `quiver` and of the named `quiver-mcp` examples (bare servers, clients).
+pub(crate) fn build_release(ws: &Workspace, examples: &[&str]) -> Result<()> {
+    ws.run(ws.cargo().args(["build", "--release", "-p", "quiver"]))?;
+    let mut build = ws.cargo();
+    build.args(["build", "--release", "-p", "quiver-mcp"]);
+    for e in examples {
+        build.args(["--example", e]);
+    }
+    ws.run(&mut build)
 }

@@ -233,19 +233,7 @@ fn init_only() -> Vec<String> {
 
 /// Release builds of `quiver`, the bare rmcp server and the two clients; the Python venv.
 fn build(ws: &Workspace, target: &Path) -> Result<Programs> {
-    ws.run(ws.cargo().args(["build", "--release", "-p", "quiver"]))?;
-    ws.run(ws.cargo().args([
-        "build",
-        "--release",
-        "-p",
-        "quiver-mcp",
-        "--example",
-        "bare_echo",
-        "--example",
-        "stdio_bench",
-        "--example",
-        "http_bench",
-    ]))?;
+    crate::bench::build_release(ws, &["bare_echo", "stdio_bench", "http_bench"])?;
     let release = target.join("release");
     let examples = release.join("examples");
     Ok(Programs {

@@ -131,18 +131,7 @@ fn serve(dir: &Path) -> (Proc, String) {
 
 /// An initialized session opened by `token`; returns its id.
 fn open(addr: &str, token: &str) -> String {
-    let auth = format!("Bearer {token}");
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lb-test", "version": "1"}}});
-    let (status, headers, body) =
-        http_post(addr, &[JSON, ACCEPT, ("Authorization", &auth)], init.to_string().as_bytes());
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let session = headers.iter().find(|(k, _)| k == "mcp-session-id").unwrap().1.clone();
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    let (status, _, _) =
-        http_post(addr, &[JSON, ACCEPT, ("Mcp-Session-Id", &session), ("Authorization", &auth)], note.as_bytes());
-    assert_eq!(status, 202);
-    session
+    quiver_tests::open_http_session(addr, token, "lb-test")
 }
 
 /// A request in `session` on `addr`: the HTTP status and the result (or error) object.
