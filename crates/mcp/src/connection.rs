@@ -630,7 +630,14 @@ impl Connection {
         match &mut outcome.response.error {
             Some(e) if Code::of(e) == Some(Code::InvalidArguments) => {
                 let catalog = self.shared.source.catalog();
-                let schema = catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone());
+                // A catalog tool's input schema; for a meta tool (a malformed `run_tool` envelope),
+                // the schema it advertises.
+                let schema = match tool {
+                    RUN_TOOL => Some(quiver_catalog::run_tool_schema().schema.clone()),
+                    TOOL_SEARCH => Some(quiver_catalog::tool_search_schema().schema.clone()),
+                    LIST_TOOLS => Some(quiver_catalog::list_tools_schema().schema.clone()),
+                    _ => catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone()),
+                };
                 let hint = state.session.repeats.record_failure(tool, arguments, schema.as_deref());
                 e.message = format!("{} {}", e.message, hint.message);
                 if let Value::Object(d) = &mut e.details {

@@ -132,7 +132,7 @@ fn envelope(args: Value) -> Result<(String, Value), ToolError> {
             &format!("`{name}`"),
             &format!("call `{name}` directly"),
             format!(
-                "`run_tool` runs catalog tools; it does not dispatch `{name}` (nor `run_tool`, `list_tools` or `tool_search`). Call `{name}` directly."
+                "`run_tool` runs catalog tools; it does not dispatch the meta tools (`run_tool`, `list_tools`, `tool_search`). Call `{name}` directly."
             ),
         ));
     }

@@ -499,6 +499,21 @@ async fn repeated_malformed_calls_get_escalating_hints_then_a_refusal() {
     assert_ne!(r["result"]["isError"], true, "{r}");
 }
 
+/// A malformed `run_tool` envelope (here: naming a meta tool) gets a hint about `run_tool`'s own
+/// fields, not "no named fields", and the message names each meta tool once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_run_tool_envelope_gets_a_hint_about_run_tools_fields() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("hint-client", json!({})).await;
+    let r = c.call("run_tool", json!({ "name": "run_tool" })).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(!text.contains("no named fields"), "{text}");
+    assert!(text.contains("name (string, required)"), "{text}");
+    assert_eq!(text.matches("`list_tools`").count(), 1, "{text}");
+}
+
 /// Adaptive and hybrid sessions count calls as intent: a tool called through `run_tool` becomes
 /// typed in the session's tool list (announced with `list_changed`, once); a lazy session's
 /// list only changes through `tool_search`.
