@@ -96,8 +96,9 @@ fn cargo_deny(ws: &Workspace) -> Result<()> {
     anyhow::bail!("cargo deny found advisories; see above and deny.toml")
 }
 
-/// The untouched scaffold of `cargo xtask new-tool` builds, bundles and passes its contract test.
-/// The scaffold is removed again, whatever the outcome.
+/// The scaffold of `cargo xtask new-tool`, with the two-action tool of the authoring docs added,
+/// builds, bundles and passes its contract test. The scaffold is removed again, whatever the
+/// outcome.
 fn scaffold_check(ws: &Workspace) -> Result<()> {
     const NAME: &str = "ci-scaffold-check";
     let dir = ws.plugins_dir().join(NAME);
@@ -113,8 +114,47 @@ fn scaffold_check(ws: &Workspace) -> Result<()> {
     let _cleanup = Cleanup(dir);
     let names = [NAME.to_owned()];
     crate::new_tool::run(ws, NAME)?;
+    add_documented_action_tool(ws, NAME)?;
     crate::build_plugins::run(ws, &names)?;
     crate::contract_test::run(ws, &names, None)
+}
+
+/// Adds the two-action tool of `docs/plugin-authoring.md` ("Consolidated tools": its Rust code
+/// and its manifest entry, exactly as the page shows them) to the fresh scaffold `name`, so the
+/// CI check proves that following only the docs gives a plugin that builds, bundles and passes
+/// its contract test.
+fn add_documented_action_tool(ws: &Workspace, name: &str) -> Result<()> {
+    let docs_path = ws.root.join("docs/plugin-authoring.md");
+    let docs = std::fs::read_to_string(&docs_path)?;
+    let section = docs
+        .find("## Consolidated tools")
+        .map(|i| &docs[i..])
+        .ok_or_else(|| anyhow::anyhow!("{}: no section `## Consolidated tools`", docs_path.display()))?;
+    let block = |lang: &str| -> Result<&str> {
+        let fence = format!("```{lang}\n");
+        let start = section
+            .find(&fence)
+            .map(|i| i + fence.len())
+            .ok_or_else(|| anyhow::anyhow!("{}: no {lang} block under `Consolidated tools`", docs_path.display()))?;
+        let len = section[start..].find("```").unwrap_or(section.len() - start);
+        Ok(&section[start..start + len])
+    };
+    let (code, entry) = (block("rust")?, block("yaml")?);
+    let names = crate::new_tool::ToolNames::new(name)?;
+    let dir = ws.plugins_dir().join(name);
+    let lib_path = dir.join("src/lib.rs");
+    let lib = std::fs::read_to_string(&lib_path)?;
+    let export = format!("tools: [{}],", names.type_name);
+    anyhow::ensure!(lib.contains(&export), "{}: no `{export}` to extend", lib_path.display());
+    let lib = lib.replace(&export, &format!("tools: [{}, Notes],", names.type_name))
+        + "\n/// The two-action tool of docs/plugin-authoring.md, as written there.\nmod notes_tool {\n"
+        + code
+        + "}\npub use notes_tool::Notes;\n";
+    std::fs::write(&lib_path, lib)?;
+    let manifest_path = dir.join("tool.yaml");
+    let manifest = std::fs::read_to_string(&manifest_path)?;
+    std::fs::write(&manifest_path, manifest + entry)?;
+    Ok(())
 }
 
 /// `cargo xtask ci`.
