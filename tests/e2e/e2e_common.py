@@ -1,5 +1,7 @@
 """What the Python SDK end-to-end scripts share: the check log and small client helpers."""
 
+import sys
+
 import mcp.types as types
 
 passed = []
@@ -10,6 +12,15 @@ def check(condition, step, detail=""):
         raise AssertionError(f"{step}: {detail}")
     passed.append(step)
     print(f"ok - {step}", flush=True)
+
+
+def fail(e):
+    """Reports which step failed (the one error inside task groups), then fails the run."""
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    print(f"not ok - {type(e).__name__}: {e}", flush=True)
+    print(f"{len(passed)} checks passed before the failure", flush=True)
+    sys.exit(1)
 
 
 def text_of(result):

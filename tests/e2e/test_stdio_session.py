@@ -18,14 +18,13 @@ reconnecting) starts with the loaded set the first one ended with; another key s
 import asyncio
 import json
 import os
-import sys
 import time
 
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from e2e_common import check, list_all, passed, text_of
+from e2e_common import check, fail, list_all, passed, text_of
 
 QUIVER_BIN = os.environ["QUIVER_BIN"]
 QUIVER_CONFIG = os.environ["QUIVER_CONFIG"]
@@ -198,11 +197,7 @@ def main():
     try:
         asyncio.run(asyncio.wait_for(scenario(), 120))
     except Exception as e:  # report which step failed, then fail the run
-        while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
-            e = e.exceptions[0]
-        print(f"not ok - {type(e).__name__}: {e}", flush=True)
-        print(f"{len(passed)} checks passed before the failure", flush=True)
-        sys.exit(1)
+        fail(e)
     print(f"all {len(passed)} checks passed", flush=True)
 
 

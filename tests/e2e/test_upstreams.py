@@ -21,7 +21,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -29,7 +28,7 @@ import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from e2e_common import check, list_all, passed, text_of
+from e2e_common import check, fail, list_all, passed, text_of
 
 QUIVER_BIN = os.environ["QUIVER_BIN"]
 NODE = os.environ["UPSTREAM_NODE"]
@@ -425,11 +424,7 @@ def main():
         replay(config)
         down_at_start(config)
     except Exception as e:  # report which step failed, then fail the run
-        while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
-            e = e.exceptions[0]
-        print(f"not ok - {type(e).__name__}: {e}", flush=True)
-        print(f"{len(passed)} checks passed before the failure", flush=True)
-        sys.exit(1)
+        fail(e)
     finally:
         for s in servers:
             s.kill()

@@ -29,8 +29,8 @@ pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolR
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
 pub use external::catalog_from_tool_list;
 pub use meta_args::{
-    Detail, ListToolsArgs, MetaSchema, QueryMode, RunToolArgs, ToolSearchArgs, list_tools_schema, run_tool_schema,
-    tool_search_schema,
+    Detail, ListToolsArgs, MetaSchema, QueryMode, RunToolArgs, ToolSearchArgs, list_tools_schema, meta_schema,
+    run_tool_schema, tool_search_schema,
 };
 pub use session::{
     MAX_SEARCH_RESPONSE_BYTES, SearchEntry, SearchRecord, SearchRequest, SearchResponse, Session, SessionSnapshot,

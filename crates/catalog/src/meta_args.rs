@@ -240,6 +240,16 @@ pub fn run_tool_schema() -> &'static MetaSchema {
     S.get_or_init(build::<RunToolArgs>)
 }
 
+/// The schema of the meta tool `name`; `None` for any other name.
+pub fn meta_schema(name: &str) -> Option<&'static MetaSchema> {
+    match name {
+        crate::TOOL_SEARCH => Some(tool_search_schema()),
+        crate::LIST_TOOLS => Some(list_tools_schema()),
+        crate::RUN_TOOL => Some(run_tool_schema()),
+        _ => None,
+    }
+}
+
 const _: () = assert!(Query::MAX_LIMIT >= 50);
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::meta_args::{list_tools_schema, run_tool_schema, tool_search_schema};
 use crate::{Access, Catalog, ToolRef};
@@ -272,6 +272,23 @@ pub(crate) fn unwrap_lines(text: &str) -> String {
     out
 }
 
+/// Calls `f` on every object of a schema, depth first from the root, with whether the object
+/// is a map of named subschemas (`properties`, `$defs`, ...), whose keys are names, not keywords.
+fn walk_schema(v: &mut Value, in_properties: bool, f: &mut impl FnMut(&mut Map<String, Value>, bool)) {
+    match v {
+        Value::Object(m) => {
+            f(m, in_properties);
+            for (k, c) in m.iter_mut() {
+                let named = !in_properties
+                    && matches!(k.as_str(), "properties" | "$defs" | "definitions" | "patternProperties");
+                walk_schema(c, named, f);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|c| walk_schema(c, false, f)),
+        _ => {}
+    }
+}
+
 /// A schema as advertised: what a validator enforces is unchanged, what only costs tokens is
 /// gone. Everywhere (`properties`, `items`, `$defs`, ...; a property *named* like a keyword is
 /// left alone): non-standard formats removed, doc-comment line breaks joined in descriptions,
@@ -280,48 +297,30 @@ pub(crate) fn unwrap_lines(text: &str) -> String {
 /// when it names the dialect MCP assumes. At the root, the schema's own description ("Arguments
 /// of `x`", "Result of `x`") is dropped: the tool's description says what the tool does.
 pub(crate) fn advertised(mut schema: Value) -> Value {
-    fn walk(v: &mut Value, in_properties: bool) {
-        match v {
-            Value::Object(m) => {
-                if !in_properties {
-                    strip_nonstandard_format(m);
-                    if m.get("$schema")
-                        .and_then(Value::as_str)
-                        .is_some_and(|d| d.trim_end_matches('#') == DEFAULT_DIALECT)
-                    {
-                        m.remove("$schema");
-                    }
-                    if matches!(m.get("default"), Some(Value::Null)) {
-                        m.remove("default");
-                    }
-                    if m.get("description").is_some_and(Value::is_string)
-                        && m.get("title").is_some_and(Value::is_string)
-                    {
-                        m.remove("title");
-                    }
-                    if let Some(Value::String(d)) = m.get_mut("description")
-                        && d.contains('\n')
-                    {
-                        *d = unwrap_lines(d);
-                    }
-                }
-                for (k, c) in m.iter_mut() {
-                    walk(
-                        c,
-                        !in_properties
-                            && matches!(k.as_str(), "properties" | "$defs" | "definitions" | "patternProperties"),
-                    );
-                }
+    fn compact(m: &mut Map<String, Value>, in_properties: bool) {
+        if !in_properties {
+            strip_nonstandard_format(m);
+            if m.get("$schema").and_then(Value::as_str).is_some_and(|d| d.trim_end_matches('#') == DEFAULT_DIALECT) {
+                m.remove("$schema");
             }
-            Value::Array(a) => a.iter_mut().for_each(|c| walk(c, false)),
-            _ => {}
+            if matches!(m.get("default"), Some(Value::Null)) {
+                m.remove("default");
+            }
+            if m.get("description").is_some_and(Value::is_string) && m.get("title").is_some_and(Value::is_string) {
+                m.remove("title");
+            }
+            if let Some(Value::String(d)) = m.get_mut("description")
+                && d.contains('\n')
+            {
+                *d = unwrap_lines(d);
+            }
         }
     }
     if let Value::Object(m) = &mut schema {
         m.remove("title");
         m.remove("description");
     }
-    walk(&mut schema, false);
+    walk_schema(&mut schema, false, &mut compact);
     schema
 }
 
@@ -331,26 +330,13 @@ pub(crate) fn advertised(mut schema: Value) -> Value {
 /// (the `quiver://tools/<name>` resource) and `quiver list`. This halves what output schemas
 /// cost on every turn.
 pub(crate) fn advertised_output(schema: Value) -> Value {
-    fn walk(v: &mut Value, in_properties: bool) {
-        match v {
-            Value::Object(m) => {
-                if !in_properties && m.get("description").is_some_and(Value::is_string) {
-                    m.remove("description");
-                }
-                for (k, c) in m.iter_mut() {
-                    walk(
-                        c,
-                        !in_properties
-                            && matches!(k.as_str(), "properties" | "$defs" | "definitions" | "patternProperties"),
-                    );
-                }
-            }
-            Value::Array(a) => a.iter_mut().for_each(|c| walk(c, false)),
-            _ => {}
+    fn undescribe(m: &mut Map<String, Value>, in_properties: bool) {
+        if !in_properties && m.get("description").is_some_and(Value::is_string) {
+            m.remove("description");
         }
     }
     let mut schema = advertised(schema);
-    walk(&mut schema, false);
+    walk_schema(&mut schema, false, &mut undescribe);
     schema
 }
 

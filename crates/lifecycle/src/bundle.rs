@@ -325,29 +325,19 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
     let supplied = policy.secrets.get(&manifest.id);
     for tool in &manifest.tools {
         for name in &tool.secrets {
-            match supplied.and_then(|s| s.get(name)) {
+            let (id, tool) = (&manifest.id, &tool.name);
+            let problem = match supplied.and_then(|s| s.get(name)) {
                 Some(Ok(())) => continue,
                 Some(Err(why)) => {
-                    return Err(fail(
-                        Stage::Secrets,
-                        format!(
-                            "plugin `{id}`: tool `{tool}` needs the secret `{name}`, configured as secrets.{id}.{name}, but {why}",
-                            id = manifest.id,
-                            tool = tool.name,
-                        ),
-                    ));
+                    format!(
+                        "plugin `{id}`: tool `{tool}` needs the secret `{name}`, configured as secrets.{id}.{name}, but {why}"
+                    )
                 }
-                None => {}
-            }
-            let missing = name;
-            return Err(fail(
-                Stage::Secrets,
-                format!(
-                    "plugin `{id}`: tool `{tool}` needs the secret `{missing}`, which the host configuration does not supply; add it to quiver.yaml as `secrets: {{ {id}: {{ {missing}: {{ env: VARIABLE }} }} }}` (or `{{ file: PATH }}`), then set that variable or create that file",
-                    id = manifest.id,
-                    tool = tool.name,
+                None => format!(
+                    "plugin `{id}`: tool `{tool}` needs the secret `{name}`, which the host configuration does not supply; add it to quiver.yaml as `secrets: {{ {id}: {{ {name}: {{ env: VARIABLE }} }} }}` (or `{{ file: PATH }}`), then set that variable or create that file"
                 ),
-            ));
+            };
+            return Err(fail(Stage::Secrets, problem));
         }
     }
     if manifest.adapter.is_some() {

@@ -632,11 +632,9 @@ impl Connection {
                 let catalog = self.shared.source.catalog();
                 // A catalog tool's input schema; for a meta tool (a malformed `run_tool` envelope),
                 // the schema it advertises.
-                let schema = match tool {
-                    RUN_TOOL => Some(quiver_catalog::run_tool_schema().schema.clone()),
-                    TOOL_SEARCH => Some(quiver_catalog::tool_search_schema().schema.clone()),
-                    LIST_TOOLS => Some(quiver_catalog::list_tools_schema().schema.clone()),
-                    _ => catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone()),
+                let schema = match quiver_catalog::meta_schema(tool) {
+                    Some(meta) => Some(meta.schema.clone()),
+                    None => catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone()),
                 };
                 let hint = state.session.repeats.record_failure(tool, arguments, schema.as_deref());
                 e.message = format!("{} {}", e.message, hint.message);

@@ -412,13 +412,7 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let sink = self.sink_for("elicitation")?;
-        let text = serde_json::to_string(&request).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let answer = tokio::task::spawn_blocking(move || sink.elicit(&text))
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
-            .map_err(|e| ErrorData::internal_error(e, None))?;
-        serde_json::from_str(&answer).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        self.relay("elicitation", &request, |sink, text| sink.elicit(text)).await
     }
 
     async fn create_message(
@@ -426,17 +420,29 @@ impl ClientHandler for Handler {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let sink = self.sink_for("sampling")?;
-        let text = serde_json::to_string(&params).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let answer = tokio::task::spawn_blocking(move || sink.sample(&text))
-            .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
-            .map_err(|e| ErrorData::internal_error(e, None))?;
-        serde_json::from_str(&answer).map_err(|e| ErrorData::internal_error(e.to_string(), None))
+        self.relay("sampling", &params, |sink, text| sink.sample(text)).await
     }
 }
 
 impl Handler {
+    /// Hands a server's request (`what`: elicitation or sampling) to the one call in flight, on a
+    /// blocking thread (the sink waits for the client's answer), and reads the answer back.
+    async fn relay<R: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        request: &impl serde::Serialize,
+        ask: impl FnOnce(&dyn CallSink, &str) -> Result<String, String> + Send + 'static,
+    ) -> Result<R, ErrorData> {
+        let internal = |e: String| ErrorData::internal_error(e, None);
+        let sink = self.sink_for(what)?;
+        let text = serde_json::to_string(request).map_err(|e| internal(e.to_string()))?;
+        let answer = tokio::task::spawn_blocking(move || ask(&*sink, &text))
+            .await
+            .map_err(|e| internal(e.to_string()))?
+            .map_err(internal)?;
+        serde_json::from_str(&answer).map_err(|e| internal(e.to_string()))
+    }
+
     fn sink_for(&self, what: &str) -> Result<Arc<dyn CallSink>, ErrorData> {
         let conn = self.conn.upgrade().ok_or_else(|| ErrorData::internal_error("the source is gone", None))?;
         conn.only_call().ok_or_else(|| {
