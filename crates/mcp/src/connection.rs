@@ -562,14 +562,16 @@ impl Connection {
             bridge: bridge.clone(),
             // The router adds the plugin's `plugin_config` entry itself.
             config: Value::Null,
+            // Trace export: a client's W3C trace context parents the call's span.
+            trace_parent: if self.shared.router.exports_traces() {
+                let meta = |k: &str| context.meta.0.0.get(k).and_then(Value::as_str);
+                quiver_telemetry::TraceParent::from_meta(meta("traceparent"), meta("tracestate"))
+            } else {
+                None
+            },
         };
         let peer = &live.client.peer;
-        // Trace export: a client's W3C trace context (`_meta.traceparent`) parents the call span.
-        let trace = |k: &str| context.meta.0.0.get(k).and_then(Value::as_str);
-        let routed = tracing::Instrument::instrument(
-            self.shared.router.call(call),
-            quiver_telemetry::remote_parent_span(trace("traceparent"), trace("tracestate")),
-        );
+        let routed = self.shared.router.call(call);
         tokio::pin!(routed);
         let outcome: CallOutcome = loop {
             tokio::select! {

@@ -76,6 +76,7 @@ async fn run(shared: &Shared, caller: &Caller, tool: &str, event: HookEvent, res
         cancel: cancel.clone(),
         bridge: Arc::new(NullBridge),
         config: serde_json::Value::Null,
+        trace_parent: None,
     };
     let limit = Duration::from_millis(SessionHooks::TIMEOUT_MS);
     match tokio::time::timeout(limit, shared.router.call(call)).await {

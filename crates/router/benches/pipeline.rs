@@ -21,10 +21,12 @@
 //!
 //! `pipeline_metrics_current_thread` is `pipeline_current_thread` through a router that also
 //! feeds Prometheus metrics; the summary prints the difference (issue 13: at most 0.5 µs).
-//! `pipeline_metrics_traced_current_thread` adds trace export (the layers of
-//! `quiver serve --otlp`, spans batched then dropped instead of sent:
-//! `quiver_telemetry::discarding_dispatch`); the summary prints tracing off (never on), metrics
-//! on, metrics and tracing on, and tracing off again after a tracing subscriber existed.
+//! `pipeline_metrics_traced_current_thread` adds trace export exactly as `quiver serve --otlp`
+//! runs it (`Router::with_traces` over the record queue, the exporter thread, the SDK's batch
+//! processor; spans dropped by the exporter instead of POSTed:
+//! `quiver_telemetry::discarding_export`); the summary prints the call-path cost of tracing on
+//! vs off, the exporter threads' CPU per call (off the call path), records dropped and spans
+//! exported per call. `QUIVER_BENCH_NO_TRACING=1`: no exporter is started at all.
 //!
 //! After the criterion groups a plain timing loop prints ns per call, the ratio to `direct_fn`,
 //! and the router's own work (pipeline minus the ABI call).
@@ -49,6 +51,8 @@ struct Setup {
     router: Arc<Router>,
     /// The same router feeding Prometheus metrics (`quiver_telemetry::Metrics`).
     metered: Arc<Router>,
+    /// `metered`, also exporting traces (when not `QUIVER_BENCH_NO_TRACING`), and its exporter.
+    traced: Option<(Arc<Router>, quiver_telemetry::DiscardingExport)>,
     backend: Arc<dyn ToolBackend>,
     caller: Caller,
     body: String,
@@ -61,8 +65,17 @@ fn setup() -> Setup {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let rt1 = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let router = Arc::new(Router::new(host.clone(), RouterSettings::default()));
-    let metered =
-        Arc::new(Router::new(host, RouterSettings::default()).with_metrics(Arc::new(quiver_telemetry::Metrics::new())));
+    let metered = Arc::new(
+        Router::new(host.clone(), RouterSettings::default()).with_metrics(Arc::new(quiver_telemetry::Metrics::new())),
+    );
+    // Trace export as `quiver serve --otlp` runs it, spans dropped instead of sent.
+    let traced = std::env::var_os("QUIVER_BENCH_NO_TRACING").is_none().then(|| {
+        let exporter = quiver_telemetry::discarding_export();
+        let router = Router::new(host, RouterSettings::default())
+            .with_metrics(Arc::new(quiver_telemetry::Metrics::new()))
+            .with_traces(exporter.export());
+        (Arc::new(router), exporter)
+    });
     let body = serde_json::to_string(&ToolRequest {
         request_id: "bench".into(),
         tool_id: "marker_echo".into(),
@@ -76,6 +89,7 @@ fn setup() -> Setup {
         rt1,
         router,
         metered,
+        traced,
         backend,
         caller: Caller::new("bench", Access::unrestricted()),
         body,
@@ -126,28 +140,15 @@ fn router_loop(router: &Arc<Router>, s: &Setup, rt: &tokio::runtime::Runtime, it
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
-/// [`router_loop`] with `dispatch` as the task's subscriber (trace export on).
-fn traced_loop(
-    router: &Arc<Router>,
-    s: &Setup,
-    rt: &tokio::runtime::Runtime,
-    iters: u64,
-    dispatch: &tracing::Dispatch,
-) -> Duration {
-    use tracing::instrument::WithSubscriber;
-    let router = router.clone();
-    let caller = s.caller.clone();
-    let task = async move {
-        let start = Instant::now();
-        for _ in 0..iters {
-            let out = router.call(Call::new("marker_echo", json!({"text": "hello"}), caller.clone())).await;
-            black_box(out);
-        }
-        start.elapsed()
-    };
-    // The current-thread runtime polls the task on this thread, inside `block_on`.
-    tracing::dispatcher::with_default(dispatch, || rt.block_on(rt.spawn(task.with_subscriber(dispatch.clone()))))
-        .expect("bench task")
+/// CPU time of the whole process and of the calling thread.
+fn cpu_times() -> (Duration, Duration) {
+    fn clock(id: libc::clockid_t) -> Duration {
+        let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `t` is a valid timespec for the call to fill in.
+        unsafe { libc::clock_gettime(id, &mut t) };
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    }
+    (clock(libc::CLOCK_PROCESS_CPUTIME_ID), clock(libc::CLOCK_THREAD_CPUTIME_ID))
 }
 
 /// The same loop with only the blocking-thread round trip (deadline timer and cancellation
@@ -193,17 +194,6 @@ fn ns_per_call(mut f: impl FnMut(), budget: Duration) -> f64 {
 
 fn main() {
     let s = setup();
-    // Trace export as `quiver serve --otlp` sets it up, spans dropped instead of sent; not with
-    // QUIVER_BENCH_NO_TRACING set (then no tracing subscriber ever exists in the process, and
-    // the figures are those of tracing never turned on).
-    let traced = std::env::var_os("QUIVER_BENCH_NO_TRACING").is_none().then(quiver_telemetry::discarding_dispatch);
-    // The first call runs under the tracing dispatcher: tracing caches a callsite's interest
-    // when it is first hit, and with one scoped dispatcher only it asks the thread's current
-    // one (a callsite first hit outside would stay off for good; `quiver serve` installs its
-    // subscriber globally, so there it cannot happen).
-    if let Some((dispatch, _)) = &traced {
-        traced_loop(&s.metered, &s, &s.rt1, 1, dispatch);
-    }
     for rt in [&s.rt, &s.rt1] {
         let first = pipeline(&s, rt);
         assert_eq!(first.response.status, quiver_abi::Status::Ok, "{:?}", first.response.error);
@@ -222,9 +212,9 @@ fn main() {
         g.bench_function("pipeline_metrics_current_thread", |b| {
             b.iter_custom(|n| router_loop(&s.metered, &s, &s.rt1, n))
         });
-        if let Some((dispatch, _)) = &traced {
+        if let Some((traced, _)) = &s.traced {
             g.bench_function("pipeline_metrics_traced_current_thread", |b| {
-                b.iter_custom(|n| traced_loop(&s.metered, &s, &s.rt1, n, dispatch))
+                b.iter_custom(|n| router_loop(traced, &s, &s.rt1, n))
             });
         }
         g.bench_function("round_trip_multi_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt, n)));
@@ -273,25 +263,37 @@ fn main() {
     println!("  [current_thread] pipeline, metrics on                     {on:>9.0}");
     println!("  [current_thread] metrics cost per call                    {:>9.0} ns", on - off);
     // Trace export on vs off (with metrics on in both): same interleaving. With
-    // QUIVER_BENCH_NO_TRACING set no tracing subscriber ever exists in the process, so "off"
-    // is the never-on case (each trace span macro one atomic load).
-    if let Some((dispatch, _provider)) = &traced {
-        traced_loop(&s.metered, &s, &s.rt1, 200, dispatch);
+    // QUIVER_BENCH_NO_TRACING set no exporter exists in the process.
+    if let Some((traced, exporter)) = &s.traced {
+        router_loop(traced, &s, &s.rt1, 200);
         let (mut off, mut on) = (f64::MAX, f64::MAX);
         for _ in 0..9 {
             off = off.min(per_call(router_loop(&s.metered, &s, &s.rt1, n / 5), n / 5));
-            on = on.min(per_call(traced_loop(&s.metered, &s, &s.rt1, n / 5, dispatch), n / 5));
+            on = on.min(per_call(router_loop(traced, &s, &s.rt1, n / 5), n / 5));
         }
         println!("  [current_thread] pipeline, metrics on, tracing off        {off:>9.0}");
         println!("  [current_thread] pipeline, metrics on, tracing on         {on:>9.0}");
-        println!("  [current_thread] tracing cost per call                    {:>9.0} ns", on - off);
-        let before = {
-            let _ = _provider.force_flush();
-            quiver_telemetry::discarded_spans()
-        };
-        traced_loop(&s.metered, &s, &s.rt1, 100, dispatch);
-        let _ = _provider.force_flush();
-        let per = (quiver_telemetry::discarded_spans() - before) as f64 / 100.0;
-        println!("  [current_thread] spans exported per traced call           {per:>9.1}");
+        println!("  [current_thread] tracing cost per call (call path)        {:>9.0} ns", on - off);
+        // What the exporter threads (quiver's and the SDK's batch processor) spend per call:
+        // the process's CPU time minus this thread's, across the calls and their export.
+        exporter.flush();
+        let (spans, dropped) = (quiver_telemetry::discarded_spans(), exporter.export().dropped());
+        let (process, thread) = cpu_times();
+        router_loop(traced, &s, &s.rt1, n);
+        exporter.flush();
+        let (process2, thread2) = cpu_times();
+        let others = (process2 - process).saturating_sub(thread2 - thread);
+        let dropped = exporter.export().dropped() - dropped;
+        let spans = quiver_telemetry::discarded_spans() - spans;
+        let exported = n - dropped;
+        println!(
+            "  [current_thread] exporter CPU per exported call          {:>9.0} ns",
+            others.as_nanos() as f64 / exported.max(1) as f64
+        );
+        println!("  [current_thread] records dropped (queue full)            {dropped:>9} of {n}");
+        println!(
+            "  [current_thread] spans exported per exported call         {:>9.1}",
+            spans as f64 / exported.max(1) as f64
+        );
     }
 }

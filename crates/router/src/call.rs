@@ -162,6 +162,9 @@ pub struct Call {
     /// The plugin's settings from the host configuration (`plugin_config.<plugin id>`), passed
     /// to the tool as `ToolRequest.config`; null when none.
     pub config: Value,
+    /// The client's W3C trace context (`_meta.traceparent`): the parent of the call's span when
+    /// traces are exported.
+    pub trace_parent: Option<quiver_telemetry::TraceParent>,
 }
 
 impl std::fmt::Debug for Call {
@@ -189,6 +192,7 @@ impl Call {
             cancel: CancellationToken::new(),
             bridge: null_bridge(),
             config: Value::Null,
+            trace_parent: None,
         }
     }
 

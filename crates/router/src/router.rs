@@ -9,11 +9,10 @@ use arc_swap::ArcSwap;
 use quiver_abi::{Secrets, Status, ToolError, ToolResponse};
 use quiver_catalog::{Access, Catalog, CatalogSource, META_TOOLS, Notice, RUN_TOOL, TOOL_SEARCH, ToolDef};
 use quiver_telemetry::{
-    CallEvent, Counters, Lane, Metrics, ToolCounters, TranscriptEvent, TranscriptRecord, TranscriptWriter,
+    CallEvent, Counters, Lane, Metrics, ToolCounters, TraceExport, TranscriptEvent, TranscriptRecord, TranscriptWriter,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
-use tracing::Instrument;
 
 use crate::breaker::Breaker;
 use crate::codes::Code;
@@ -70,6 +69,8 @@ pub struct Router {
     secrets: ArcSwap<PluginSecrets>,
     epoch: Instant,
     jitter: AtomicU64,
+    /// Where calls' trace records go (`None`: traces are not exported).
+    traces: Option<TraceExport>,
 }
 
 impl std::fmt::Debug for Router {
@@ -186,7 +187,21 @@ impl Router {
             transcript,
             epoch: Instant::now(),
             jitter: AtomicU64::new(seed),
+            traces: None,
         }
+    }
+
+    /// The same router, with each call's trace (a span per call, a child per stage and per
+    /// host-service round trip) handed to `export` (call before the first call).
+    pub fn with_traces(mut self, export: TraceExport) -> Router {
+        self.traces = Some(export);
+        self
+    }
+
+    /// True when calls' traces are exported ([`Router::with_traces`]): only then is a client's
+    /// `traceparent` worth passing in [`Call::trace_parent`].
+    pub fn exports_traces(&self) -> bool {
+        self.traces.is_some()
     }
 
     /// The same router, also feeding `metrics` (call before the first call).
@@ -432,13 +447,16 @@ impl Router {
     /// One call through [`Router::pipeline`], then telemetry and the transcript.
     async fn run(&self, mut call: Call) -> CallOutcome {
         let recorded = self.transcript.is_some().then(|| call.arguments.clone());
-        // Trace export: the call's span (free when traces are off); attributes never hold
-        // argument values or secrets.
-        let span = crate::traced::call_span(call.lane);
-        call.bridge = crate::traced::bridge(call.bridge, &span);
+        let parent = call.trace_parent.take();
         let mut cx = CallContext::new(call, recorded);
-        let response = self.pipeline(&mut cx).instrument(span.clone()).await.unwrap_or_else(ToolResponse::error);
-        crate::traced::record_outcome(&span, &cx.meta, &response);
+        // Trace export: the call's record (`traced.rs`; none when traces are off).
+        if self.traces.is_some() {
+            crate::traced::start(&mut cx, parent);
+        }
+        let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
+        if let (Some(export), Some(trace)) = (&self.traces, cx.trace.take()) {
+            crate::traced::finish(export, trace, &cx, &response);
+        }
         self.finish(cx, response)
     }
 

@@ -19,10 +19,9 @@ use std::time::Instant;
 
 use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
 use quiver_catalog::{Catalog, Notice, PluginEntry, Resolved, ToolDef};
-use quiver_telemetry::{BreakerState, Lane, ToolCounters, next_request_id};
+use quiver_telemetry::{BreakerState, CallTrace, Lane, ToolCounters, next_request_id};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::codes::Code;
@@ -51,12 +50,15 @@ pub(crate) struct CallContext {
     pub(crate) recorded: Option<Value>,
     /// The counters of the tool the call reached.
     pub(crate) tool_counters: Option<Arc<ToolCounters>>,
+    /// The call's trace record, when traces are exported (`traced.rs`).
+    pub(crate) trace: Option<CallTrace>,
 }
 
 impl CallContext {
     /// The context of `call`, started now.
     pub(crate) fn new(call: Call, recorded: Option<Value>) -> CallContext {
-        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge, config } = call;
+        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge, config, trace_parent: _ } =
+            call;
         CallContext {
             meta: CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane),
             args: arguments,
@@ -70,6 +72,7 @@ impl CallContext {
             started_at_ms: now_ms(),
             recorded,
             tool_counters: None,
+            trace: None,
         }
     }
 
@@ -126,37 +129,42 @@ fn verdict(result: &Result<(ToolResponse, usize), ToolError>) -> Verdict {
     }
 }
 
-/// The trace span of a pipeline stage (a literal name: span metadata is static).
-macro_rules! stage_span {
-    ($name:literal) => {
-        tracing::info_span!(target: "quiver::trace", $name)
-    };
+/// Marks the end of a pipeline stage (and the start of the next) in the call's trace record:
+/// one clock read when traces are exported, one branch on an `Option` when not.
+#[inline]
+fn stage_done(cx: &mut CallContext) {
+    if let Some(t) = &mut cx.trace {
+        t.stage_done();
+    }
 }
 
-/// Runs a synchronous stage inside its span.
+/// Runs a synchronous stage, then marks its end.
 #[inline]
-fn in_span<T>(span: tracing::Span, stage: impl FnOnce() -> T) -> T {
-    let _entered = span.entered();
-    stage()
+fn staged<T>(cx: &mut CallContext, stage: impl FnOnce(&mut CallContext) -> T) -> T {
+    let out = stage(cx);
+    stage_done(cx);
+    out
 }
 
 impl Router {
-    /// The stages, in order (see the crate docs).
+    /// The stages, in order (see the crate docs). Each ends with a boundary in the call's trace
+    /// record (`quiver_telemetry::TRACE_STAGES`; the breaker belongs to `dispatch`).
     pub(crate) async fn pipeline(&self, cx: &mut CallContext) -> Result<ToolResponse, ToolError> {
-        // A trace span per stage (target `quiver::trace`; one atomic load each when traces are off).
         let catalog = self.catalog_now();
-        let target = in_span(stage_span!("resolve"), || self.resolve(cx, &catalog))?;
-        in_span(stage_span!("scopes"), || self.scopes(cx, &target))?;
-        in_span(stage_span!("validation"), || self.validate(cx, &target))?;
-        in_span(stage_span!("rate_limit"), || self.rate_limit(cx, &target))?;
-        cx.approved = self.approval(cx, &target).instrument(stage_span!("approval")).await?;
-        let dispatch = stage_span!("dispatch");
-        let admission = in_span(dispatch.clone(), || self.breaker(cx, &target))?;
+        let target = staged(cx, |cx| self.resolve(cx, &catalog))?;
+        staged(cx, |cx| self.scopes(cx, &target))?;
+        staged(cx, |cx| self.validate(cx, &target))?;
+        staged(cx, |cx| self.rate_limit(cx, &target))?;
+        let approval = self.approval(cx, &target).await;
+        stage_done(cx);
+        cx.approved = approval?;
+        let admission = self.breaker(cx, &target).inspect_err(|_| stage_done(cx))?;
         // A probe whose caller goes away before the outcome is known must not leave the breaker
         // half-open forever.
         let mut probe = ProbeRelease { breaker: &target.state.breaker, armed: admission == Admission::Probe };
-        let result = self.dispatch(cx, &target).instrument(dispatch).await;
-        in_span(stage_span!("output"), || {
+        let result = self.dispatch(cx, &target).await;
+        stage_done(cx);
+        staged(cx, |cx| {
             let result = self.output(cx, &target, result);
             probe.armed = false;
             self.breaker_learns(cx, &target, admission, &result);

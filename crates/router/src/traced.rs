@@ -1,87 +1,78 @@
-//! Trace spans of a call (target `quiver::trace`, exported over OTLP by `quiver-telemetry` when
-//! an exporter is configured; otherwise disabled, and each costs one atomic load): the call
-//! span with its attributes, and a child span per host-service round trip (log, progress,
-//! elicitation, sampling) through a wrapped [`ClientBridge`]. Attributes never carry argument
-//! values, messages or secrets: tool, action, lane, status, error code, request id.
+//! Trace records of calls (exported over OTLP by `quiver-telemetry` when the router was given a
+//! [`TraceExport`]): a call with export on keeps a [`CallTrace`] in its context (stage
+//! boundaries marked by the pipeline, one clock read each), its host-service round trips
+//! (log, progress, elicitation, sampling) timed through a wrapped [`ClientBridge`], and hands
+//! it to the exporter's queue when it ends. Export off, a call holds no record and its bridge
+//! is not wrapped. Records never carry argument values, messages or secrets: tool, action,
+//! lane, status, error code, request id.
 
+use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Instant;
 
-use quiver_abi::{Status, ToolResponse};
+use quiver_abi::ToolResponse;
+use quiver_telemetry::{CallTrace, HostService, HostTrips, TraceExport, TraceParent};
 use serde_json::Value;
-use tracing::{Instrument, Span, field};
 
 use crate::call::{BoxFuture, ClientBridge, LogLevel};
-use crate::{CallMeta, Lane};
+use crate::codes::Code;
+use crate::stages::CallContext;
 
-/// The span of one call (attributes filled in by [`record_outcome`]).
-pub(crate) fn call_span(lane: Lane) -> Span {
-    tracing::info_span!(
-        target: "quiver::trace",
-        "quiver.call",
-        otel.kind = "server",
-        lane = lane.as_str(),
-        tool = field::Empty,
-        action = field::Empty,
-        status = field::Empty,
-        error.code = field::Empty,
-        request_id = field::Empty,
-        otel.status_code = field::Empty,
-    )
+/// Starts the trace record of `cx` (export on): the bridge is wrapped to time host services.
+pub(crate) fn start(cx: &mut CallContext, parent: Option<TraceParent>) {
+    let host = Arc::new(HostTrips::default());
+    cx.bridge = Arc::new(TracedBridge { inner: cx.bridge.clone(), host: host.clone() });
+    cx.trace = Some(CallTrace::start(cx.meta.lane, cx.started, parent, Some(host)));
 }
 
-/// Records what the call reached and how it ended on its span.
-pub(crate) fn record_outcome(span: &Span, meta: &CallMeta, response: &ToolResponse) {
-    if span.is_disabled() {
-        return;
-    }
-    span.record("tool", meta.tool.as_deref());
-    span.record("action", meta.action.as_deref());
-    span.record("request_id", meta.request_id.as_str());
-    span.record(
-        "status",
-        match response.status {
-            Status::Ok => "ok",
-            Status::Partial => "partial",
-            Status::Error => "error",
-        },
-    );
-    if let Some(e) = &response.error {
-        span.record("error.code", e.code.as_str());
-        span.record("otel.status_code", "error");
-    }
+/// Records how the call ended and hands its record to the exporter.
+pub(crate) fn finish(export: &TraceExport, mut trace: CallTrace, cx: &CallContext, response: &ToolResponse) {
+    let meta = &cx.meta;
+    let code = response.error.as_ref().map(|e| match Code::of(e) {
+        Some(c) => Cow::Borrowed(c.as_str()),
+        None => Cow::Owned(e.code.clone()),
+    });
+    trace.finish(meta.tool.as_deref(), meta.action.as_deref(), &meta.request_id, response.status, code);
+    export.send(trace);
 }
 
-/// `bridge`, with a span per host-service round trip under `call` when traces are on.
-pub(crate) fn bridge(bridge: Arc<dyn ClientBridge>, call: &Span) -> Arc<dyn ClientBridge> {
-    if call.is_disabled() { bridge } else { Arc::new(TracedBridge { inner: bridge, call: call.clone() }) }
-}
-
+/// A client bridge that times each host-service round trip of one call.
 struct TracedBridge {
     inner: Arc<dyn ClientBridge>,
-    call: Span,
+    host: Arc<HostTrips>,
 }
 
 impl ClientBridge for TracedBridge {
     fn log(&self, level: LogLevel, message: &str) {
-        let _s = tracing::info_span!(target: "quiver::trace", parent: &self.call, "host.log").entered();
+        let start = Instant::now();
         self.inner.log(level, message);
+        self.host.record(HostService::Log, start);
     }
     fn progress(&self, progress: f64, total: Option<f64>, message: &str) {
-        let _s = tracing::info_span!(target: "quiver::trace", parent: &self.call, "host.progress").entered();
+        let start = Instant::now();
         self.inner.progress(progress, total, message);
+        self.host.record(HostService::Progress, start);
     }
     fn can_elicit(&self) -> bool {
         self.inner.can_elicit()
     }
     fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>> {
-        let span = tracing::info_span!(target: "quiver::trace", parent: &self.call, "host.elicitation");
-        Box::pin(self.inner.elicit(request).instrument(span))
+        let (start, host, answer) = (Instant::now(), self.host.clone(), self.inner.elicit(request));
+        Box::pin(async move {
+            let answer = answer.await;
+            host.record(HostService::Elicitation, start);
+            answer
+        })
     }
     fn can_sample(&self) -> bool {
         self.inner.can_sample()
     }
     fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>> {
-        let span = tracing::info_span!(target: "quiver::trace", parent: &self.call, "host.sampling");
-        Box::pin(self.inner.sample(request).instrument(span))
+        let (start, host, answer) = (Instant::now(), self.host.clone(), self.inner.sample(request));
+        Box::pin(async move {
+            let answer = answer.await;
+            host.record(HostService::Sampling, start);
+            answer
+        })
     }
 }

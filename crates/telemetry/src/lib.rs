@@ -5,10 +5,13 @@
 //! - [`init_logging`] / [`init`]: the `tracing` subscriber: logs on **stderr only** (stdout
 //!   belongs to the MCP stdio transport), as text or JSON lines ([`LogFormat`]), filtered by
 //!   `RUST_LOG` (default `info`); safe to call twice. With the `otlp` feature and
-//!   [`OtlpSettings`], the spans of [`TRACE_TARGET`] (one per call, one per pipeline stage and
-//!   host-service round trip) are exported over OTLP/HTTP+protobuf (`otlp.rs`), parented to the
-//!   client's span when it sent a W3C `traceparent` ([`remote_parent_span`]). Off by default;
-//!   without an exporter the trace spans cost one atomic load each.
+//!   [`OtlpSettings`], it also starts trace export ([`trace_export`]).
+//! - Trace export: a call with export on keeps a fixed-size [`CallTrace`] (stage boundaries as
+//!   `Instant`s, typed attributes, the client's [`TraceParent`]) and hands it to a bounded
+//!   non-blocking queue ([`TraceExport`]); an exporter thread builds the spans (one per call, a
+//!   child per pipeline stage and per host-service round trip, parented to the client's span
+//!   when it sent a W3C `traceparent`) and exports them over OTLP/HTTP+protobuf (`otlp.rs`).
+//!   Off by default; off, a call holds no record.
 //! - [`next_request_id`]: short, process-unique request ids (`<prefix>-<counter>`).
 //! - [`Counters`]: atomics updated on every call (per lane, per tool, per error code, retries,
 //!   breaker states, generic-lane use, surface schema counts) and a duration histogram;
@@ -32,18 +35,21 @@ mod metrics;
 mod otlp;
 mod request_id;
 mod stats;
+mod trace;
 mod transcript;
 
 pub use counters::{BreakerState, CallEvent, Counters, Lane, ToolCounters, ToolTotals};
-pub use logging::{
-    LogFormat, OtlpSettings, REMOTE_PARENT_SPAN, TRACE_TARGET, TelemetryGuard, init, init_logging, remote_parent_span,
-};
+pub use logging::{LogFormat, OtlpSettings, TelemetryGuard, init, init_logging};
 pub use metrics::{LimitScope, META_TOOLS, MetricLane, Metrics, ToolMetrics};
 #[cfg(feature = "otlp")]
-pub use otlp::{discarded_spans, discarding_dispatch};
+pub use otlp::{DiscardingExport, discarded_spans, discarding_export};
 pub use request_id::next_request_id;
 pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,
+};
+pub use trace::{
+    CallTrace, HostService, HostTrip, HostTrips, TRACE_QUEUE, TRACE_STAGES, TraceExport, TraceMessage, TraceParent,
+    trace_export,
 };
 pub use transcript::{
     DEFAULT_TRANSCRIPT_KEEP, DEFAULT_TRANSCRIPT_MAX_BYTES, TRANSCRIPT_FORMAT, TranscriptEvent, TranscriptLine,

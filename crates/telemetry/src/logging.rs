@@ -1,5 +1,5 @@
-//! The process-wide `tracing` subscriber: logs on stderr (text or JSON), and, with the `otlp`
-//! feature and an endpoint, the trace spans of calls exported over OTLP.
+//! The process-wide `tracing` subscriber (logs on stderr, text or JSON), and, with the `otlp`
+//! feature and an endpoint, the trace exporter of calls (`otlp.rs`).
 
 use std::io::IsTerminal;
 
@@ -7,16 +7,8 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-/// The `tracing` target of the spans meant for trace export (a call, its pipeline stages and
-/// host-service round trips, and the carrier of a client's `traceparent`). Logs never show
-/// them; without trace export no layer wants them, so creating one costs an atomic load.
-pub const TRACE_TARGET: &str = "quiver::trace";
-
-/// The name of the span that carries a client's W3C trace context ([`remote_parent_span`]).
-pub const REMOTE_PARENT_SPAN: &str = "remote_parent";
-
 /// A layer of the process-wide subscriber.
-pub(crate) type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
+type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
 /// How log lines are written on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,28 +41,17 @@ pub struct OtlpSettings {
     pub service_name: String,
 }
 
-/// Keeps trace export running; dropping it flushes the spans not yet sent and stops the
-/// exporter (drop it before the process exits).
+/// Keeps trace export running; dropping it exports the calls' traces not yet sent and stops
+/// the exporter (drop it before the process exits).
 #[derive(Default)]
 pub struct TelemetryGuard {
     #[cfg(feature = "otlp")]
-    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+    _export: Option<crate::otlp::ExportThread>,
 }
 
 impl std::fmt::Debug for TelemetryGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TelemetryGuard").finish_non_exhaustive()
-    }
-}
-
-impl Drop for TelemetryGuard {
-    fn drop(&mut self) {
-        #[cfg(feature = "otlp")]
-        if let Some(p) = self.provider.take()
-            && let Err(e) = p.shutdown()
-        {
-            eprintln!("quiver: trace export: cannot flush the last spans: {e}");
-        }
     }
 }
 
@@ -84,16 +65,12 @@ pub fn init_logging() {
 
 /// Installs the `tracing` subscriber: logs on **stderr** in `format`, filtered by `RUST_LOG`
 /// (default `info`), and, when `otlp` is given (and the crate is built with the `otlp`
-/// feature), the spans of [`TRACE_TARGET`] exported over OTLP/HTTP. Does nothing when a
-/// subscriber is already installed. An export that cannot be set up is an error naming the
-/// endpoint; logs are not affected by it.
+/// feature), starts the trace exporter ([`crate::trace_export`] then hands out its queue for
+/// the router). The subscriber is not replaced when one is installed already. An export that
+/// cannot be set up is an error naming the endpoint.
 pub fn init(format: LogFormat, otlp: Option<&OtlpSettings>) -> Result<TelemetryGuard, String> {
+    let guard = start_export(otlp)?;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Trace spans are for the exporter only.
-    let filter = match format!("{TRACE_TARGET}=off").parse() {
-        Ok(d) => filter.add_directive(d),
-        Err(_) => filter,
-    };
     let color = use_color(std::io::stderr().is_terminal(), std::env::var_os("NO_COLOR").as_deref());
     let logs: BoxedLayer = match format {
         LogFormat::Text => {
@@ -108,54 +85,30 @@ pub fn init(format: LogFormat, otlp: Option<&OtlpSettings>) -> Result<TelemetryG
             .with_filter(filter)
             .boxed(),
     };
-    let (layers, guard) = with_export(vec![logs], otlp)?;
-    match tracing_subscriber::registry().with(layers).try_init() {
-        Ok(()) => Ok(guard),
-        // Another subscriber is installed already (tests): keep it, export nothing.
-        Err(_) => Ok(TelemetryGuard::default()),
-    }
+    // Another subscriber may be installed already (tests): it is kept.
+    let _ = tracing_subscriber::registry().with(logs).try_init();
+    Ok(guard)
 }
 
-/// Adds the trace-export layers to `layers` when `otlp` is given.
+/// Starts the trace exporter when `otlp` is given, and makes it the process's
+/// [`crate::trace_export`].
 #[cfg(feature = "otlp")]
-fn with_export(
-    mut layers: Vec<BoxedLayer>,
-    otlp: Option<&OtlpSettings>,
-) -> Result<(Vec<BoxedLayer>, TelemetryGuard), String> {
-    let Some(settings) = otlp else { return Ok((layers, TelemetryGuard::default())) };
-    let (provider, trace_layers) = crate::otlp::layers(settings)?;
-    layers.extend(trace_layers);
-    Ok((layers, TelemetryGuard { provider: Some(provider) }))
+fn start_export(otlp: Option<&OtlpSettings>) -> Result<TelemetryGuard, String> {
+    let Some(settings) = otlp else { return Ok(TelemetryGuard::default()) };
+    let export = crate::otlp::start(settings)?;
+    crate::trace::set_trace_export(export.export().clone());
+    Ok(TelemetryGuard { _export: Some(export) })
 }
 
 /// Without the `otlp` feature, asking for trace export is an error.
 #[cfg(not(feature = "otlp"))]
-fn with_export(
-    layers: Vec<BoxedLayer>,
-    otlp: Option<&OtlpSettings>,
-) -> Result<(Vec<BoxedLayer>, TelemetryGuard), String> {
+fn start_export(otlp: Option<&OtlpSettings>) -> Result<TelemetryGuard, String> {
     match otlp {
-        None => Ok((layers, TelemetryGuard::default())),
+        None => Ok(TelemetryGuard::default()),
         Some(s) => Err(format!(
             "cannot export traces to {}: this build of quiver-telemetry has no `otlp` feature",
             s.traces_url
         )),
-    }
-}
-
-/// The span that makes a client's span the parent of what runs inside it: instrument the
-/// router's call with it, and the call span's parent is the span `traceparent` names (W3C
-/// Trace Context; `tracestate` is kept). The span itself is not exported. Disabled (free) when
-/// no trace context was sent or traces are not exported.
-pub fn remote_parent_span(traceparent: Option<&str>, tracestate: Option<&str>) -> tracing::Span {
-    match traceparent {
-        Some(tp) => tracing::info_span!(
-            target: "quiver::trace",
-            "remote_parent",
-            traceparent = tp,
-            tracestate = tracestate.unwrap_or("")
-        ),
-        None => tracing::Span::none(),
     }
 }
 

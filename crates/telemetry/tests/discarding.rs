@@ -1,15 +1,26 @@
-//! The benchmarks' discarding dispatch records trace spans only. A test binary of its own: tracing
-//! caches each callsite's interest across every dispatcher alive in the process, so a test
-//! running beside others that install dispatchers could see a span enabled by theirs.
+//! The benchmarks' discarding export runs the real exporter thread and SDK: a call's record
+//! becomes a call span and one child per stage it reached and per host-service round trip.
 #![cfg(feature = "otlp")]
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use quiver_telemetry::{CallTrace, HostService, HostTrips, Lane};
+
 #[test]
-fn the_discarding_dispatch_records_trace_spans_only() {
-    let (dispatch, _provider) = quiver_telemetry::discarding_dispatch();
-    tracing::dispatcher::with_default(&dispatch, || {
-        let call = tracing::info_span!(target: "quiver::trace", "quiver.call");
-        assert!(!call.is_disabled(), "trace spans are recorded");
-        let other = tracing::info_span!("not.a.trace.span");
-        assert!(other.is_disabled(), "other spans are not");
-    });
+fn the_discarding_export_turns_a_record_into_its_span_tree() {
+    let exporter = quiver_telemetry::discarding_export();
+    let export = exporter.export();
+    let host = Arc::new(HostTrips::default());
+    let mut trace = CallTrace::start(Lane::Typed, Instant::now(), None, Some(host.clone()));
+    trace.stage_done();
+    trace.stage_done();
+    host.record(HostService::Progress, Instant::now());
+    trace.finish(Some("tool"), None, "r-1", quiver_abi::Status::Ok, None);
+    exporter.flush();
+    let before = quiver_telemetry::discarded_spans();
+    export.send(trace);
+    exporter.flush();
+    assert_eq!(quiver_telemetry::discarded_spans() - before, 4, "call, resolve, scopes, host.progress");
+    assert_eq!(export.dropped(), 0);
 }

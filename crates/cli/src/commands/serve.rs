@@ -195,6 +195,9 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         // With rescans off (0) the rescanner still runs for sources that change on their own.
         let _rescanner = host.spawn_rescanner(Duration::from_millis(interval));
         let mut router = Router::new(host.clone(), settings.router());
+        if let Some(traces) = quiver_telemetry::trace_export() {
+            router = router.with_traces(traces);
+        }
         if let Some(m) = &metrics {
             router = router.with_metrics(m.clone());
             let m = m.clone();

@@ -5,6 +5,7 @@ mod pipeline;
 mod replay;
 mod schemas;
 mod support;
+mod traces;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
