@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use quiver_abi::{ErrorCode, Status, ToolError, ToolResponse};
 use quiver_catalog::{Catalog, Notice, PluginEntry, Resolved, ToolDef};
-use quiver_telemetry::{BreakerState, CallTrace, Lane, ToolCounters, next_request_id};
+use quiver_telemetry::{BreakerState, Lane, ToolCounters, next_request_id};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +51,7 @@ pub(crate) struct CallContext {
     /// The counters of the tool the call reached.
     pub(crate) tool_counters: Option<Arc<ToolCounters>>,
     /// The call's trace record, when traces are exported (`traced.rs`).
-    pub(crate) trace: Option<CallTrace>,
+    pub(crate) trace: Option<crate::traced::Traced>,
 }
 
 impl CallContext {

@@ -7,39 +7,73 @@
 //! lane, status, error code, request id.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use quiver_abi::ToolResponse;
-use quiver_telemetry::{CallTrace, HostService, HostTrips, TraceExport, TraceParent};
+use quiver_telemetry::{CallTrace, HostService, HostTrip, HostTrips, TraceExport, TraceParent};
 use serde_json::Value;
 
 use crate::call::{BoxFuture, ClientBridge, LogLevel};
 use crate::codes::Code;
 use crate::stages::CallContext;
 
+/// A call's trace record and the bridge that times its host services (one allocation).
+pub(crate) struct Traced {
+    record: CallTrace,
+    bridge: Arc<TracedBridge>,
+}
+
+impl Traced {
+    /// Marks a stage boundary (see [`CallTrace::stage_done`]).
+    #[inline]
+    pub(crate) fn stage_done(&mut self) {
+        self.record.stage_done();
+    }
+}
+
 /// Starts the trace record of `cx` (export on): the bridge is wrapped to time host services.
 pub(crate) fn start(cx: &mut CallContext, parent: Option<TraceParent>) {
-    let host = Arc::new(HostTrips::default());
-    cx.bridge = Arc::new(TracedBridge { inner: cx.bridge.clone(), host: host.clone() });
-    cx.trace = Some(CallTrace::start(cx.meta.lane, cx.started, parent, Some(host)));
+    let bridge =
+        Arc::new(TracedBridge { inner: cx.bridge.clone(), host: HostTrips::default(), deferred: OnceLock::new() });
+    cx.bridge = bridge.clone();
+    cx.trace = Some(Traced { record: CallTrace::start(cx.meta.lane, cx.started, parent), bridge });
 }
 
 /// Records how the call ended and hands its record to the exporter.
-pub(crate) fn finish(export: &TraceExport, mut trace: CallTrace, cx: &CallContext, response: &ToolResponse) {
+pub(crate) fn finish(export: &TraceExport, traced: Traced, cx: &CallContext, response: &ToolResponse) {
+    let Traced { mut record, bridge } = traced;
     let meta = &cx.meta;
     let code = response.error.as_ref().map(|e| match Code::of(e) {
         Some(c) => Cow::Borrowed(c.as_str()),
         None => Cow::Owned(e.code.clone()),
     });
-    trace.finish(meta.tool.as_deref(), meta.action.as_deref(), &meta.request_id, response.status, code);
-    export.send(trace);
+    record.finish(meta.tool.as_deref(), meta.action.as_deref(), &meta.request_id, response.status, code);
+    record.set_host_trips(bridge.take());
+    export.send(record);
 }
 
 /// A client bridge that times each host-service round trip of one call.
 struct TracedBridge {
     inner: Arc<dyn ClientBridge>,
-    host: Arc<HostTrips>,
+    host: HostTrips,
+    /// The round trips that end in a future (elicitation, sampling), made on first use.
+    deferred: OnceLock<Arc<HostTrips>>,
+}
+
+impl TracedBridge {
+    fn deferred(&self) -> Arc<HostTrips> {
+        self.deferred.get_or_init(Arc::default).clone()
+    }
+
+    /// Every round trip so far.
+    fn take(&self) -> Vec<HostTrip> {
+        let mut trips = self.host.take();
+        if let Some(d) = self.deferred.get() {
+            trips.extend(d.take());
+        }
+        trips
+    }
 }
 
 impl ClientBridge for TracedBridge {
@@ -57,7 +91,7 @@ impl ClientBridge for TracedBridge {
         self.inner.can_elicit()
     }
     fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>> {
-        let (start, host, answer) = (Instant::now(), self.host.clone(), self.inner.elicit(request));
+        let (start, host, answer) = (Instant::now(), self.deferred(), self.inner.elicit(request));
         Box::pin(async move {
             let answer = answer.await;
             host.record(HostService::Elicitation, start);
@@ -68,7 +102,7 @@ impl ClientBridge for TracedBridge {
         self.inner.can_sample()
     }
     fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>> {
-        let (start, host, answer) = (Instant::now(), self.host.clone(), self.inner.sample(request));
+        let (start, host, answer) = (Instant::now(), self.deferred(), self.inner.sample(request));
         Box::pin(async move {
             let answer = answer.await;
             host.record(HostService::Sampling, start);

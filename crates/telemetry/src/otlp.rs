@@ -22,9 +22,9 @@ use opentelemetry::trace::{Span as _, SpanKind, Status as SpanStatus, TraceConte
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider};
 
-use crate::trace::{CallTrace, TRACE_QUEUE, TraceExport, TraceMessage};
+use crate::trace::{CallTrace, TRACE_QUEUE, TRACE_STAGES, TraceExport, TraceMessage};
 
 /// How long the exporter thread sleeps between batches while records keep arriving.
 const BATCH_INTERVAL: Duration = Duration::from_millis(10);
@@ -48,8 +48,19 @@ pub(crate) fn start(settings: &crate::OtlpSettings) -> Result<ExportThread, Stri
         .build()
         .map_err(|e| format!("cannot export traces to {}: {e}", settings.traces_url))?;
     let resource = opentelemetry_sdk::Resource::builder().with_service_name(settings.service_name.clone()).build();
-    let provider = SdkTracerProvider::builder().with_resource(resource).with_batch_exporter(exporter).build();
+    let provider = SdkTracerProvider::builder().with_resource(resource).with_span_processor(batch(exporter)).build();
     ExportThread::spawn(provider)
+}
+
+/// The SDK's batch processor over `exporter`, its span queue sized for a full record queue
+/// (8 spans a call; the SDK's default of 2048 spans drops spans of bursts over 256 calls)
+/// unless `OTEL_BSP_MAX_QUEUE_SIZE` says otherwise.
+fn batch<E: opentelemetry_sdk::trace::SpanExporter + 'static>(exporter: E) -> BatchSpanProcessor {
+    let mut config = BatchConfigBuilder::default();
+    if std::env::var_os("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
+        config = config.with_max_queue_size(TRACE_QUEUE * (TRACE_STAGES.len() + 1));
+    }
+    BatchSpanProcessor::builder(exporter).with_batch_config(config.build()).build()
 }
 
 impl ExportThread {
@@ -265,7 +276,7 @@ pub fn discarded_spans() -> u64 {
 /// measuring.
 #[doc(hidden)]
 pub fn discarding_export() -> DiscardingExport {
-    let provider = SdkTracerProvider::builder().with_batch_exporter(Discard).build();
+    let provider = SdkTracerProvider::builder().with_span_processor(batch(Discard)).build();
     DiscardingExport(ExportThread::spawn(provider).expect("the trace exporter thread starts"))
 }
 

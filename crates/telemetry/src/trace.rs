@@ -94,9 +94,9 @@ impl HostTrips {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(trip);
     }
 
-    /// The round trips so far, in the order they ended.
-    pub fn trips(&self) -> Vec<HostTrip> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// Takes the round trips so far, in the order they ended.
+    pub fn take(&self) -> Vec<HostTrip> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -109,7 +109,7 @@ pub struct CallTrace {
     marks: [Instant; TRACE_STAGES.len() + 1],
     /// How many of `marks` are set (at least 1).
     reached: u8,
-    host: Option<Arc<HostTrips>>,
+    host: Vec<HostTrip>,
     tool: Option<String>,
     action: Option<String>,
     request_id: String,
@@ -118,15 +118,14 @@ pub struct CallTrace {
 }
 
 impl CallTrace {
-    /// The record of a call of `lane` that started at `started`, under the client's `parent`;
-    /// `host` collects its host-service round trips.
-    pub fn start(lane: Lane, started: Instant, parent: Option<TraceParent>, host: Option<Arc<HostTrips>>) -> CallTrace {
+    /// The record of a call of `lane` that started at `started`, under the client's `parent`.
+    pub fn start(lane: Lane, started: Instant, parent: Option<TraceParent>) -> CallTrace {
         CallTrace {
             lane,
             parent,
             marks: [started; TRACE_STAGES.len() + 1],
             reached: 1,
-            host,
+            host: Vec::new(),
             tool: None,
             action: None,
             request_id: String::new(),
@@ -159,6 +158,11 @@ impl CallTrace {
         self.request_id = request_id.to_owned();
         self.status = status;
         self.error_code = error_code;
+    }
+
+    /// The call's host-service round trips ([`HostTrips::take`] at its end).
+    pub fn set_host_trips(&mut self, trips: Vec<HostTrip>) {
+        self.host = trips;
     }
 
     pub fn lane(&self) -> Lane {
@@ -194,9 +198,9 @@ impl CallTrace {
     pub fn stages(&self) -> impl Iterator<Item = (&'static str, Instant, Instant)> + '_ {
         TRACE_STAGES.iter().zip(self.marks.windows(2)).take(self.reached as usize - 1).map(|(n, w)| (*n, w[0], w[1]))
     }
-    /// The host-service round trips so far.
-    pub fn host_trips(&self) -> Vec<HostTrip> {
-        self.host.as_ref().map(|h| h.trips()).unwrap_or_default()
+    /// The host-service round trips.
+    pub fn host_trips(&self) -> &[HostTrip] {
+        &self.host
     }
 }
 
@@ -277,7 +281,7 @@ mod tests {
     #[test]
     fn stages_are_the_spans_between_consecutive_boundaries() {
         let start = Instant::now();
-        let mut t = CallTrace::start(Lane::Typed, start, None, None);
+        let mut t = CallTrace::start(Lane::Typed, start, None);
         assert_eq!(t.stages().count(), 0);
         t.stage_done();
         t.stage_done();
@@ -297,12 +301,12 @@ mod tests {
     fn a_full_queue_drops_and_counts_without_blocking() {
         let (export, rx) = TraceExport::channel(2);
         for _ in 0..5 {
-            export.send(CallTrace::start(Lane::Generic, Instant::now(), None, None));
+            export.send(CallTrace::start(Lane::Generic, Instant::now(), None));
         }
         assert_eq!(export.dropped(), 3);
         assert_eq!(rx.try_iter().count(), 2);
         drop(rx);
-        export.send(CallTrace::start(Lane::Generic, Instant::now(), None, None));
+        export.send(CallTrace::start(Lane::Generic, Instant::now(), None));
         assert_eq!(export.dropped(), 4, "no exporter: dropped too");
         assert!(!export.flush());
     }

@@ -2,7 +2,6 @@
 //! becomes a call span and one child per stage it reached and per host-service round trip.
 #![cfg(feature = "otlp")]
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use quiver_telemetry::{CallTrace, HostService, HostTrips, Lane};
@@ -11,12 +10,13 @@ use quiver_telemetry::{CallTrace, HostService, HostTrips, Lane};
 fn the_discarding_export_turns_a_record_into_its_span_tree() {
     let exporter = quiver_telemetry::discarding_export();
     let export = exporter.export();
-    let host = Arc::new(HostTrips::default());
-    let mut trace = CallTrace::start(Lane::Typed, Instant::now(), None, Some(host.clone()));
+    let host = HostTrips::default();
+    let mut trace = CallTrace::start(Lane::Typed, Instant::now(), None);
     trace.stage_done();
     trace.stage_done();
     host.record(HostService::Progress, Instant::now());
     trace.finish(Some("tool"), None, "r-1", quiver_abi::Status::Ok, None);
+    trace.set_host_trips(host.take());
     exporter.flush();
     let before = quiver_telemetry::discarded_spans();
     export.send(trace);
