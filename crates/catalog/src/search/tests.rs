@@ -400,6 +400,21 @@ fn chinese_requests_reach_tools_described_in_english() {
     assert_eq!(off.search(&Query::text("帮我查一下北京的天气"), &|_| true).unwrap().total, 0);
 }
 
+#[test]
+fn korean_requests_reach_tools_described_in_english() {
+    let index = catalog();
+    // 날씨 → weather, 영화 → movie, 삭제하 (삭제하다) → delete, 파일 → file; particles (`를`,
+    // `의`) and endings (`해줘`) attached.
+    assert_eq!(top(&index, "서울의 날씨를 알려줘"), "Weather_1_GetWeather");
+    assert_eq!(top(&index, "코미디 영화를 찾아줘"), "Movies_1_FindMovies");
+    assert_eq!(top(&index, "이 파일을 삭제해줘"), "delete_file");
+    let off = SearchIndex::build_with(
+        index.docs().to_vec(),
+        SearchConfig { translation_weight: 0.0, ..SearchConfig::default() },
+    );
+    assert_eq!(off.search(&Query::text("서울의 날씨를 알려줘"), &|_| true).unwrap().total, 0);
+}
+
 /// The optional semantic ranking (feature `semantic`).
 #[cfg(feature = "semantic")]
 mod semantic {
