@@ -32,6 +32,7 @@
 #[cfg(feature = "semantic")]
 pub mod embed;
 mod schema;
+mod setup;
 pub mod text;
 
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ use regex::RegexBuilder;
 use serde_json::Value;
 
 pub use schema::params_from_schema;
+pub use setup::{SearchSetup, SearchSetupError};
 
 /// One searchable tool. Built by the catalog from manifests, or by `eval` from MCP/OpenAI tool
 /// JSON.

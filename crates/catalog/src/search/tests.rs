@@ -415,6 +415,14 @@ fn korean_requests_reach_tools_described_in_english() {
     assert_eq!(off.search(&Query::text("서울의 날씨를 알려줘"), &|_| true).unwrap().total, 0);
 }
 
+#[test]
+#[cfg(not(feature = "semantic"))]
+fn a_configured_model_without_the_semantic_feature_names_the_feature() {
+    assert!(!SearchSetup::load(None).unwrap().has_embedding());
+    let err = SearchSetup::load(Some(std::path::Path::new("models/m"))).unwrap_err();
+    assert!(err.file.ends_with("models/m") && err.message.contains("`semantic` cargo feature"), "{err}");
+}
+
 /// The optional semantic ranking (feature `semantic`).
 #[cfg(feature = "semantic")]
 mod semantic {
@@ -484,6 +492,19 @@ mod semantic {
             names(&fused, &fused.search(&Query::regex("^write"), &|_| true).unwrap()),
             names(&lexical, &lexical.search(&Query::regex("^write"), &|_| true).unwrap())
         );
+    }
+
+    #[test]
+    fn search_setup_loads_the_configured_model_for_every_index() {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0]), ("rain", [0.95, 0.0, 0.05])]);
+        let setup = SearchSetup::load(Some(dir.path())).unwrap();
+        assert!(setup.has_embedding());
+        let index = setup.index(catalog().docs().to_vec());
+        assert_eq!(top(&index, "rain"), "Weather_1_GetWeather");
+        let err = SearchSetup::load(Some(&dir.path().join("nope"))).unwrap_err();
+        assert!(err.file.ends_with("nope") && err.message.contains("model2vec"), "{err}");
+        assert!(!SearchSetup::load(None).unwrap().index(catalog().docs().to_vec()).has_embedding());
     }
 
     #[test]
