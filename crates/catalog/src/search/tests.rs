@@ -508,6 +508,23 @@ mod semantic {
     }
 
     #[test]
+    fn a_padding_tokenizer_does_not_dilute_a_vector() {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0]), ("mail", [0.0, 1.0, 0.0])]);
+        let plain = embed::StaticEmbedding::load(dir.path()).unwrap().embed("weather mail").unwrap();
+        // Sentence encoders export tokenizers that pad to a fixed length with token 0.
+        let path = dir.path().join(embed::TOKENIZER_FILE);
+        let mut tokenizer: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        tokenizer["padding"] = json!({"strategy": {"Fixed": 16}, "direction": "Right", "pad_to_multiple_of": null,
+            "pad_id": 0, "pad_type_id": 0, "pad_token": "[UNK]"});
+        tokenizer["truncation"] =
+            json!({"max_length": 1, "strategy": "LongestFirst", "stride": 0, "direction": "Right"});
+        std::fs::write(&path, tokenizer.to_string()).unwrap();
+        let padded = embed::StaticEmbedding::load(dir.path()).unwrap().embed("weather mail").unwrap();
+        assert_eq!(plain, padded);
+    }
+
+    #[test]
     fn a_bad_embedding_model_is_refused_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let missing = embed::StaticEmbedding::load(&dir.path().join("nope")).unwrap_err();
