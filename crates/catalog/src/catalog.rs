@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use quiver_manifest::{AliasSpec, LifecycleState};
 use semver::Version;
 
-use crate::search::{SearchDoc, SearchIndex};
+use crate::search::{SearchDoc, SearchIndex, SearchSetup};
 use crate::{PluginEntry, ToolDef};
 
 /// What search knows of a tool: every field of its manifest entry plus its parameters.
@@ -229,8 +229,18 @@ impl Catalog {
     }
 
     /// Builds a snapshot from loaded plugins. Fails on a name claimed twice (unless `policy`
-    /// namespaces it) or on a duplicate plugin id; never half-builds.
+    /// namespaces it) or on a duplicate plugin id; never half-builds. Search ranks lexically;
+    /// [`Catalog::build_with`] takes the search settings.
     pub fn build(plugins: Vec<Arc<PluginEntry>>, policy: ConflictPolicy) -> Result<Catalog, CatalogError> {
+        Self::build_with(plugins, policy, &SearchSetup::default())
+    }
+
+    /// [`Catalog::build`] with search settings (`search:` of quiver.yaml: an embedding model).
+    pub fn build_with(
+        plugins: Vec<Arc<PluginEntry>>,
+        policy: ConflictPolicy,
+        search: &SearchSetup,
+    ) -> Result<Catalog, CatalogError> {
         let mut plugins = plugins;
         plugins.sort_by(|a, b| a.id().cmp(b.id()));
         for w in plugins.windows(2) {
@@ -289,7 +299,7 @@ impl Catalog {
                 catalog.search_tools.push(i);
             }
         }
-        catalog.search = SearchIndex::build(docs);
+        catalog.search = search.index(docs);
         Ok(catalog)
     }
 

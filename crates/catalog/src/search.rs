@@ -15,8 +15,9 @@
 //! - the value types a request mentions (dates, times, amounts of money, e-mail addresses, URLs,
 //!   years: [`text::value_types`]) as extra query words at reduced weight, so that tools taking
 //!   such values rank up;
-//! - Chinese words of a request translated to English (CC-CEDICT, [`text::zh_translations`]),
-//!   so that requests in Chinese reach tools described in English;
+//! - Chinese and Korean words of a request translated to English (CC-CEDICT,
+//!   [`text::zh_translations`]; the Korean Learners' Dictionary, [`text::ko_translations`]), so
+//!   that requests in Chinese or Korean reach tools described in English;
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
 //!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
 //!   and the catalog words one edit away (typos), the alternatives at reduced weight;
@@ -31,6 +32,7 @@
 #[cfg(feature = "semantic")]
 pub mod embed;
 mod schema;
+mod setup;
 pub mod text;
 
 use std::collections::HashMap;
@@ -44,6 +46,7 @@ use regex::RegexBuilder;
 use serde_json::Value;
 
 pub use schema::params_from_schema;
+pub use setup::{SearchSetup, SearchSetupError};
 
 /// One searchable tool. Built by the catalog from manifests, or by `eval` from MCP/OpenAI tool
 /// JSON.
@@ -277,8 +280,9 @@ pub struct SearchConfig {
     /// `time`, `amount`, `email`, `url`, `year`, so that tools taking such a value rank up. 0
     /// turns it off.
     pub value_type_weight: f32,
-    /// Query weight of the English translations of the Chinese words of a request (CC-CEDICT,
-    /// [`text::zh_translations`]), each Chinese word one more query word; 0 turns it off.
+    /// Query weight of the English translations of the Chinese and Korean words of a request
+    /// ([`text::zh_translations`], [`text::ko_translations`]), each word one more query word; 0
+    /// turns it off.
     pub translation_weight: f32,
     /// Query weight of conversational filler words (`help`, `need`; see `text::is_filler_word`).
     pub filler_weight: f32,
@@ -918,7 +922,7 @@ impl SearchIndex {
         }
         if cfg.translation_weight > 0.0 {
             let mut buf = String::new();
-            text::zh_translations(text, |english| {
+            let mut add = |english: &'static [&'static str]| {
                 // Translated filler (`帮` → `help`) weighs as little as written filler.
                 let weight = if english.iter().any(|w| text::is_filler_word(w)) { cfg.filler_weight } else { 1.0 };
                 let mut c = Concept { original: None, weight, alts: Vec::new() };
@@ -934,7 +938,9 @@ impl SearchIndex {
                 if !c.alts.is_empty() && concepts.len() < MAX_QUERY_WORDS {
                     concepts.push(c);
                 }
-            });
+            };
+            text::zh_translations(text, &mut add);
+            text::ko_translations(text, &mut add);
         }
         concepts.retain(|c| !c.alts.is_empty());
         concepts

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use quiver_catalog::ConflictPolicy;
+use quiver_catalog::search::SearchSetup;
 use quiver_lifecycle::worker::WorkerSettings;
 use quiver_lifecycle::{Host, HostSettings, IsolationPolicy, VerifyPolicy};
 use quiver_manifest::{HostConfig, NameConflicts, Profile, PublicKey, Secret, TrustedKeys};
@@ -29,6 +30,8 @@ pub struct Settings {
     pub host: HostSettings,
     /// Plugin secrets (`secrets:`) whose values were read, per plugin id and name.
     pub secrets: BTreeMap<String, BTreeMap<String, Secret>>,
+    /// Tool search (`search:`), loaded: the embedding model, if one is configured.
+    pub search: SearchSetup,
 }
 
 impl Settings {
@@ -106,7 +109,9 @@ impl Settings {
             },
             isolation,
         };
-        Ok(Settings { config, config_path, base_dir, host, secrets })
+        let search = SearchSetup::load(config.search.embedding.as_ref().map(|p| base_dir.join(p)).as_deref())
+            .map_err(|e| anyhow::anyhow!("{origin}: search.embedding: {e}"))?;
+        Ok(Settings { config, config_path, base_dir, host, secrets, search })
     }
 
     /// Reads the plugin secrets again (an operator rotated a file or variable), starting from
@@ -193,6 +198,7 @@ impl Settings {
             );
         }
         let mut host = Host::new(self.host.clone()).context("cannot start the plugin host")?;
+        host.set_search(self.search.clone());
         for source in &self.config.sources {
             host.add_source(Box::new(quiver_upstream::UpstreamSource::new(
                 source.clone(),
@@ -371,6 +377,22 @@ mod tests {
         let err =
             Settings::resolve(config, Some("q.yaml".into()), dir.path().to_owned(), None).unwrap_err().to_string();
         assert!(err.contains("q.yaml: trusted_keys[0].path") && err.contains("cargo xtask build-plugins"), "{err}");
+    }
+
+    #[test]
+    fn an_embedding_model_that_cannot_be_used_names_the_setting_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = HostConfig::from_yaml("search: {embedding: models/m}\n", "q.yaml").unwrap();
+        let err =
+            Settings::resolve(config, Some("q.yaml".into()), dir.path().to_owned(), None).unwrap_err().to_string();
+        assert!(err.contains("q.yaml: search.embedding") && err.contains("models/m"), "{err}");
+        if cfg!(feature = "semantic") {
+            assert!(err.contains("not a folder") && err.contains("model.safetensors"), "{err}");
+        } else {
+            assert!(err.contains("`semantic` cargo feature"), "{err}");
+        }
+        let none = Settings::resolve(HostConfig::default(), None, dir.path().to_owned(), None).unwrap();
+        assert!(!none.search.has_embedding());
     }
 
     #[test]

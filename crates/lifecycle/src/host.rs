@@ -85,6 +85,8 @@ pub struct Host {
     listeners: Mutex<Vec<Listener>>,
     /// Told of every rescan, changed or not (rejections are news too).
     scan_listeners: Mutex<Vec<ScanListener>>,
+    /// What every catalog's search index is built with (`search:` of quiver.yaml).
+    search: quiver_catalog::search::SearchSetup,
 }
 
 impl std::fmt::Debug for Host {
@@ -162,6 +164,7 @@ impl Host {
             refreshing: Mutex::new(()),
             listeners: Mutex::new(Vec::new()),
             scan_listeners: Mutex::new(Vec::new()),
+            search: Default::default(),
         })
     }
 
@@ -170,6 +173,12 @@ impl Host {
     pub fn add_source(&mut self, source: Box<dyn ToolSource>) {
         source.attach(self.signal.clone());
         self.sources.push(source);
+    }
+
+    /// Search settings (an embedding model) for the catalogs built from the next
+    /// [`Host::rescan`] on; default: lexical ranking only.
+    pub fn set_search(&mut self, search: quiver_catalog::search::SearchSetup) {
+        self.search = search;
     }
 
     /// The settings in force.
@@ -228,7 +237,7 @@ impl Host {
             return report;
         }
         let entries: Vec<Arc<PluginEntry>> = self.sources.iter().flat_map(|s| s.entries()).collect();
-        match Catalog::build(entries, self.settings.conflicts) {
+        match Catalog::build_with(entries, self.settings.conflicts, &self.search) {
             Ok(c) => {
                 for w in c.warnings() {
                     tracing::warn!(warning = %w, "catalog");

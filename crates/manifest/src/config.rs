@@ -94,6 +94,20 @@ pub struct HostConfig {
     pub sources: Vec<crate::sources::UpstreamConfig>,
     /// Where sessions are kept so they can resume (a reconnect, a restart, another instance).
     pub sessions: SessionsConfig,
+    /// Tool search: an optional local embedding model fused with the lexical ranking.
+    pub search: SearchSettings,
+}
+
+/// The `search` section: tool search.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchSettings {
+    /// A local static-embedding model in the model2vec format (a folder holding
+    /// `model.safetensors` and `tokenizer.json`), relative to quiver.yaml's folder. Text search
+    /// then fuses the lexical ranking with the model's (reciprocal rank fusion). Needs a `quiver`
+    /// built with the `semantic` feature; never downloaded. Default none: lexical ranking only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<PathBuf>,
 }
 
 /// The `sessions` section: the session store.
@@ -518,6 +532,7 @@ impl Default for HostConfig {
             isolation: IsolationConfig::default(),
             sources: Vec::new(),
             sessions: SessionsConfig::default(),
+            search: SearchSettings::default(),
         }
     }
 }

@@ -47,8 +47,8 @@ pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
 pub use checksum::sha256_hex;
 pub use config::{
     ApprovalMode, AuthConfig, BearerToken, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig,
-    JwtConfig, KeySource, LogFormatConfig, NameConflicts, OtlpConfig, Profile, Revocations, RouterConfig, ServerConfig,
-    SessionsConfig, TelemetryConfig, TranscriptConfig, WorkerConfig, glob_matches,
+    JwtConfig, KeySource, LogFormatConfig, NameConflicts, OtlpConfig, Profile, Revocations, RouterConfig,
+    SearchSettings, ServerConfig, SessionsConfig, TelemetryConfig, TranscriptConfig, WorkerConfig, glob_matches,
 };
 pub use error::{Issue, ManifestError};
 pub use model::{

@@ -93,8 +93,14 @@ impl StaticEmbedding {
         let vectors: Vec<f32> =
             view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         let tokenizer_path = dir.join(TOKENIZER_FILE);
-        let tokenizer = tokenizers::Tokenizer::from_file(&tokenizer_path)
+        let mut tokenizer = tokenizers::Tokenizer::from_file(&tokenizer_path)
             .map_err(|e| err(tokenizer_path.clone(), format!("not a usable tokenizer.json: {e}")))?;
+        // A text's vector is the mean of its own tokens: no padding tokens (a tokenizer exported
+        // from a sentence encoder often pads to a fixed length), no cut at the encoder's length.
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| err(tokenizer_path.clone(), format!("cannot turn off truncation: {e}")))?;
         let vocab = tokenizer.get_vocab_size(true);
         if vocab > rows {
             return Err(err(

@@ -400,6 +400,29 @@ fn chinese_requests_reach_tools_described_in_english() {
     assert_eq!(off.search(&Query::text("帮我查一下北京的天气"), &|_| true).unwrap().total, 0);
 }
 
+#[test]
+fn korean_requests_reach_tools_described_in_english() {
+    let index = catalog();
+    // 날씨 → weather, 영화 → movie, 삭제하 (삭제하다) → delete, 파일 → file; particles (`를`,
+    // `의`) and endings (`해줘`) attached.
+    assert_eq!(top(&index, "서울의 날씨를 알려줘"), "Weather_1_GetWeather");
+    assert_eq!(top(&index, "코미디 영화를 찾아줘"), "Movies_1_FindMovies");
+    assert_eq!(top(&index, "이 파일을 삭제해줘"), "delete_file");
+    let off = SearchIndex::build_with(
+        index.docs().to_vec(),
+        SearchConfig { translation_weight: 0.0, ..SearchConfig::default() },
+    );
+    assert_eq!(off.search(&Query::text("서울의 날씨를 알려줘"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
+#[cfg(not(feature = "semantic"))]
+fn a_configured_model_without_the_semantic_feature_names_the_feature() {
+    assert!(!SearchSetup::load(None).unwrap().has_embedding());
+    let err = SearchSetup::load(Some(std::path::Path::new("models/m"))).unwrap_err();
+    assert!(err.file.ends_with("models/m") && err.message.contains("`semantic` cargo feature"), "{err}");
+}
+
 /// The optional semantic ranking (feature `semantic`).
 #[cfg(feature = "semantic")]
 mod semantic {
@@ -469,6 +492,36 @@ mod semantic {
             names(&fused, &fused.search(&Query::regex("^write"), &|_| true).unwrap()),
             names(&lexical, &lexical.search(&Query::regex("^write"), &|_| true).unwrap())
         );
+    }
+
+    #[test]
+    fn search_setup_loads_the_configured_model_for_every_index() {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0]), ("rain", [0.95, 0.0, 0.05])]);
+        let setup = SearchSetup::load(Some(dir.path())).unwrap();
+        assert!(setup.has_embedding());
+        let index = setup.index(catalog().docs().to_vec());
+        assert_eq!(top(&index, "rain"), "Weather_1_GetWeather");
+        let err = SearchSetup::load(Some(&dir.path().join("nope"))).unwrap_err();
+        assert!(err.file.ends_with("nope") && err.message.contains("model2vec"), "{err}");
+        assert!(!SearchSetup::load(None).unwrap().index(catalog().docs().to_vec()).has_embedding());
+    }
+
+    #[test]
+    fn a_padding_tokenizer_does_not_dilute_a_vector() {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0]), ("mail", [0.0, 1.0, 0.0])]);
+        let plain = embed::StaticEmbedding::load(dir.path()).unwrap().embed("weather mail").unwrap();
+        // Sentence encoders export tokenizers that pad to a fixed length with token 0.
+        let path = dir.path().join(embed::TOKENIZER_FILE);
+        let mut tokenizer: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        tokenizer["padding"] = json!({"strategy": {"Fixed": 16}, "direction": "Right", "pad_to_multiple_of": null,
+            "pad_id": 0, "pad_type_id": 0, "pad_token": "[UNK]"});
+        tokenizer["truncation"] =
+            json!({"max_length": 1, "strategy": "LongestFirst", "stride": 0, "direction": "Right"});
+        std::fs::write(&path, tokenizer.to_string()).unwrap();
+        let padded = embed::StaticEmbedding::load(dir.path()).unwrap().embed("weather mail").unwrap();
+        assert_eq!(plain, padded);
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn good_configs_validate() {
             .unwrap();
     assert_eq!(full.profile_for("claude-code 2.1", None).0, "plan");
     assert_eq!(full.trusted_keys[1].inline_key().unwrap().unwrap().key_id(), "E7620F1842B4E81F");
+    assert_eq!(full.search.embedding.as_deref(), Some(std::path::Path::new("models/potion-base-8M")));
 }
 
 const BASE: &str = "\
@@ -508,6 +509,8 @@ fn bad_configs_name_the_field() {
         ("profiles: {Agent: {}}\n", "profiles.Agent", "lower-case letters"),
         ("sessions: {store: mysql://x}\n", "sessions.store", "redis://"),
         ("sessions: {ttl_ms: 5}\n", "sessions.ttl_ms", "1000"),
+        ("search: {embeding: models/m}\n", "search.embeding", "remove `embeding`"),
+        ("search: {embedding: \"\"}\n", "search.embedding", "empty"),
     ];
     let mut failures = Vec::new();
     for (text, path, needle) in cases {
