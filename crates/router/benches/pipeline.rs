@@ -54,6 +54,8 @@ struct Setup {
     /// The same router feeding Prometheus metrics (`quiver_telemetry::Metrics`).
     metered: Arc<Router>,
     backend: Arc<dyn ToolBackend>,
+    /// The same tools behind [`Canned`]: the router's own work, without the plugin.
+    canned: Arc<Router>,
     caller: Caller,
     body: String,
     _plugins: support::Plugins,
@@ -65,8 +67,9 @@ fn setup() -> Setup {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let rt1 = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let router = Arc::new(Router::new(host.clone(), RouterSettings::default()));
-    let metered =
-        Arc::new(Router::new(host, RouterSettings::default()).with_metrics(Arc::new(quiver_telemetry::Metrics::new())));
+    let metered = Arc::new(
+        Router::new(host.clone(), RouterSettings::default()).with_metrics(Arc::new(quiver_telemetry::Metrics::new())),
+    );
     let body = serde_json::to_string(&ToolRequest {
         request_id: "bench".into(),
         tool_id: "marker_echo".into(),
@@ -75,15 +78,39 @@ fn setup() -> Setup {
         ..ToolRequest::default()
     })
     .expect("request");
+    let plugin = host.catalog().plugins()[0].clone();
+    let answer = backend.invoke("marker_echo", &body, Arc::new(NullSink));
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(Canned { answer }));
+    let catalog =
+        quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
+    let canned = Arc::new(Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default()));
     Setup {
         rt,
         rt1,
         router,
         metered,
         backend,
+        canned,
         caller: Caller::new("bench", Access::unrestricted()),
         body,
         _plugins: plugins,
+    }
+}
+
+/// A backend that answers every call, inline, with the plugin's own answer to `marker_echo`
+/// (stored once): the pipeline through it is the router's work alone (request written, answer
+/// read and checked, telemetry), with no plugin call.
+struct Canned {
+    answer: String,
+}
+
+impl ToolBackend for Canned {
+    fn invoke(&self, _tool: &str, request: &str, _sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        black_box(request);
+        self.answer.clone()
+    }
+    fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
+        quiver_catalog::Dispatch::Inline
     }
 }
 
@@ -306,6 +333,11 @@ fn main() {
             abi = abi.min(ns_per_call(|| drop(black_box(invoke(&s))), budget / 5));
         }
         println!("  [{name}] abi_invoke, best of the same rounds                {abi:>9.0}");
+        let mut own = f64::MAX;
+        for _ in 0..5 {
+            own = own.min(per_call(router_loop(&s.canned, &s, rt, n / 5), n / 5));
+        }
+        println!("  [{name}] router alone (pipeline, backend with a stored answer) {own:>9.0}");
         println!("  [{name}] blocking-thread round trip (thread execution adds)  {handoff:>9.0}");
         println!("  [{name}] pipeline (Router::call, in a runtime task)         {full:>9.0}");
         println!("  [{name}] pipeline / direct_fn                               {:>9.1}x", full / direct);

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use quiver_abi::{Secrets, Status, ToolError, ToolResponse};
+use quiver_abi::{Status, ToolError, ToolResponse};
 use quiver_catalog::{AbortReason, Dispatch, PluginEntry, RemoteCall};
 use serde::Serialize;
 use serde_json::Value;
@@ -19,44 +19,6 @@ use crate::router::{ToolState, cancelled};
 use crate::sink::{AbandonOnDrop, RouterSink};
 use crate::stages::{CallContext, Target};
 
-/// The JSON of a [`quiver_abi::ToolRequest`], written from borrowed parts (no copies of the
-/// arguments or the caller's strings on the call path). Field for field the same wire format;
-/// the integration tests parse what the router sends back into `ToolRequest` and check it
-/// against `schemas/tool-request.schema.json`.
-#[derive(Serialize)]
-struct RequestView<'a> {
-    request_id: &'a str,
-    tool_id: &'a str,
-    tool_version: &'a str,
-    timestamp: u64,
-    agent_context: AgentView<'a>,
-    inputs: &'a Value,
-    invocation_policies: PoliciesView<'a>,
-    #[serde(skip_serializing_if = "Value::is_null")]
-    config: &'a Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory_snippet: Option<String>,
-    #[serde(skip_serializing_if = "Secrets::is_empty")]
-    secrets: &'a Secrets,
-}
-
-#[derive(Serialize)]
-struct AgentView<'a> {
-    session_id: &'a str,
-    client: &'a str,
-    mode: &'a str,
-    scopes: &'a [String],
-}
-
-#[derive(Serialize)]
-struct PoliciesView<'a> {
-    timeout_ms: u64,
-    max_result_bytes: u64,
-    confirmed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    action: Option<&'a str>,
-}
-
 /// What every attempt of one call shares.
 pub(crate) struct Invocation<'a> {
     pub(crate) tool_name: &'a str,
@@ -69,6 +31,11 @@ pub(crate) struct Invocation<'a> {
 
 /// The answer of a tool and its size in bytes.
 pub(crate) type Answer = Result<(ToolResponse, usize), ToolError>;
+
+/// Appends the JSON of `value` to `out`.
+fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), ToolError> {
+    serde_json::to_writer(out, value).map_err(|e| Code::Protocol.error(format!("cannot encode the request: {e}")))
+}
 
 /// A cheap guess of the serialized size of the arguments (to size the request buffer once).
 fn args_len_hint(args: &Value) -> usize {
@@ -119,43 +86,65 @@ impl Router {
         self.invoke_with_retries(cx, &inv, body, policies.retries).await
     }
 
-    /// The JSON of the call's `ToolRequest`.
+    /// The JSON of the call's `ToolRequest`, written from borrowed parts (no copies of the
+    /// arguments or the caller's strings) with its keys as literals: a derived `Serialize` ran
+    /// every key through the string escaper, and the tool's name and version are escaped once
+    /// per tool (`ToolState::request_tool`). Field for field the wire format of
+    /// [`quiver_abi::ToolRequest`], in its order; the integration tests parse what the router
+    /// sends back into `ToolRequest` and check it against `schemas/tool-request.schema.json`.
     fn request_body(&self, cx: &CallContext, target: &Target<'_>) -> Result<String, ToolError> {
         let policies = target.def().policies;
         let plugin_id = target.plugin().id();
-        let scopes = cx.caller.access.scopes();
         let secrets = target.state.secrets.load();
-        let request = RequestView {
-            request_id: &cx.meta.request_id,
-            tool_id: &target.def().spec.name,
-            tool_version: &target.state.version,
-            timestamp: cx.started_at_ms,
-            agent_context: AgentView {
-                session_id: &cx.caller.session_id,
-                client: &cx.caller.client,
-                mode: &cx.caller.mode,
-                scopes: &scopes,
-            },
-            inputs: &cx.args,
-            invocation_policies: PoliciesView {
-                timeout_ms: policies.timeout_ms,
-                max_result_bytes: policies.max_result_bytes,
-                confirmed: cx.approved,
-                action: cx.meta.action.as_deref(),
-            },
-            config: if cx.config.is_null() {
-                self.settings.plugin_config.get(plugin_id).unwrap_or(&Value::Null)
-            } else {
-                &cx.config
-            },
-            memory_snippet: self.memory.snippet(&cx.caller.session_id, plugin_id, target.name()),
-            secrets: &secrets,
+        let config = if cx.config.is_null() {
+            self.settings.plugin_config.get(plugin_id).unwrap_or(&Value::Null)
+        } else {
+            &cx.config
         };
-        let mut body = Vec::with_capacity(256 + args_len_hint(&cx.args));
-        serde_json::to_writer(&mut body, &request)
-            .map_err(|e| Code::Protocol.error(format!("cannot encode the request: {e}")))?;
-        // serde_json writes valid UTF-8.
-        String::from_utf8(body).map_err(|e| Code::Protocol.error(e.to_string()))
+        let memory = self.memory.snippet(&cx.caller.session_id, plugin_id, target.name());
+        let caller = &cx.caller;
+        let mut b = Vec::with_capacity(256 + args_len_hint(&cx.args));
+        b.extend_from_slice(b"{\"request_id\":");
+        put(&mut b, cx.meta.request_id.as_str())?;
+        b.push(b',');
+        b.extend_from_slice(target.state.request_tool.as_bytes());
+        b.extend_from_slice(b",\"timestamp\":");
+        put(&mut b, &cx.started_at_ms)?;
+        b.extend_from_slice(b",\"agent_context\":{\"session_id\":");
+        put(&mut b, caller.session_id.as_str())?;
+        b.extend_from_slice(b",\"client\":");
+        put(&mut b, caller.client.as_str())?;
+        b.extend_from_slice(b",\"mode\":");
+        put(&mut b, caller.mode.as_str())?;
+        b.extend_from_slice(b",\"scopes\":");
+        put(&mut b, &caller.access.scopes())?;
+        b.extend_from_slice(b"},\"inputs\":");
+        put(&mut b, &cx.args)?;
+        b.extend_from_slice(b",\"invocation_policies\":{\"timeout_ms\":");
+        put(&mut b, &policies.timeout_ms)?;
+        b.extend_from_slice(b",\"max_result_bytes\":");
+        put(&mut b, &policies.max_result_bytes)?;
+        b.extend_from_slice(if cx.approved { b",\"confirmed\":true" } else { b",\"confirmed\":false" });
+        if let Some(action) = cx.meta.action.as_deref() {
+            b.extend_from_slice(b",\"action\":");
+            put(&mut b, action)?;
+        }
+        b.push(b'}');
+        if !config.is_null() {
+            b.extend_from_slice(b",\"config\":");
+            put(&mut b, config)?;
+        }
+        if let Some(memory) = &memory {
+            b.extend_from_slice(b",\"memory_snippet\":");
+            put(&mut b, memory.as_str())?;
+        }
+        if !secrets.is_empty() {
+            b.extend_from_slice(b",\"secrets\":");
+            put(&mut b, &**secrets)?;
+        }
+        b.push(b'}');
+        // serde_json writes valid UTF-8, and so do the literals.
+        String::from_utf8(b).map_err(|e| Code::Protocol.error(e.to_string()))
     }
 
     async fn invoke_with_retries(
