@@ -29,7 +29,11 @@
 //! exported per call. `QUIVER_BENCH_NO_TRACING=1`: no exporter is started at all.
 //!
 //! After the criterion groups a plain timing loop prints ns per call, the ratio to `direct_fn`,
-//! and the router's own work (pipeline minus the ABI call).
+//! and the router's own work (pipeline minus the ABI call, both best of the same interleaved
+//! rounds); then the thread handoffs on the multi-thread runtime: `block_in_place` alone (the
+//! floor of a caller running the tool itself, with nothing to answer it at the deadline) and a
+//! task of its own running the tool inside `block_in_place` with the caller waiting beside the
+//! deadline (what the router does), against `spawn_blocking` in the same rounds.
 //! `--profile-time` skips that summary (for `perf record`).
 
 use std::hint::black_box;
@@ -54,6 +58,8 @@ struct Setup {
     /// `metered`, also exporting traces (when not `QUIVER_BENCH_NO_TRACING`), and its exporter.
     traced: Option<(Arc<Router>, quiver_telemetry::DiscardingExport)>,
     backend: Arc<dyn ToolBackend>,
+    /// The same tools behind [`Canned`]: the router's own work, without the plugin.
+    canned: Arc<Router>,
     caller: Caller,
     body: String,
     _plugins: support::Plugins,
@@ -71,7 +77,7 @@ fn setup() -> Setup {
     // Trace export as `quiver serve --otlp` runs it, spans dropped instead of sent.
     let traced = std::env::var_os("QUIVER_BENCH_NO_TRACING").is_none().then(|| {
         let exporter = quiver_telemetry::discarding_export();
-        let router = Router::new(host, RouterSettings::default())
+        let router = Router::new(host.clone(), RouterSettings::default())
             .with_metrics(Arc::new(quiver_telemetry::Metrics::new()))
             .with_traces(exporter.export());
         (Arc::new(router), exporter)
@@ -84,6 +90,12 @@ fn setup() -> Setup {
         ..ToolRequest::default()
     })
     .expect("request");
+    let plugin = host.catalog().plugins()[0].clone();
+    let answer = backend.invoke("marker_echo", &body, Arc::new(NullSink));
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(Canned { answer }));
+    let catalog =
+        quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
+    let canned = Arc::new(Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default()));
     Setup {
         rt,
         rt1,
@@ -91,9 +103,27 @@ fn setup() -> Setup {
         metered,
         traced,
         backend,
+        canned,
         caller: Caller::new("bench", Access::unrestricted()),
         body,
         _plugins: plugins,
+    }
+}
+
+/// A backend that answers every call, inline, with the plugin's own answer to `marker_echo`
+/// (stored once): the pipeline through it is the router's work alone (request written, answer
+/// read and checked, telemetry), with no plugin call.
+struct Canned {
+    answer: String,
+}
+
+impl ToolBackend for Canned {
+    fn invoke(&self, _tool: &str, request: &str, _sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        black_box(request);
+        self.answer.clone()
+    }
+    fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
+        quiver_catalog::Dispatch::Inline
     }
 }
 
@@ -111,6 +141,11 @@ fn direct_json(body: &str) -> String {
     let response =
         marker_plugin::__quiver_plugin::registry().call("marker_echo", request, quiver_abi::sdk::Host::Detached);
     serde_json::to_string(&response).expect("response")
+}
+
+/// `abi_invoke`: the loaded library through its `ToolBackend`.
+fn invoke(s: &Setup) -> String {
+    s.backend.invoke("marker_echo", black_box(&s.body), Arc::new(NullSink))
 }
 
 fn pipeline(s: &Setup, rt: &tokio::runtime::Runtime) -> quiver_router::CallOutcome {
@@ -165,6 +200,46 @@ fn round_trip_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
                 biased;
                 r = &mut h => { r.expect("join"); }
                 _ = child.cancelled() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+        start.elapsed()
+    };
+    rt.block_on(rt.spawn(task)).expect("bench task")
+}
+
+/// The floor of a design where the caller runs a thread tool itself (no handoff to another
+/// thread): `block_in_place` per call on the multi-thread runtime, with nothing that could answer
+/// the caller at the deadline if the tool hung (which is why the router does not do this).
+fn in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    let task = async move {
+        let start = Instant::now();
+        for _ in 0..iters {
+            black_box(tokio::task::block_in_place(|| black_box(1)));
+        }
+        start.elapsed()
+    };
+    rt.block_on(rt.spawn(task)).expect("bench task")
+}
+
+/// A handoff that keeps the deadline guarantee without waking a pool thread: the tool runs in a
+/// task of its own (spawned from a worker, it lands in that worker's next-task slot) inside
+/// `block_in_place` (the worker's other tasks move to another thread while it blocks), and the
+/// caller waits for its answer with the deadline and cancellation beside it, as `on_thread` does.
+fn spawn_in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    let task = async move {
+        let start = Instant::now();
+        for _ in 0..iters {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let _ = tx.send(tokio::task::block_in_place(|| black_box(1)));
+            });
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            tokio::select! {
+                biased;
+                r = rx => { r.expect("answer"); }
+                _ = cancel.cancelled() => {}
                 _ = tokio::time::sleep_until(deadline) => {}
             }
         }
@@ -230,7 +305,7 @@ fn main() {
     let budget = Duration::from_millis(if std::env::args().any(|a| a == "--quick") { 300 } else { 2000 });
     let direct = ns_per_call(|| drop(black_box(direct_fn())), budget);
     let json = ns_per_call(|| drop(black_box(direct_json(&s.body))), budget);
-    let abi = ns_per_call(|| drop(black_box(s.backend.invoke("marker_echo", &s.body, Arc::new(NullSink)))), budget);
+    let abi = ns_per_call(|| drop(black_box(invoke(&s))), budget);
     println!("\nsummary (plain timing loops, ns per call; marker_echo, release build of the plugin):");
     println!("  direct_fn (the Rust function)                {direct:>9.0}");
     println!("  direct_json (registry, JSON in/out, no ABI)  {json:>9.0}");
@@ -240,17 +315,38 @@ fn main() {
         round_trip_loop(rt, 200);
         pipeline_loop(&s, rt, 200);
         // Interleaved, best of 5: the machine is shared, and the minimum is the least disturbed.
-        let (mut handoff, mut full) = (f64::MAX, f64::MAX);
+        let (mut handoff, mut full, mut abi) = (f64::MAX, f64::MAX, abi);
         for _ in 0..5 {
             handoff = handoff.min(per_call(round_trip_loop(rt, n / 5), n / 5));
             full = full.min(per_call(pipeline_loop(&s, rt, n / 5), n / 5));
+            abi = abi.min(ns_per_call(|| drop(black_box(invoke(&s))), budget / 5));
         }
+        println!("  [{name}] abi_invoke, best of the same rounds                {abi:>9.0}");
+        let mut own = f64::MAX;
+        for _ in 0..5 {
+            own = own.min(per_call(router_loop(&s.canned, &s, rt, n / 5), n / 5));
+        }
+        println!("  [{name}] router alone (pipeline, backend with a stored answer) {own:>9.0}");
         println!("  [{name}] blocking-thread round trip (thread execution adds)  {handoff:>9.0}");
         println!("  [{name}] pipeline (Router::call, in a runtime task)         {full:>9.0}");
         println!("  [{name}] pipeline / direct_fn                               {:>9.1}x", full / direct);
         println!("  [{name}] overhead vs direct_fn                              {:>9.0} ns", full - direct);
         println!("  [{name}] router work (pipeline - abi_invoke)                {:>9.0} ns", full - abi);
     }
+    in_place_loop(&s.rt, 200);
+    let mut in_place = f64::MAX;
+    for _ in 0..5 {
+        in_place = in_place.min(per_call(in_place_loop(&s.rt, n / 5), n / 5));
+    }
+    println!("  [multi_thread] block_in_place per call (caller runs it, no deadline) {in_place:>9.0}");
+    spawn_in_place_loop(&s.rt, 200);
+    let (mut spawned, mut blocking) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        spawned = spawned.min(per_call(spawn_in_place_loop(&s.rt, n / 5), n / 5));
+        blocking = blocking.min(per_call(round_trip_loop(&s.rt, n / 5), n / 5));
+    }
+    println!("  [multi_thread] spawn + block_in_place + deadline select round trip {spawned:>9.0}");
+    println!("  [multi_thread] spawn_blocking round trip, same rounds                {blocking:>9.0}");
     // Metrics on vs off: the same calls through a router feeding Prometheus handles; rounds
     // interleaved, best of 9 each.
     router_loop(&s.metered, &s, &s.rt1, 200);

@@ -15,7 +15,9 @@
 //! 4. **approval** of calls that need a person's confirmation ([`Approval`]): asked through the
 //!    client ([`ClientBridge::elicit`]) when it can, refused with how-to-confirm otherwise;
 //! 5. **circuit breaker** per tool; 6. **concurrency** limits (per tool and host-wide);
-//! 7. **invocation** on a blocking thread under the tool's deadline, cancellable; 8. **retries**
+//! 7. **invocation** under the tool's deadline, cancellable: inline on the calling task, or off
+//!    it on a thread that may block (on the multi-thread runtime a task of its own inside
+//!    `block_in_place`, elsewhere `spawn_blocking`); 8. **retries**
 //!    of retryable errors with exponential backoff and jitter;
 //! 9. **output** against the output schema; 10. **result size** (the largest strings and arrays
 //!    cut with a marker until the output fits, checked against the output schema; status

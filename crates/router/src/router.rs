@@ -28,6 +28,8 @@ pub(crate) struct ToolState {
     key: (String, String),
     /// The plugin's version, formatted once.
     pub(crate) version: String,
+    /// `"tool_id":"<name>","tool_version":"<version>"`, escaped once for every request.
+    pub(crate) request_tool: String,
     pub(crate) semaphore: Arc<Semaphore>,
     pub(crate) breaker: Breaker,
     pub(crate) counters: Arc<ToolCounters>,
@@ -548,9 +550,16 @@ impl Router {
                 let def = catalog.def(r);
                 let key = (plugin.provenance.sha256.clone(), def.spec.name.clone());
                 old.by_tool.iter().find(|s| s.key == key).cloned().unwrap_or_else(|| {
+                    let version = plugin.manifest.version.to_string();
+                    let request_tool = format!(
+                        "\"tool_id\":{},\"tool_version\":{}",
+                        Value::from(def.spec.name.as_str()),
+                        Value::from(version.as_str())
+                    );
                     Arc::new(ToolState {
                         key,
-                        version: plugin.manifest.version.to_string(),
+                        version,
+                        request_tool,
                         semaphore: Arc::new(Semaphore::new(tool_slots(
                             def.policies.max_concurrency,
                             self.settings.max_concurrency,

@@ -21,7 +21,9 @@ pub(crate) struct RouterSink {
     /// The caller's token (a clone: no per-call token tree, no lock).
     pub(crate) token: CancellationToken,
     pub(crate) deadline: Instant,
-    pub(crate) runtime: tokio::runtime::Handle,
+    /// The runtime a plugin thread blocks on for the client's answers; `None` for an inline
+    /// call (it runs on a runtime thread, which must not block).
+    pub(crate) runtime: Option<tokio::runtime::Handle>,
     pub(crate) request_id: String,
     pub(crate) counters: Arc<ToolCounters>,
     state: AtomicU8,
@@ -36,12 +38,13 @@ impl RouterSink {
         deadline: Instant,
         request_id: String,
         counters: Arc<ToolCounters>,
+        runtime: Option<tokio::runtime::Handle>,
     ) -> RouterSink {
         RouterSink {
             bridge,
             token,
             deadline,
-            runtime: tokio::runtime::Handle::current(),
+            runtime,
             request_id,
             counters,
             state: AtomicU8::new(RUNNING),
@@ -75,12 +78,17 @@ impl RouterSink {
         if self.is_cancelled() {
             return Err(format!("{what} refused: the call is cancelled or past its deadline"));
         }
+        let Some(runtime) = &self.runtime else {
+            return Err(format!(
+                "{what} is not available to a tool with inline execution (it runs on the caller's task and cannot wait for the client); declare `execution: thread` in its manifest"
+            ));
+        };
         let value: serde_json::Value =
             serde_json::from_str(request).map_err(|e| format!("{what} request is not JSON: {e}"))?;
         let fut = f(value);
         let token = self.token.clone();
         let deadline = self.deadline;
-        let answer = self.runtime.block_on(async move {
+        let answer = runtime.block_on(async move {
             tokio::select! {
                 r = fut => r,
                 _ = token.cancelled() => Err(format!("{what} abandoned: the call was cancelled")),

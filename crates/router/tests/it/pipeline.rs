@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use quiver_abi::{ErrorCode, Status};
 use quiver_manifest::LifecycleState;
-use quiver_router::{Approval, Call, CancellationToken, Lane, NullBridge, RouterSettings, codes};
+use quiver_router::{Approval, Call, CancellationToken, Lane, NullBridge, Router, RouterSettings, codes};
 use quiver_telemetry::BreakerState;
 use serde_json::{Value, json};
 
-use crate::{TestBridge, caller, code, everyone, fixture, with};
+use crate::{TestBridge, caller, code, everyone, fixture, support, with};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_typed_call_reaches_the_real_plugin_with_full_metadata() {
@@ -812,4 +812,36 @@ async fn memory_writes_come_back_to_the_same_tool_in_the_same_session() {
     assert_eq!(o.response.outputs, json!({ "previous": "c" }));
     let o = f.typed("marker_remember", remember("d"), everyone()).await;
     assert_eq!(o.response.outputs, json!({ "previous": "c" }), "the oversized write was not kept");
+}
+
+/// The plugin's own backend, with every tool run inline (as a manifest's `execution: inline`
+/// makes the loader do).
+struct AllInline(Arc<dyn quiver_catalog::ToolBackend>);
+
+impl quiver_catalog::ToolBackend for AllInline {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        self.0.invoke(tool, request, sink)
+    }
+    fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
+        quiver_catalog::Dispatch::Inline
+    }
+}
+
+/// An inline tool runs on a runtime thread, which must not block on a client's answer: its
+/// elicitation is refused with a reason naming the fix (it used to end in a caught panic,
+/// "host failure during elicitation"), and the call itself still completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_tool_cannot_elicit_and_is_told_why() {
+    let (_p, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(AllInline(plugin.backend.clone())));
+    let catalog =
+        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
+    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let bridge = TestBridge::new(true, json!({"action": "accept", "content": {"answer": "blue"}}));
+    let o = router.call(Call::new("marker_ask", json!({"question": "colour?"}), everyone()).with_bridge(bridge)).await;
+    let e = o.response.error.expect("the tool reports the refused elicitation");
+    assert_eq!(e.code, ErrorCode::TOOL_ERROR);
+    assert!(e.message.contains("not available to a tool with inline execution"), "{}", e.message);
+    assert!(e.message.contains("execution: thread"), "{}", e.message);
 }

@@ -186,3 +186,30 @@ async fn what_the_router_sends_and_answers_conforms_to_the_schemas() {
     assert_eq!(yell.inputs, json!({"text": "hi", "action": "shout"}));
     assert_eq!(yell.invocation_policies.timeout_ms, 30_000);
 }
+
+/// The router writes the request by hand (keys as literals, the tool's name and version escaped
+/// once per tool): byte for byte what `ToolRequest`'s derived serialization writes, with and
+/// without an action, for a caller whose strings need escaping.
+#[tokio::test]
+async fn the_request_the_router_writes_is_what_tool_request_serializes_to() {
+    let (_p, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let capture = Arc::new(Capture { inner: plugin.backend.clone(), seen: Mutex::new(Vec::new()) });
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), capture.clone());
+    let catalog = Arc::new(Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).unwrap());
+    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let mut caller = everyone();
+    caller.client = "a \"quoted\" client\n".into();
+    caller.mode = "plan/ü".into();
+    for (name, args) in [("marker_echo", json!({"text": "tab\there"})), ("marker_yell", json!({"text": "hi"}))] {
+        let o = router.call(quiver_router::Call::new(name, args, caller.clone())).await;
+        assert_eq!(o.response.status, Status::Ok, "{:?}", o.response.error);
+    }
+    let seen = capture.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    for r in &seen {
+        let typed: ToolRequest = serde_json::from_str(r).unwrap();
+        assert_eq!(typed.agent_context.client, "a \"quoted\" client\n");
+        assert_eq!(&serde_json::to_string(&typed).unwrap(), r);
+    }
+}
