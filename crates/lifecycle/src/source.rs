@@ -405,7 +405,7 @@ impl BundleSource {
                     verified.map(|v| load_in_worker(v, &policy))
                 };
                 match std::thread::Builder::new().name(format!("quiver-start-{id}")).spawn(start) {
-                    Ok(thread) => Ok(Loaded::Starting(Starting { id, manifest, lib_file, thread })),
+                    Ok(thread) => Ok(Loaded::Starting(Box::new(Starting { id, manifest, lib_file, thread }))),
                     // No thread for it: start the worker here.
                     Err(_) => {
                         let verified = bundle.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -426,7 +426,7 @@ enum Loaded {
     /// Loaded (or unchanged): its entry.
     Ready(Arc<PluginEntry>),
     /// Its worker process is starting.
-    Starting(Starting),
+    Starting(Box<Starting>),
 }
 
 /// A worker starting on a thread of its own for a verified bundle.
@@ -698,7 +698,7 @@ impl ToolSource for BundleSource {
             match outcome {
                 Ok(Loaded::Starting(w)) => {
                     claims.claim_pending(&w.id, &w.manifest);
-                    starting.push((attempt, w));
+                    starting.push((attempt, *w));
                 }
                 Ok(Loaded::Ready(plugin)) => Self::settle(state, claims, &mut out, attempt, Ok(plugin)),
                 Err(e) => Self::settle(state, claims, &mut out, attempt, Err(e)),
