@@ -7,8 +7,8 @@
 //! marker test plugin's `marker_echo` as an inline tool, as a thread tool (a build whose manifest
 //! says `execution: thread`) and in a worker process. Client and server are pinned to one core
 //! (`taskset -c 0`); rounds are interleaved (every server once per round); the server's CPU per
-//! call comes from `/proc/PID/stat`, its peak RSS from `VmHWM`. Then: spawn → initialized and
-//! peak RSS of `quiver serve` with the bundled plugins (`cargo xtask build-plugins`, the
+//! call comes from `/proc/PID/stat`, its peak RSS from `VmHWM`. Then: spawn → initialized,
+//! spawn → first `tools/list` and peak RSS of `quiver serve` with the bundled plugins (`cargo xtask build-plugins`, the
 //! repository's `quiver.yaml`); cold start with 10, 100 and 300 signed bundles (generated copies
 //! of the marker plugin under `target/bench-speed`); streamable HTTP at 1, 8 and 32 sessions,
 //! bare rmcp against `quiver serve --http` (`http_bench`).
@@ -494,11 +494,13 @@ impl Report<'_> {
             self.servers[PYTHON].calls,
         );
         let bundled_init = median(self.bundled.iter().map(|r| field(r, "init_ms")).collect());
+        let bundled_list = median(self.bundled.iter().map(|r| field(r, "list_ms")).collect());
         let bundled_rss = median(self.bundled.iter().map(|r| field(r, "peak_rss_kib")).collect());
         let _ = writeln!(
             m,
             "With the bundled plugins (`cargo xtask build-plugins`, the repository's `quiver.yaml`, fs-tools in a worker): \
-             spawn → initialized **{bundled_init:.1} ms**, peak RSS of the host **{:.1} MiB** (median of {}).\n",
+             spawn → initialized **{bundled_init:.1} ms**, spawn → first complete `tools/list` **{bundled_list:.1} ms**, \
+             peak RSS of the host **{:.1} MiB** (median of {}).\n",
             bundled_rss / 1024.0,
             self.bundled.len()
         );

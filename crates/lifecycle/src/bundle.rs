@@ -11,6 +11,7 @@ use quiver_catalog::{Dispatch, PluginEntry, Provenance};
 use quiver_manifest::{Execution, Manifest, Revocations, TrustedKeys, sha256_hex};
 
 use crate::host_services::InProcessBackend;
+use crate::library::VerifiedLibrary;
 use crate::rollback::RollbackStore;
 
 /// Largest manifest or signature file read.
@@ -150,7 +151,7 @@ pub struct VerifiedBundle {
     pub library_path: PathBuf,
     /// The library bytes that matched the checksum (an adapter bundle, which has no library:
     /// the signed manifest bytes, whose sha256 is `sha256`).
-    pub library: Vec<u8>,
+    pub library: VerifiedLibrary,
     /// Their sha256.
     pub sha256: String,
     /// Key id of the signer; `None` when loaded unsigned under the development switch.
@@ -185,6 +186,18 @@ fn kind_of(ft: fs::FileType) -> &'static str {
 /// handle before reading, and the read stops at `cap + 1` bytes in case the file grows.
 /// `NotFound` is passed through so callers can tell a missing file from a bad one.
 pub(crate) fn read_capped(path: &Path, cap: u64) -> std::io::Result<(Vec<u8>, fs::Metadata)> {
+    let (f, meta) = open_capped(path, cap)?;
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    f.take(cap + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > cap {
+        return Err(std::io::Error::other(format!("the file is larger than the {cap}-byte limit")));
+    }
+    Ok((buf, meta))
+}
+
+/// Opens `path` as [`read_capped`] does (a regular file, checked on the opened handle, at most
+/// `cap` bytes by its size) without reading it.
+fn open_capped(path: &Path, cap: u64) -> std::io::Result<(fs::File, fs::Metadata)> {
     let not_regular = |ft: fs::FileType| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -213,12 +226,7 @@ pub(crate) fn read_capped(path: &Path, cap: u64) -> std::io::Result<(Vec<u8>, fs
     if meta.len() > cap {
         return Err(std::io::Error::other(format!("the file is {} bytes, over the {cap}-byte limit", meta.len())));
     }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    f.take(cap + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > cap {
-        return Err(std::io::Error::other(format!("the file is larger than the {cap}-byte limit")));
-    }
-    Ok((buf, meta))
+    Ok((f, meta))
 }
 
 /// Group- or world-writable: anyone but the owner could swap the bytes between two scans.
@@ -353,7 +361,7 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
             manifest_path: manifest_path.to_owned(),
             manifest,
             library_path: manifest_path.to_owned(),
-            library: manifest_bytes,
+            library: VerifiedLibrary::from_bytes(manifest_bytes),
             sha256: manifest_sha256,
             signer_key_id: signature.map(|v| v.key_id),
         });
@@ -369,7 +377,14 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
     check_signer(&signature, &manifest, &artifact.sha256).map_err(|e| fail(Stage::Signature, e))?;
 
     let library_path = dir.join(&artifact.file);
-    let (library, library_meta) = read_capped(&library_path, policy.max_library_bytes).map_err(|e| match e.kind() {
+    // Hashed while it is read into the sealed memory file it will be loaded from: the bytes
+    // loaded are exactly the bytes hashed, with no copy of the library on the heap.
+    let staged_name = format!("{}-{}-{}", manifest.id, manifest.version, artifact.sha256.get(..16).unwrap_or(""));
+    let read = open_capped(&library_path, policy.max_library_bytes).and_then(|(f, meta)| {
+        let len = meta.len();
+        crate::library::read_hashed(f, len, policy.max_library_bytes, &staged_name).map(|(lib, hash)| (lib, hash, meta))
+    });
+    let (library, sha256, library_meta) = read.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => fail(Stage::Library, format!("library {} is missing", library_path.display())),
         std::io::ErrorKind::InvalidInput => fail(
             Stage::Library,
@@ -381,7 +396,6 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
         ),
     })?;
     check_permissions(&library_path, &library_meta, policy.strict).map_err(|e| fail(Stage::Permissions, e))?;
-    let sha256 = sha256_hex(&library);
     if sha256 != artifact.sha256 {
         return Err(fail(
             Stage::Checksum,
@@ -437,7 +451,7 @@ fn check_signer(
 pub fn load_verified(bundle: VerifiedBundle, cache_dir: &Path) -> Result<Arc<PluginEntry>, BundleError> {
     let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
     let name = format!("{}-{}-{}", bundle.manifest.id, bundle.manifest.version, &bundle.sha256[..16]);
-    let staged = crate::library::stage_library(&bundle.library, &name, Some(cache_dir)).map_err(|e| {
+    let staged = bundle.library.stage(&name, Some(cache_dir)).map_err(|e| {
         fail(
             Stage::Library,
             format!("cannot stage the library for loading (private folder {}): {e}", cache_dir.display()),

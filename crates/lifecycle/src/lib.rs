@@ -40,6 +40,7 @@ pub use bundle::{
 pub use host::{Host, HostSettings, RescanSignal, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;
 pub use isolation::IsolationPolicy;
+pub use library::VerifiedLibrary;
 pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};
 pub use source::{BundleSource, NameClaims, ToolSource, check_in_worker, sandbox_rules};
 

@@ -31,12 +31,121 @@ pub(crate) fn stage_library(bytes: &[u8], name: &str, cache_dir: Option<&Path>) 
     }
 }
 
+/// Library bytes that matched their checksum, exactly as hashed: in a sealed memory file (Linux;
+/// written while it was hashed, so no copy of the library sits on the heap), else in memory.
+pub struct VerifiedLibrary(Held);
+
+enum Held {
+    #[cfg(target_os = "linux")]
+    Sealed {
+        file: fs::File,
+        len: u64,
+    },
+    Bytes(Vec<u8>),
+}
+
+impl std::fmt::Debug for VerifiedLibrary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerifiedLibrary").field("len", &self.len()).finish_non_exhaustive()
+    }
+}
+
+impl VerifiedLibrary {
+    /// Bytes already in memory (an adapter bundle's manifest).
+    pub fn from_bytes(bytes: Vec<u8>) -> VerifiedLibrary {
+        VerifiedLibrary(Held::Bytes(bytes))
+    }
+
+    /// Their length.
+    pub fn len(&self) -> u64 {
+        match &self.0 {
+            #[cfg(target_os = "linux")]
+            Held::Sealed { len, .. } => *len,
+            Held::Bytes(b) => b.len() as u64,
+        }
+    }
+
+    /// True for no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A copy of the bytes (what a worker process is sent).
+    pub fn to_vec(&self) -> std::io::Result<Vec<u8>> {
+        match &self.0 {
+            #[cfg(target_os = "linux")]
+            Held::Sealed { file, len } => {
+                use std::os::unix::fs::FileExt;
+                let mut buf = vec![0; *len as usize];
+                file.read_exact_at(&mut buf, 0)?;
+                Ok(buf)
+            }
+            Held::Bytes(b) => Ok(b.clone()),
+        }
+    }
+
+    /// Where the dynamic loader can open these bytes and nothing can change them (see
+    /// [`stage_library`]): the sealed memory file itself (kept open for the life of the
+    /// process), or a new staged copy.
+    pub(crate) fn stage(self, name: &str, cache_dir: Option<&Path>) -> std::io::Result<PathBuf> {
+        match self.0 {
+            #[cfg(target_os = "linux")]
+            Held::Sealed { file, .. } => {
+                use std::os::fd::IntoRawFd;
+                // Kept open on purpose: its `/proc/self/fd/N` name is never reused.
+                Ok(PathBuf::from(format!("/proc/self/fd/{}", file.into_raw_fd())))
+            }
+            Held::Bytes(b) => stage_library(&b, name, cache_dir),
+        }
+    }
+}
+
+/// Reads an opened library file of `len` bytes (at most `cap`) while hashing it: into a sealed
+/// memory file named `name` on Linux (no heap copy), else into memory. Returns the bytes and
+/// their sha256; the caller compares it with the signed one before using the bytes.
+pub(crate) fn read_hashed(
+    mut file: fs::File,
+    len: u64,
+    cap: u64,
+    name: &str,
+) -> std::io::Result<(VerifiedLibrary, String)> {
+    use std::io::Read;
+    let mut hash = quiver_manifest::Sha256Stream::default();
+    #[cfg(target_os = "linux")]
+    if let Ok(mut memfd) = new_memfd(name) {
+        let mut chunk = vec![0u8; 256 << 10];
+        let mut total = 0u64;
+        loop {
+            let n = match file.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            total += n as u64;
+            if total > cap {
+                return Err(std::io::Error::other(format!("the file is larger than the {cap}-byte limit")));
+            }
+            hash.update(&chunk[..n]);
+            memfd.write_all(&chunk[..n])?;
+        }
+        seal(&memfd)?;
+        return Ok((VerifiedLibrary(Held::Sealed { file: memfd, len: total }), hash.finish_hex()));
+    }
+    let mut buf = Vec::with_capacity(len.min(cap) as usize);
+    file.take(cap + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > cap {
+        return Err(std::io::Error::other(format!("the file is larger than the {cap}-byte limit")));
+    }
+    hash.update(&buf);
+    Ok((VerifiedLibrary(Held::Bytes(buf)), hash.finish_hex()))
+}
+
+/// A new memory file that may be sealed and mapped executable.
 #[cfg(target_os = "linux")]
-fn sealed_memfd(bytes: &[u8], name: &str) -> std::io::Result<PathBuf> {
-    use std::os::fd::{FromRawFd, IntoRawFd};
+fn new_memfd(name: &str) -> std::io::Result<fs::File> {
+    use std::os::fd::FromRawFd;
     let cname = std::ffi::CString::new(format!("quiver:{name}")).map_err(std::io::Error::other)?;
-    // MFD_EXEC (kernels with vm.memfd_noexec) says the file is meant to be mapped executable;
-    // older kernels reject the flag, so retry without it.
     const MFD_EXEC: libc::c_uint = 0x0010;
     let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     // SAFETY: `cname` is a valid NUL-terminated string; the flags are valid.
@@ -49,13 +158,27 @@ fn sealed_memfd(bytes: &[u8], name: &str) -> std::io::Result<PathBuf> {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: `fd` was just created and is owned by nothing else.
-    let mut file = unsafe { fs::File::from_raw_fd(fd) };
-    file.write_all(bytes)?;
+    Ok(unsafe { fs::File::from_raw_fd(fd) })
+}
+
+/// Seals a memory file: its bytes can no longer change.
+#[cfg(target_os = "linux")]
+fn seal(file: &fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
     // SAFETY: fcntl on an fd we own.
-    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } < 0 {
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn sealed_memfd(bytes: &[u8], name: &str) -> std::io::Result<PathBuf> {
+    use std::os::fd::IntoRawFd;
+    let mut file = new_memfd(name)?;
+    file.write_all(bytes)?;
+    seal(&file)?;
     // Kept open on purpose (see `LoadPath::Memory`).
     let fd = file.into_raw_fd();
     Ok(PathBuf::from(format!("/proc/self/fd/{fd}")))

@@ -66,6 +66,24 @@ impl<'a> NameClaims<'a> {
         self.added.retain(|_, v| v != id);
     }
 
+    /// A plugin whose worker is still starting claims the names of its verified manifest, so
+    /// later bundles of the same scan see them taken ([`NameClaims::unclaim_pending`] if the
+    /// worker then fails).
+    fn claim_pending(&mut self, id: &str, manifest: &quiver_manifest::Manifest) {
+        for t in &manifest.tools {
+            self.added.insert(t.name.clone(), id.to_owned());
+            for a in &t.aliases {
+                self.added.insert(a.name.clone(), id.to_owned());
+            }
+        }
+    }
+
+    /// Drops the provisional claims of a plugin whose worker failed to start (the plugin it
+    /// would have replaced, if any, keeps its names).
+    fn unclaim_pending(&mut self, id: &str) {
+        self.added.retain(|_, v| v != id);
+    }
+
     /// `entry` now serves its names.
     pub fn claim(&mut self, entry: &PluginEntry) {
         self.release(entry.id());
@@ -217,6 +235,92 @@ impl BundleSource {
         Ok((manifests, libraries))
     }
 
+    /// Waits for workers still starting, in the order they were started, and records each.
+    fn settle_workers(
+        state: &mut ScanState,
+        claims: &mut NameClaims<'_>,
+        out: &mut Settled,
+        starting: Vec<(Attempt, Starting)>,
+    ) {
+        for (attempt, worker) in starting {
+            let id = worker.id.clone();
+            let outcome = worker.finish(&attempt.path);
+            if outcome.is_err() {
+                claims.unclaim_pending(&id);
+            }
+            Self::settle(state, claims, out, attempt, outcome);
+        }
+    }
+
+    /// Records one bundle's outcome in the scan state, the name claims and the report.
+    fn settle(
+        state: &mut ScanState,
+        claims: &mut NameClaims<'_>,
+        out: &mut Settled,
+        attempt: Attempt,
+        outcome: Result<Arc<PluginEntry>, (BundleError, Option<String>)>,
+    ) {
+        let Attempt { path, before, prev_lib, previous_id } = attempt;
+        let report = &mut out.report;
+        let entry = state.bundles.entry(path.clone()).or_insert(BundleState {
+            fingerprint: before.clone(),
+            library_file: None,
+            loaded_id: None,
+            last_error: None,
+        });
+        match outcome {
+            Ok(plugin) => {
+                let id = plugin.id().to_owned();
+                let lib_file = plugin.manifest.artifact.as_ref().map(|a| a.file.clone());
+                // The library's stamp from before the check when it was known then; else
+                // now (the checksum just matched these bytes).
+                entry.fingerprint = if prev_lib == lib_file {
+                    before
+                } else {
+                    Fingerprint { library: fingerprint(&path, lib_file.as_deref()).library, ..before }
+                };
+                entry.library_file = lib_file;
+                entry.loaded_id = Some(id.clone());
+                entry.last_error = None;
+                let new_version = plugin.manifest.version.to_string();
+                // Raise the persistent rollback record (only after a successful load),
+                // written once at the end of the scan.
+                out.accepted.push(plugin.clone());
+                if let Some(prev) = previous_id.filter(|p| *p != id) {
+                    state.plugins.remove(&prev);
+                    claims.release(&prev);
+                    report.removed.push(prev);
+                }
+                claims.claim(&plugin);
+                match state.plugins.insert(id.clone(), plugin.clone()) {
+                    Some(old) if Arc::ptr_eq(&old, &plugin) => report.unchanged += 1,
+                    Some(old) => {
+                        tracing::info!(plugin = %id, from = %old.manifest.version, to = %new_version, "plugin hot-swapped");
+                        report.replaced.push((id, old.manifest.version.to_string(), new_version));
+                    }
+                    None => {
+                        tracing::info!(plugin = %id, version = %new_version, "plugin loaded");
+                        report.added.push((id, new_version));
+                    }
+                }
+            }
+            Err((err, lib_file)) => {
+                // Record what the files were BEFORE the check: if the bundle was being
+                // written meanwhile, the next scan sees it changed and checks it again.
+                entry.fingerprint = before;
+                if lib_file.is_some() {
+                    entry.library_file = lib_file;
+                }
+                let key = (err.stage, err.message.clone());
+                if entry.last_error.as_ref() != Some(&key) {
+                    tracing::warn!(bundle = %path.display(), stage = err.stage.as_str(), error = %err.message, "bundle rejected; keeping the last good state");
+                    entry.last_error = Some(key);
+                    report.rejected.push(err);
+                }
+            }
+        }
+    }
+
     /// Bundle manifests in the plugins folder, sorted.
     pub fn find_manifests(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         Self::find(dir).map(|(m, _)| m)
@@ -224,19 +328,27 @@ impl BundleSource {
 
     /// Verifies and loads one bundle (no catalog build: name clashes are checked against
     /// `claims`). On failure, also returns the library file name learnt from the manifest.
+    /// A bundle that runs in a worker process comes back [`Loaded::Starting`]: its worker
+    /// starts on a thread of its own while the scan goes on; the scan waits for it before it
+    /// ends. A plugin id in `starting` (a worker still starting) is refused at the
+    /// [`Stage::Catalog`] stage like a loaded one: the caller settles the workers and asks again.
     fn try_load(
         &self,
         path: &Path,
         state: &ScanState,
         previous_id: Option<&str>,
         claims: &NameClaims<'_>,
-    ) -> Result<Arc<PluginEntry>, (BundleError, Option<String>)> {
+        starting: &BTreeSet<String>,
+    ) -> Result<Loaded, (BundleError, Option<String>)> {
         let verified = verify_bundle(path, &self.settings.verify).map_err(|e| (e, None))?;
         let lib_file = verified.manifest.artifact.as_ref().map(|a| a.file.clone());
         let fail =
             |stage: Stage, message: String| (BundleError { bundle: path.to_owned(), stage, message }, lib_file.clone());
         let id = verified.manifest.id.clone();
         // The same id from another bundle file is a duplicate, not a replacement.
+        if previous_id != Some(id.as_str()) && starting.contains(&id) {
+            return Err(fail(Stage::Catalog, format!("plugin id `{id}` is being loaded from another bundle")));
+        }
         if previous_id != Some(id.as_str())
             && let Some(other) =
                 state.bundles.iter().find(|(p, b)| p.as_path() != path && b.loaded_id.as_deref() == Some(id.as_str()))
@@ -272,24 +384,87 @@ impl BundleSource {
                     crate::library::check_embedded(&verified.manifest, &loaded.info)
                         .map_err(|(stage, m)| fail(stage, m))?;
                 }
-                return Ok(loaded.clone());
+                return Ok(Loaded::Ready(loaded.clone()));
             }
         }
         let isolation = self.settings.isolation.choose(&id, verified.signer_key_id.as_deref());
         if verified.manifest.adapter.is_some() {
-            return self.load_adapter(verified, isolation).map_err(|e| (e, None));
+            return self.load_adapter(verified, isolation).map(Loaded::Ready).map_err(|e| (e, None));
         }
         match isolation {
-            Isolation::InProcess => load_verified(verified, &self.cache_dir).map_err(|e| (e, lib_file.clone())),
-            Isolation::Process => self.load_in_worker(verified).map_err(|e| (e, lib_file.clone())),
+            Isolation::InProcess => {
+                load_verified(verified, &self.cache_dir).map(Loaded::Ready).map_err(|e| (e, lib_file.clone()))
+            }
+            Isolation::Process => {
+                let manifest = verified.manifest.clone();
+                let policy = self.settings.isolation.clone();
+                let bundle = Arc::new(Mutex::new(Some(verified)));
+                let take = bundle.clone();
+                let start = move || {
+                    let verified = take.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    verified.map(|v| load_in_worker(v, &policy))
+                };
+                match std::thread::Builder::new().name(format!("quiver-start-{id}")).spawn(start) {
+                    Ok(thread) => Ok(Loaded::Starting(Box::new(Starting { id, manifest, lib_file, thread }))),
+                    // No thread for it: start the worker here.
+                    Err(_) => {
+                        let verified = bundle.lock().unwrap_or_else(|e| e.into_inner()).take();
+                        let policy = &self.settings.isolation;
+                        match verified.map(|v| load_in_worker(v, policy)) {
+                            Some(r) => r.map(Loaded::Ready).map_err(|e| (e, lib_file.clone())),
+                            None => Err(fail(Stage::Worker, "the worker could not be started".into())),
+                        }
+                    }
+                }
+            }
         }
     }
+}
 
-    /// Starts a worker process for a verified bundle and builds its entry from what the worker
-    /// reports.
-    fn load_in_worker(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, BundleError> {
-        load_in_worker(bundle, &self.settings.isolation)
+/// What [`BundleSource::try_load`] made of an accepted bundle.
+enum Loaded {
+    /// Loaded (or unchanged): its entry.
+    Ready(Arc<PluginEntry>),
+    /// Its worker process is starting.
+    Starting(Box<Starting>),
+}
+
+/// A worker starting on a thread of its own for a verified bundle.
+struct Starting {
+    id: String,
+    /// The verified manifest (its names are claimed while the worker starts).
+    manifest: quiver_manifest::Manifest,
+    lib_file: Option<String>,
+    thread: std::thread::JoinHandle<Option<Result<Arc<PluginEntry>, BundleError>>>,
+}
+
+impl Starting {
+    /// Waits for the worker to load the plugin (its start timeout bounds the wait).
+    fn finish(self, path: &Path) -> Result<Arc<PluginEntry>, (BundleError, Option<String>)> {
+        let lost =
+            |message: &str| BundleError { bundle: path.to_owned(), stage: Stage::Worker, message: message.into() };
+        match self.thread.join() {
+            Ok(Some(r)) => r.map_err(|e| (e, self.lib_file)),
+            Ok(None) => Err((lost("the worker was started twice"), self.lib_file)),
+            Err(_) => Err((lost("the thread starting the worker panicked"), self.lib_file)),
+        }
     }
+}
+
+/// One bundle's attempt in a scan: what it was before and what it loaded as.
+struct Attempt {
+    path: PathBuf,
+    before: Fingerprint,
+    prev_lib: Option<String>,
+    previous_id: Option<String>,
+}
+
+/// What a scan accumulates while bundles settle.
+#[derive(Default)]
+struct Settled {
+    report: ScanReport,
+    /// Plugins accepted by this scan (for the rollback record).
+    accepted: Vec<Arc<PluginEntry>>,
 }
 
 /// The load check of `quiver verify`: a verified bundle is opened in a worker process of its
@@ -322,7 +497,9 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
         .collect();
     let spec = WorkerSpec {
         plugin: bundle.manifest.id.clone(),
-        library: Arc::new(bundle.library),
+        library: Arc::new(bundle.library.to_vec().map_err(|e| {
+            fail(Stage::Library, format!("cannot read the verified library back to send it to the worker: {e}"))
+        })?),
         sha256: bundle.sha256.clone(),
         sandbox,
         inline,
@@ -385,7 +562,7 @@ impl BundleSource {
                     }
                 }
                 // Exactly the verified bytes (never re-read from the bundle folder).
-                let Ok(text) = String::from_utf8(bundle.library.clone()) else {
+                let Some(text) = bundle.library.to_vec().ok().and_then(|b| String::from_utf8(b).ok()) else {
                     return Err(fail(Stage::Manifest, "the manifest is not UTF-8 text".into()));
                 };
                 let spec = WorkerSpec {
@@ -488,9 +665,13 @@ impl ToolSource for BundleSource {
         }
 
         // Oldest manifests first: when two bundles claim one name in the same scan (at start),
-        // the one that was there first keeps it and the newcomer is refused.
+        // the one that was there first keeps it and the newcomer is refused. Workers start in
+        // parallel with the rest of the scan; a bundle refused at the catalog stage while some
+        // are starting is asked again once they have settled, so the outcome is the one of a
+        // scan that waited for each worker in turn.
         let mut found = found;
-        let mut accepted: Vec<Arc<PluginEntry>> = Vec::new();
+        let mut out = Settled { report, accepted: Vec::new() };
+        let mut starting: Vec<(Attempt, Starting)> = Vec::new();
         found.sort_by_cached_key(|p| (stamp(p).map(|s| s.mtime_ns).unwrap_or(i128::MAX), p.clone()));
         for path in found {
             let prev_lib = state.bundles.get(&path).and_then(|b| b.library_file.clone());
@@ -498,73 +679,33 @@ impl ToolSource for BundleSource {
             if let Some(b) = state.bundles.get(&path)
                 && b.fingerprint == before
             {
-                report.unchanged += 1;
+                out.report.unchanged += 1;
                 continue;
             }
             let previous_id = state.bundles.get(&path).and_then(|b| b.loaded_id.clone());
-            let outcome = self.try_load(&path, state, previous_id.as_deref(), claims);
+            let attempt = Attempt { path, before, prev_lib, previous_id };
+            let ids = |s: &[(Attempt, Starting)]| s.iter().map(|(_, w)| w.id.clone()).collect::<BTreeSet<_>>();
+            let mut outcome =
+                self.try_load(&attempt.path, state, attempt.previous_id.as_deref(), claims, &ids(&starting));
+            if matches!(&outcome, Err((e, _)) if e.stage == Stage::Catalog) && !starting.is_empty() {
+                Self::settle_workers(state, claims, &mut out, std::mem::take(&mut starting));
+                outcome = self.try_load(&attempt.path, state, attempt.previous_id.as_deref(), claims, &BTreeSet::new());
+            }
             #[cfg(test)]
             if let Some(hook) = self.after_check.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                hook(&path);
+                hook(&attempt.path);
             }
-            let entry = state.bundles.entry(path.clone()).or_insert(BundleState {
-                fingerprint: before.clone(),
-                library_file: None,
-                loaded_id: None,
-                last_error: None,
-            });
             match outcome {
-                Ok(plugin) => {
-                    let id = plugin.id().to_owned();
-                    let lib_file = plugin.manifest.artifact.as_ref().map(|a| a.file.clone());
-                    // The library's stamp from before the check when it was known then; else
-                    // now (the checksum just matched these bytes).
-                    entry.fingerprint = if prev_lib == lib_file {
-                        before
-                    } else {
-                        Fingerprint { library: fingerprint(&path, lib_file.as_deref()).library, ..before }
-                    };
-                    entry.library_file = lib_file;
-                    entry.loaded_id = Some(id.clone());
-                    entry.last_error = None;
-                    let new_version = plugin.manifest.version.to_string();
-                    // Raise the persistent rollback record (only after a successful load),
-                    // written once at the end of the scan.
-                    accepted.push(plugin.clone());
-                    if let Some(prev) = previous_id.filter(|p| *p != id) {
-                        state.plugins.remove(&prev);
-                        claims.release(&prev);
-                        report.removed.push(prev);
-                    }
-                    claims.claim(&plugin);
-                    match state.plugins.insert(id.clone(), plugin.clone()) {
-                        Some(old) if Arc::ptr_eq(&old, &plugin) => report.unchanged += 1,
-                        Some(old) => {
-                            tracing::info!(plugin = %id, from = %old.manifest.version, to = %new_version, "plugin hot-swapped");
-                            report.replaced.push((id, old.manifest.version.to_string(), new_version));
-                        }
-                        None => {
-                            tracing::info!(plugin = %id, version = %new_version, "plugin loaded");
-                            report.added.push((id, new_version));
-                        }
-                    }
+                Ok(Loaded::Starting(w)) => {
+                    claims.claim_pending(&w.id, &w.manifest);
+                    starting.push((attempt, *w));
                 }
-                Err((err, lib_file)) => {
-                    // Record what the files were BEFORE the check: if the bundle was being
-                    // written meanwhile, the next scan sees it changed and checks it again.
-                    entry.fingerprint = before;
-                    if lib_file.is_some() {
-                        entry.library_file = lib_file;
-                    }
-                    let key = (err.stage, err.message.clone());
-                    if entry.last_error.as_ref() != Some(&key) {
-                        tracing::warn!(bundle = %path.display(), stage = err.stage.as_str(), error = %err.message, "bundle rejected; keeping the last good state");
-                        entry.last_error = Some(key);
-                        report.rejected.push(err);
-                    }
-                }
+                Ok(Loaded::Ready(plugin)) => Self::settle(state, claims, &mut out, attempt, Ok(plugin)),
+                Err(e) => Self::settle(state, claims, &mut out, attempt, Err(e)),
             }
         }
+        Self::settle_workers(state, claims, &mut out, starting);
+        let Settled { report, accepted } = out;
         // One write (and fsync) of the rollback record per scan, before the host publishes
         // the new catalog, so no call reaches a version the record does not hold yet.
         if let Some(store) = &self.settings.verify.rollback

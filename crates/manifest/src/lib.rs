@@ -15,7 +15,8 @@
 //!   [`verify`], [`KeyPair`], [`sign`]), interoperable with the `minisign` tool.
 //! - **Adapters** ([`AdapterSpec`], [`InvokeSpec`], [`Template`]): a bundle whose tools run a
 //!   command or make an HTTP request, described entirely in its signed manifest.
-//! - **Checksums**: [`sha256_hex`] of library bytes, as written in `artifact.sha256`.
+//! - **Checksums**: [`sha256_hex`] of library bytes, as written in `artifact.sha256` ([`Sha256Stream`]
+//!   for bytes hashed piece by piece).
 //! - **Secret sources**: [`SecretRef`] (`{ env: NAME }` or `{ file: PATH }`) and its
 //!   [`SecretRef::resolve`], the crate's one I/O function, run only when a caller asks.
 //!
@@ -44,7 +45,7 @@ pub use adapter::{
     check_base_url, value_text,
 };
 pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
-pub use checksum::sha256_hex;
+pub use checksum::{Sha256Stream, sha256_hex};
 pub use config::{
     ApprovalMode, AuthConfig, BearerToken, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig,
     JwtConfig, KeySource, LogFormatConfig, NameConflicts, OtlpConfig, Profile, Revocations, RouterConfig,

@@ -12,7 +12,8 @@
 //! Also reads the server's own CPU time per call (`/proc/PID/stat` utime + stime, in the
 //! kernel's 100 Hz ticks, over the sequential phase) and its peak RSS (`VmHWM` of
 //! `/proc/PID/status`, just before it is told to exit). `--json` adds one JSON line with every
-//! figure (what `cargo xtask bench` reads); `--init-only` stops after `initialize`.
+//! figure (what `cargo xtask bench` reads); `--init-only` stops after `initialize` and the first
+//! `tools/list` (timing both from the spawn).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -66,12 +67,22 @@ fn main() {
     send(&mut input, &json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
     let pid = child.id();
     if init_only {
+        // Then the first tools/list, as a client sends it right after initializing.
+        send(&mut input, &json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+        let list = read(&mut output);
+        let listed = spawned.elapsed();
+        let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
+        assert!(tools > 0, "{list}");
         let hwm = peak_rss_kib(pid);
         drop(input);
         let _ = child.wait();
-        println!("{}: spawn->initialized {:.1} ms | peak RSS {} KiB", command[0], ready.as_secs_f64() * 1e3, hwm);
+        let (init_ms, list_ms) = (ready.as_secs_f64() * 1e3, listed.as_secs_f64() * 1e3);
+        println!(
+            "{}: spawn->initialized {init_ms:.1} ms | spawn->first tools/list {list_ms:.1} ms ({tools} tools) | peak RSS {hwm} KiB",
+            command[0]
+        );
         if as_json {
-            println!("{}", json!({"init_ms": ready.as_secs_f64() * 1e3, "peak_rss_kib": hwm}));
+            println!("{}", json!({"init_ms": init_ms, "list_ms": list_ms, "tools": tools, "peak_rss_kib": hwm}));
         }
         return;
     }

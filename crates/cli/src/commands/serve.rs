@@ -172,7 +172,20 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         settings.profile(a.profile.as_deref())?;
     }
     let auth = if a.http.is_some() { authenticator(&settings)? } else { None };
-    let (host, first_scan) = settings.start_host_reporting()?;
+    // The async runtime starts on another thread while this one runs the first scan
+    // (verification, loads, worker starts; on this thread because upstream servers are tied to
+    // the life of the thread that starts them). Nothing is served before both are done, so the
+    // first `tools/list` is complete.
+    let (scan, rt) = std::thread::scope(|scope| {
+        let rt = scope.spawn(|| tokio::runtime::Builder::new_multi_thread().enable_all().build());
+        let scan = settings.start_host_reporting();
+        (scan, rt.join())
+    });
+    let (host, first_scan) = scan?;
+    let rt = match rt {
+        Ok(rt) => rt.context("cannot start the async runtime")?,
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
     // Metrics are on whenever something can read them: the HTTP transport or `--metrics`.
     let metrics = (a.http.is_some() || a.metrics.is_some()).then(|| Arc::new(Metrics::new()));
     // The operator dashboard, on the HTTP transport.
@@ -184,8 +197,6 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         watch_host(m, dashboard.as_ref(), &host, &first_scan);
     }
     let metrics_auth = if a.metrics.is_some() && a.http.is_none() { authenticator(&settings)? } else { None };
-    let rt =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     let result = rt.block_on(async {
         let (changes_tx, changes) = watch::channel(host.catalog());
         host.on_change(move |_, catalog| {

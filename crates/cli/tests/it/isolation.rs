@@ -561,3 +561,68 @@ async fn host_services_cross_the_worker_boundary() {
     assert!(seen.iter().any(|l| l.starts_with("progress: 1/Some(2.0) half way")), "{seen:?}");
     assert!(seen.iter().any(|l| l.contains("Proceed?")), "{seen:?}");
 }
+
+/// The marker plugin's manifest under another plugin id (its library still embeds
+/// `marker-plugin`, so loading it fails the embedded-manifest check; it claims the same names).
+fn impostor_manifest() -> String {
+    std::fs::read_to_string(quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml"))
+        .unwrap()
+        .replacen("id: marker-plugin", "id: impostor", 1)
+}
+
+/// Workers start in parallel with the rest of a scan, but the scan decides as if it had waited
+/// for each in turn: a worker plugin that loads keeps the names it claimed first, and a newer
+/// in-process bundle claiming one of them is refused naming it.
+#[test]
+fn a_newer_bundle_cannot_take_the_names_of_a_worker_still_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let key = TestKey::generate();
+    let lib = plugin_library(MARKER, &[]);
+    write_bundle(&plugins.join("marker"), MARKER, &lib, None, Some(&key));
+    std::thread::sleep(Duration::from_millis(20));
+    let manifest = impostor_manifest().replacen("id: impostor", "id: late", 1);
+    write_bundle(&plugins.join("a-late"), MARKER, &lib, Some(&manifest), Some(&key));
+    let mut isolation = IsolationPolicy { default: Some(Isolation::InProcess), ..IsolationPolicy::default() };
+    isolation.plugins.insert(MARKER.into(), Isolation::Process);
+    isolation.worker = Some(worker_settings());
+    let host = host_with(&plugins, &key, isolation);
+    let report = host.rescan();
+    assert_eq!(report.added, vec![(MARKER.to_owned(), "0.1.0".to_owned())], "{report:#?}");
+    assert_eq!(report.rejected.len(), 1, "{report:#?}");
+    let e = &report.rejected[0];
+    assert_eq!(e.stage.as_str(), "catalog");
+    assert!(e.message.contains("`marker_echo` is already served by plugin `marker-plugin`"), "{}", e.message);
+    let catalog = host.catalog();
+    assert_eq!(catalog.resolve("marker_echo").map(|r| r.plugin.id().to_owned()).as_deref(), Some(MARKER));
+    let served = catalog.resolve("marker_echo").unwrap().plugin;
+    assert!(matches!(served.backend.dispatch(0), quiver_catalog::Dispatch::Remote), "not the worker's entry");
+}
+
+/// A worker that fails to load gives back the names it claimed while starting: a newer bundle
+/// claiming them in the same scan loads, exactly as when the scan waited for the worker first.
+#[test]
+fn names_claimed_by_a_worker_that_fails_go_to_the_next_bundle_of_the_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let key = TestKey::generate();
+    let lib = plugin_library(MARKER, &[]);
+    write_bundle(&plugins.join("impostor"), MARKER, &lib, Some(&impostor_manifest()), Some(&key));
+    std::thread::sleep(Duration::from_millis(20));
+    write_bundle(&plugins.join("marker"), MARKER, &lib, None, Some(&key));
+    let mut isolation = IsolationPolicy { default: Some(Isolation::InProcess), ..IsolationPolicy::default() };
+    isolation.plugins.insert("impostor".into(), Isolation::Process);
+    isolation.worker = Some(worker_settings());
+    let host = host_with(&plugins, &key, isolation);
+    let report = host.rescan();
+    assert_eq!(report.added, vec![(MARKER.to_owned(), "0.1.0".to_owned())], "{report:#?}");
+    assert_eq!(report.rejected.len(), 1, "{report:#?}");
+    assert_eq!(report.rejected[0].stage.as_str(), "embedded-manifest", "{:#?}", report.rejected[0]);
+    assert!(report.rejected[0].bundle.starts_with(plugins.join("impostor")), "{:#?}", report.rejected[0]);
+    let catalog = host.catalog();
+    assert_eq!(catalog.resolve("marker_echo").map(|r| r.plugin.id().to_owned()).as_deref(), Some(MARKER));
+    // A rescan keeps the marker plugin serving.
+    let again = host.rescan();
+    assert!(!again.changed(), "{again:#?}");
+    assert_eq!(host.catalog().resolve("marker_echo").map(|r| r.plugin.id().to_owned()).as_deref(), Some(MARKER));
+}
