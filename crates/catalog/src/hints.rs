@@ -122,6 +122,10 @@ impl RepeatGuard {
     /// `Some(message)` when this exact call already failed [`MAX_IDENTICAL_FAILURES`] times: it
     /// must not run again.
     pub fn refusal(&self, tool: &str, arguments: &Value) -> Option<String> {
+        // The common case, no failure recorded, costs no fingerprint.
+        if self.failures.is_empty() {
+            return None;
+        }
         let fp = fingerprint(arguments);
         let (_, _, n) = self.failures.iter().find(|(t, f, _)| t == tool && *f == fp)?;
         (*n >= MAX_IDENTICAL_FAILURES).then(|| {
@@ -188,6 +192,9 @@ impl RepeatGuard {
     /// Forgets the failures of a call that has now succeeded (or of every call of `tool` with
     /// these arguments).
     pub fn record_success(&mut self, tool: &str, arguments: &Value) {
+        if self.failures.is_empty() {
+            return;
+        }
         let fp = fingerprint(arguments);
         self.failures.retain(|(t, f, _)| !(t == tool && *f == fp));
     }

@@ -1,7 +1,9 @@
 //! The streamable HTTP transport: `rmcp`'s session-managing service at `/mcp`, served with
 //! axum. `rmcp` checks `Host` and `Origin` (403 for anything but the allowed ones: loopback by
 //! default); a layer in front of it answers bodies that are too large or not JSON-RPC with a
-//! JSON-RPC error, so every client sees a protocol error rather than a plain-text one.
+//! JSON-RPC error, so every client sees a protocol error rather than a plain-text one. A body
+//! is parsed once, by `rmcp`; the layer reads the bytes again only to word the error of one
+//! `rmcp` refused.
 //!
 //! Operations: `GET /metrics` is the Prometheus text exposition of the router's
 //! [`quiver_telemetry::Metrics`], behind the same authentication as `/mcp` (404 when metrics
@@ -42,7 +44,7 @@ use quiver_telemetry::Metrics;
 
 use crate::auth::{AuthFailure, Authenticator, Principal};
 use crate::dashboard::{self, Dashboard, UiState};
-use crate::http_sessions::QuiverSessions;
+use crate::http_sessions::{QuiverSessions, Refused};
 use crate::wire::{Refusal, error_json, parse, too_large};
 use crate::{QuiverServer, SessionStore};
 
@@ -101,6 +103,7 @@ pub async fn serve_metrics_on(
         max_sessions: 1,
         owners: Mutex::new(HashMap::new()),
         store: None,
+        max_bytes: 0,
     });
     let app = axum::Router::new()
         .route(METRICS_PATH, axum::routing::get(metrics_page).with_state(Some(metrics)))
@@ -229,7 +232,6 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     let sessions = Arc::new(sessions);
     let manager = Arc::new(QuiverSessions { local: sessions.clone() });
     let service = StreamableHttpService::new(move || Ok(factory.connection()), manager, config);
-    let known_sessions = KnownSessions { local: sessions.clone(), store: store.clone() };
     let gate = Arc::new(Gate {
         auth: opts.auth.clone(),
         client_hint: loopback && opts.auth.is_none(),
@@ -237,6 +239,7 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         max_sessions: opts.max_sessions.max(1),
         owners: Mutex::new(HashMap::new()),
         store,
+        max_bytes,
     });
     let metadata = axum::routing::get(resource_metadata).with_state(gate.clone());
     let mut operator = axum::Router::new()
@@ -258,10 +261,9 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     } else {
         operator
     };
+    // One layer in front of rmcp: authentication first, then sessions, then the body.
     let app = axum::Router::new()
         .route_service(MCP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(max_bytes, check_body))
-        .layer(axum::middleware::from_fn_with_state(known_sessions, check_delete))
         .layer(axum::middleware::from_fn_with_state(gate.clone(), admit))
         .route(RESOURCE_METADATA_PATH, metadata.clone())
         .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), metadata)
@@ -287,6 +289,8 @@ struct Gate {
     /// The session store, where sessions this instance did not open are found with their
     /// principal.
     store: Option<Arc<SessionStore>>,
+    /// Largest request body (`max_message_bytes`).
+    max_bytes: usize,
 }
 
 impl Gate {
@@ -393,53 +397,22 @@ async fn metrics_page(State(metrics): State<Option<Arc<Metrics>>>) -> Response {
         .unwrap_or_default()
 }
 
+/// The one middleware in front of `rmcp` at `/mcp`: authentication (before anything else),
+/// session ownership and the session cap, DELETE of an unknown session, then the body.
 async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
     let principal = match authenticate(&gate, &request) {
         Ok(p) => p,
         Err(refused) => return *refused,
     };
+    let who = principal.as_ref().map_or("", |p| p.name.as_str());
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let who = principal.as_ref().map(|p| p.name.clone()).unwrap_or_default();
     match &session {
         Some(id) => {
-            // A session is its opener's: another principal holding its id gets "no such session".
-            let mut owner = gate.owners.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned();
-            // With a store other instances share, every request reads its session's record:
-            // a session opened elsewhere names its principal there, one deleted elsewhere is
-            // gone, and the session takes the loaded set another instance wrote (the record
-            // travels to it in the request's extensions; one store read per request).
-            // (An id no session could have is not looked up: it reaches rmcp, which answers 404.)
-            let shared_store = gate.store.as_ref().filter(|s| s.is_shared() && crate::valid_session_key(id));
-            let local_only = owner.is_none() && gate.auth.is_some() && crate::valid_session_key(id);
-            if let Some(store) = shared_store.or(gate.store.as_ref().filter(|_| local_only)) {
-                match store.load(id).await {
-                    Ok(Some(record)) => {
-                        if owner.is_none() {
-                            owner = Some(record.principal.clone().unwrap_or_default());
-                            if owner.as_deref() == Some(who.as_str()) {
-                                gate.owners.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), who.clone());
-                            }
-                        }
-                        request.extensions_mut().insert(StoreRecord(Arc::new(record)));
-                    }
-                    Ok(None) if shared_store.is_some() => {
-                        // Ended elsewhere (DELETE on another instance) or expired.
-                        let known = gate.sessions.sessions.read().await.contains_key(id.as_str());
-                        if known {
-                            let _ = rmcp::transport::streamable_http_server::session::SessionManager::close_session(
-                                &*gate.sessions,
-                                &id.clone().into(),
-                            )
-                            .await;
-                        }
-                        return plain_error(StatusCode::NOT_FOUND, "no such session");
-                    }
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(error = %e, "could not read the session store"),
-                }
+            if let Err(refused) = gate.check_owner(id, who, &mut request).await {
+                return refused;
             }
-            if gate.auth.is_some() && owner.as_deref() != Some(who.as_str()) {
-                return plain_error(StatusCode::NOT_FOUND, "no such session");
+            if request.method() == Method::DELETE && !gate.knows(id).await {
+                return unknown_session();
             }
         }
         None if request.method() == Method::POST => {
@@ -454,9 +427,11 @@ async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         }
         None => {}
     }
+    // The opener of a session this request may start.
+    let opener = session.is_none().then(|| who.to_owned());
     request.extensions_mut().insert(HttpIdentity { principal, client_hint: gate.client_hint });
-    let response = next.run(request).await;
-    if session.is_none()
+    let response = check_body(gate.max_bytes, request, next).await;
+    if let Some(opener) = opener
         && let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
     {
         let live = gate.sessions.sessions.read().await;
@@ -465,9 +440,72 @@ async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         if owners.len() > gate.max_sessions {
             owners.retain(|k, _| live.keys().any(|s| s.as_ref() == k.as_str()));
         }
-        owners.insert(id.to_owned(), who);
+        owners.insert(id.to_owned(), opener);
     }
     response
+}
+
+impl Gate {
+    /// A session is its opener's: another principal holding its id gets "no such session".
+    /// With a store other instances share, every request reads its session's record: a
+    /// session opened elsewhere names its principal there, one deleted elsewhere is gone, and
+    /// the session takes the loaded set another instance wrote (the record travels to it in
+    /// the request's extensions; one store read per request). An id no session could have is
+    /// not looked up: it reaches rmcp, which answers 404.
+    async fn check_owner(&self, id: &str, who: &str, request: &mut Request) -> Result<(), Response> {
+        let mut owned = self.owners.lock().unwrap_or_else(|e| e.into_inner()).get(id).map(|o| o == who);
+        let shared_store = self.store.as_ref().filter(|s| s.is_shared() && crate::valid_session_key(id));
+        let local_only = owned.is_none() && self.auth.is_some() && crate::valid_session_key(id);
+        if let Some(store) = shared_store.or(self.store.as_ref().filter(|_| local_only)) {
+            match store.load(id).await {
+                Ok(Some(record)) => {
+                    if owned.is_none() {
+                        let mine = record.principal.as_deref().unwrap_or_default() == who;
+                        if mine {
+                            self.owners.lock().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), who.to_owned());
+                        }
+                        owned = Some(mine);
+                    }
+                    request.extensions_mut().insert(StoreRecord(Arc::new(record)));
+                }
+                Ok(None) if shared_store.is_some() => {
+                    // Ended elsewhere (DELETE on another instance) or expired.
+                    let known = self.sessions.sessions.read().await.contains_key(id);
+                    if known {
+                        let _ = rmcp::transport::streamable_http_server::session::SessionManager::close_session(
+                            &*self.sessions,
+                            &id.to_owned().into(),
+                        )
+                        .await;
+                    }
+                    return Err(plain_error(StatusCode::NOT_FOUND, "no such session"));
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "could not read the session store"),
+            }
+        }
+        if self.auth.is_some() && owned != Some(true) {
+            return Err(plain_error(StatusCode::NOT_FOUND, "no such session"));
+        }
+        Ok(())
+    }
+
+    /// Whether a session exists: on this instance, else in the store.
+    async fn knows(&self, id: &str) -> bool {
+        if self.sessions.sessions.read().await.contains_key(id) {
+            return true;
+        }
+        match &self.store {
+            Some(store) => match store.load(id).await {
+                Ok(record) => record.is_some(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the session store");
+                    false
+                }
+            },
+            None => false,
+        }
+    }
 }
 
 /// Accepts connections up to a cap; each is closed when idle (see [`IdleIo`]).
@@ -577,54 +615,29 @@ fn json_rpc_error(status: StatusCode, refusal: Refusal) -> Response {
     response.body(Body::from(body)).unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
-/// Where `check_delete` looks for a session: this instance's, then the store.
-#[derive(Clone)]
-struct KnownSessions {
-    local: Arc<LocalSessionManager>,
-    store: Option<Arc<SessionStore>>,
-}
-
-impl KnownSessions {
-    async fn knows(&self, id: &str) -> bool {
-        if self.local.sessions.read().await.contains_key(id) {
-            return true;
-        }
-        match &self.store {
-            Some(store) => match store.load(id).await {
-                Ok(record) => record.is_some(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not read the session store");
-                    false
-                }
-            },
-            None => false,
-        }
-    }
-}
-
 /// DELETE of a session that does not exist (never did, or already ended) is 404, as the
-/// streamable HTTP transport specifies; `rmcp` answers 202 to any DELETE. A session only the
+/// streamable HTTP transport specifies (`rmcp` answers 202 to any DELETE); a session only the
 /// store knows is deleted there (rmcp deletes its records).
-async fn check_delete(State(sessions): State<KnownSessions>, request: Request, next: Next) -> Response {
-    if request.method() == Method::DELETE
-        && let Some(id) = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
-        && !sessions.knows(id).await
-    {
-        let refusal = Refusal {
-            id: None,
-            error: rmcp::model::ErrorData::invalid_request(
-                "Session not found: it never existed or has already ended; start a new one with initialize",
-                None,
-            ),
-        };
-        return json_rpc_error(StatusCode::NOT_FOUND, refusal);
-    }
-    next.run(request).await
+fn unknown_session() -> Response {
+    let refusal = Refusal {
+        id: None,
+        error: rmcp::model::ErrorData::invalid_request(
+            "Session not found: it never existed or has already ended; start a new one with initialize",
+            None,
+        ),
+    };
+    json_rpc_error(StatusCode::NOT_FOUND, refusal)
 }
 
 /// Answers JSON POST bodies that are too large or not a JSON-RPC message with a JSON-RPC
 /// error (413 / 400); passes everything else to `rmcp` unchanged.
-async fn check_body(State(max_bytes): State<usize>, request: Request, next: Next) -> Response {
+///
+/// The body is parsed once, by `rmcp`. Only when `rmcp` does not accept it (any status but
+/// 2xx) or the session manager stopped it (a standard method with parameters that do not fit,
+/// see [`Refused`]) are the kept bytes read again here, to answer with the JSON-RPC error the
+/// message deserves (what a body that is not JSON-RPC gets takes precedence over `rmcp`'s own
+/// refusals, such as an unknown session).
+async fn check_body(max_bytes: usize, request: Request, next: Next) -> Response {
     let is_json = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -633,15 +646,32 @@ async fn check_body(State(max_bytes): State<usize>, request: Request, next: Next
     if request.method() != Method::POST || !is_json {
         return next.run(request).await;
     }
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, max_bytes).await {
         Ok(b) => b,
         Err(_) => {
             return json_rpc_error(StatusCode::PAYLOAD_TOO_LARGE, Refusal { id: None, error: too_large(max_bytes) });
         }
     };
+    let refused = Refused::default();
+    parts.extensions.insert(refused.clone());
+    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    if response.status().is_success() && !refused.is_set() {
+        return response;
+    }
     match parse(&bytes) {
-        Ok(Some(_)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Ok(Some(_)) if !refused.is_set() => response,
+        // Stopped by the session manager: `parse` names why (it always refuses such a request).
+        Ok(Some(_)) => json_rpc_error(
+            StatusCode::BAD_REQUEST,
+            Refusal {
+                id: None,
+                error: rmcp::model::ErrorData::invalid_params(
+                    "Invalid params: they do not match the method's parameters",
+                    None,
+                ),
+            },
+        ),
         // A notification or response too broken to read: accepted and ignored, as JSON-RPC asks.
         Ok(None) => Response::builder().status(StatusCode::ACCEPTED).body(Body::empty()).unwrap_or_default(),
         Err(refusal) => json_rpc_error(StatusCode::BAD_REQUEST, refusal),

@@ -4,11 +4,19 @@
 //! its state in the [`crate::SessionStore`] by the id the client holds. A replayed
 //! `initialize` (rmcp's cross-instance restore) goes through the same path, with rmcp's
 //! `SessionRestoreMarker` next to it.
+//!
+//! Bodies are parsed once, by `rmcp`. A standard method whose parameters do not fit its type
+//! reaches the session manager as a custom request (which the handler would answer "method not
+//! found"); [`QuiverSessions::create_stream`] stops it there, unsent, and marks the request's
+//! [`Refused`] flag, from which the HTTP layer answers `-32602` with status 400.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use futures_core::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
@@ -17,6 +25,43 @@ use rmcp::transport::streamable_http_server::session::{
 /// The `Mcp-Session-Id` of the session an `initialize` starts (an extension of the request).
 #[derive(Debug, Clone)]
 pub struct HttpSessionId(pub SessionId);
+
+/// Set when the session manager stopped a request whose parameters do not fit its standard
+/// method (an extension of the HTTP request; see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Refused(pub(crate) Arc<AtomicBool>);
+
+impl Refused {
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// True for a request `rmcp` read as a custom request although its method is a standard one.
+fn misread_standard_request(message: &ClientJsonRpcMessage) -> bool {
+    matches!(message, ClientJsonRpcMessage::Request(r)
+        if matches!(&r.request, ClientRequest::CustomRequest(c) if crate::wire::is_standard_request(&c.method)))
+}
+
+/// The flag the HTTP layer put on the request this message came in.
+fn refused_flag(message: &ClientJsonRpcMessage) -> Option<&Refused> {
+    let ClientJsonRpcMessage::Request(r) = message else { return None };
+    r.request.extensions().get::<axum::http::request::Parts>()?.extensions.get::<Refused>()
+}
+
+/// A request's response stream: the session's, or none for a request stopped before it.
+pub(crate) struct Answer<S>(Option<S>);
+
+impl<S: Stream + Unpin> Stream for Answer<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        match self.0.as_mut() {
+            Some(s) => Pin::new(s).poll_next(cx),
+            None => Poll::Ready(None),
+        }
+    }
+}
 
 /// [`LocalSessionManager`] that tags each session's `initialize` with its id.
 pub(crate) struct QuiverSessions {
@@ -53,7 +98,13 @@ impl SessionManager for QuiverSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        SessionManager::create_stream(&*self.local, id, message).await
+        if misread_standard_request(&message)
+            && let Some(flag) = refused_flag(&message)
+        {
+            flag.0.store(true, Ordering::Release);
+            return Ok(Answer(None));
+        }
+        Ok(Answer(Some(SessionManager::create_stream(&*self.local, id, message).await?)))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {

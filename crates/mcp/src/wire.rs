@@ -64,6 +64,11 @@ const STANDARD_REQUESTS: [&str; 13] = [
     "completion/complete",
 ];
 
+/// True for the method of a standard MCP request (client to server).
+pub(crate) fn is_standard_request(method: &str) -> bool {
+    STANDARD_REQUESTS.contains(&method)
+}
+
 /// `rmcp` reads a standard method whose parameters do not fit as a custom request (which would
 /// be answered "method not found"); it is a request with invalid parameters (`-32602`).
 fn bad_params(c: &CustomRequest) -> Option<ErrorData> {

@@ -82,6 +82,40 @@ async fn origins_and_hosts_are_checked() {
     shutdown.cancel();
 }
 
+/// Bodies are parsed once, by rmcp; the errors of the ones it refuses keep their JSON-RPC form
+/// whichever path refused them: no session yet, an unknown session, or a live one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_rmcp_refuses_still_get_json_rpc_errors() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let (addr, shutdown) = start(&f).await;
+    let live = open_session(addr, "live").await;
+    let bad_initialize = br#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{}}"#;
+    let bad_call = br#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":{}}}"#;
+    for (session, body, id) in [
+        (None, &bad_initialize[..], 5),
+        (Some("no-such-session"), &bad_call[..], 6),
+        (Some(live.as_str()), &bad_call[..], 6),
+        (None, &b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":"[..], -1),
+    ] {
+        let mut headers = vec![JSON, ACCEPT];
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        let (status, h, reply) = http(addr, "POST", &headers, body).await;
+        let text = String::from_utf8_lossy(&reply);
+        assert_eq!(status, 400, "{session:?} {text}");
+        assert_eq!(header(&h, "content-type"), Some("application/json"), "{text}");
+        let m: Value = serde_json::from_slice(&reply).expect("a JSON-RPC error body");
+        let (code, want_id) = if id < 0 { (-32700, Value::Null) } else { (-32602, json!(id)) };
+        assert_eq!(m["error"]["code"], code, "{m}");
+        assert_eq!(m["id"], want_id, "{m}");
+    }
+    // The live session never saw the refused call and still answers.
+    let r = rpc(addr, &live, 8, "tools/list", json!({})).await;
+    assert!(r["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{r}");
+    shutdown.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected() {
     let options = ServerOptions { max_message_bytes: 2048, ..ServerOptions::default() };
