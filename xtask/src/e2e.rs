@@ -105,6 +105,12 @@ pub fn run(ws: &Workspace) -> Result<()> {
     let python = python(ws)?;
     let dir = ws.target_dir()?.join("e2e");
     fs::create_dir_all(&dir)?;
+    // Every run starts as a first start, as on a fresh clone: the rollback record an earlier run
+    // left in the state folder would refuse a rebuilt library of the same version (`strict`).
+    let state = dir.join(".quiver-state");
+    if state.exists() {
+        fs::remove_dir_all(&state).with_context(|| format!("cannot clear {}", state.display()))?;
+    }
     let root = make_root(&dir)?;
     let plugins = copy_bundle(ws, &dir)?;
     let config = write_config(ws, &dir, &plugins, &root)?;
