@@ -1,7 +1,7 @@
 //! Per-call trace records: what a call hands the trace exporter, and the queue it goes through.
 //!
 //! Trace export is "record, don't build": on the call path a call with export on keeps a
-//! fixed-size [`CallTrace`] (one `Instant` per stage boundary, the call's typed attributes, the
+//! fixed-size [`CallTrace`] (one raw clock-counter read per stage boundary, the call's typed attributes, the
 //! client's `traceparent` as sent) and hands it at its end to [`TraceExport::send`], a bounded
 //! non-blocking queue (full: the record is dropped and counted; a call never waits). The
 //! exporter thread (`otlp.rs`, feature `otlp`) turns records into OpenTelemetry spans with
@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use quiver_abi::Status;
 
@@ -105,8 +105,13 @@ impl HostTrips {
 pub struct CallTrace {
     lane: Lane,
     parent: Option<TraceParent>,
-    /// `marks[0]`: the call started; `marks[i]`: stage `i - 1` ended.
-    marks: [Instant; TRACE_STAGES.len() + 1],
+    /// When the call started (the pipeline's own clock read).
+    started: Instant,
+    /// Raw reads of the process's [`quanta::Clock`] (the TSC where it is stable: a few ns each,
+    /// against ~20 ns for `Instant::now`): `marks[0]` when the record started, `marks[i]` when
+    /// stage `i - 1` ended. Turned into times only by the exporter ([`CallTrace::stages`]).
+    marks: [u64; TRACE_STAGES.len() + 1],
+    clock: &'static quanta::Clock,
     /// How many of `marks` are set (at least 1).
     reached: u8,
     host: Vec<HostTrip>,
@@ -120,10 +125,13 @@ pub struct CallTrace {
 impl CallTrace {
     /// The record of a call of `lane` that started at `started`, under the client's `parent`.
     pub fn start(lane: Lane, started: Instant, parent: Option<TraceParent>) -> CallTrace {
+        let clock = clock();
         CallTrace {
             lane,
             parent,
-            marks: [started; TRACE_STAGES.len() + 1],
+            started,
+            marks: [clock.raw(); TRACE_STAGES.len() + 1],
+            clock,
             reached: 1,
             host: Vec::new(),
             tool: None,
@@ -138,7 +146,7 @@ impl CallTrace {
     #[inline]
     pub fn stage_done(&mut self) {
         if let Some(m) = self.marks.get_mut(self.reached as usize) {
-            *m = Instant::now();
+            *m = self.clock.raw();
             self.reached += 1;
         }
     }
@@ -188,15 +196,23 @@ impl CallTrace {
     }
     /// When the call started.
     pub fn started(&self) -> Instant {
-        self.marks[0]
+        self.started
+    }
+    /// The time of a raw mark: the call's start plus the clock's delta since `marks[0]`.
+    fn at(&self, raw: u64) -> Instant {
+        self.started + Duration::from_nanos(self.clock.delta_as_nanos(self.marks[0], raw))
     }
     /// When the call ended (its last stage boundary).
     pub fn ended(&self) -> Instant {
-        self.marks[self.reached as usize - 1]
+        self.at(self.marks[self.reached as usize - 1])
     }
     /// The stages the call went through: name, start, end.
     pub fn stages(&self) -> impl Iterator<Item = (&'static str, Instant, Instant)> + '_ {
-        TRACE_STAGES.iter().zip(self.marks.windows(2)).take(self.reached as usize - 1).map(|(n, w)| (*n, w[0], w[1]))
+        TRACE_STAGES
+            .iter()
+            .zip(self.marks.windows(2))
+            .take(self.reached as usize - 1)
+            .map(|(n, w)| (*n, self.at(w[0]), self.at(w[1])))
     }
     /// The host-service round trips.
     pub fn host_trips(&self) -> &[HostTrip] {
@@ -231,6 +247,7 @@ impl TraceExport {
     /// A queue of `capacity` records and its receiving end (the exporter's, or a test's).
     #[doc(hidden)]
     pub fn channel(capacity: usize) -> (TraceExport, Receiver<TraceMessage>) {
+        clock(); // calibrated here, not on the first traced call
         let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
         (TraceExport { tx, dropped: Arc::new(AtomicU64::new(0)) }, rx)
     }
@@ -257,6 +274,12 @@ impl TraceExport {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.tx.send(TraceMessage::Flush(tx)).is_ok() && rx.recv().is_ok()
     }
+}
+
+/// The clock trace records read their stage boundaries from (calibrated once per process).
+fn clock() -> &'static quanta::Clock {
+    static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+    CLOCK.get_or_init(quanta::Clock::new)
 }
 
 /// The process's trace export, set once by [`crate::init`] when an OTLP endpoint is configured.
