@@ -101,6 +101,35 @@ fn sense_words(sense: &str) -> Option<Vec<&str>> {
     (!words.is_empty() && words.len() <= MAX_SENSE_WORDS).then_some(words)
 }
 
+/// English function words: a Chinese word whose first sense is made of these only (`是` `is;
+/// are; am; yes; to be`, `可以` `can; may; possible`, `这个` `this`) is a function word in a request.
+const FUNCTION_GLOSS: &[&str] = &[
+    "a", "am", "an", "are", "at", "be", "can", "could", "have", "he", "in", "is", "it", "may", "must", "not", "of",
+    "on", "she", "should", "that", "the", "these", "they", "this", "those", "to", "we", "what", "when", "where",
+    "which", "who", "will", "would", "you",
+];
+
+/// True when the first sense of a word (before `;` or `/`), without its parenthesised remarks,
+/// is English function words only.
+fn is_function_gloss(senses: &str) -> bool {
+    let first = senses.split(['/', ';']).next().unwrap_or("");
+    let mut depth = 0usize;
+    let plain: String = first
+        .chars()
+        .filter(|&c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => return depth == 0,
+            }
+            false
+        })
+        .collect();
+    let mut words = plain.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty()).peekable();
+    // Case counts: `May` (五月) is a month, not the verb.
+    words.peek().is_some() && words.all(|w| FUNCTION_GLOSS.contains(&w))
+}
+
 /// True when a sense describes a grammatical use rather than a meaning: particles, aspect
 /// markers, `(used after a verb) ...`. A word with such a sense (`的`, `了`, `把`, `一下`) is a
 /// function word in a request.
@@ -139,7 +168,7 @@ pub fn convert(text: &str) -> Result<String> {
         let senses = senses.trim_end().trim_end_matches('/');
         // A short word with a grammatical sense is a function word: kept (without English) so
         // that segmentation still cuts it off, never translated.
-        if n <= 2 && senses.split('/').any(is_grammar_sense) {
+        if n <= 2 && (senses.split('/').any(is_grammar_sense) || is_function_gloss(senses)) {
             function_words.insert(simp);
             continue;
         }
@@ -214,6 +243,10 @@ mod tests {
              網頁 网页 [wang3 ye4] /web page/\n\
              轉換 转换 [zhuan3 huan4] /to change/to switch/to convert/to transform/\n\
              粒子 粒子 [li4 zi3] /grain/granule/(physics) particle/\n\
+             是 是 [shi4] /is; are; am; yes; to be/\n\
+             可以 可以 [ke3 yi3] /can; may; possible; able to/not bad; pretty good/\n\
+             沒 没 [mei2] /(negative prefix for verbs) have not; not/\n\
+             在 在 [zai4] /to exist; to be alive/(of sb or sth) to be (located) at/\n\
              大廈 大厦 [da4 sha4] /large building/edifice/mansion/(used in the names of grand buildings)/\n",
         );
         for _ in 0..10_000 {
@@ -225,6 +258,10 @@ mod tests {
         assert!(lines.contains(&"转换 change switch convert transform"), "{lines:?}");
         assert!(lines.contains(&"粒子 grain granule particle"), "physics is not grammar: {lines:?}");
         assert!(lines.contains(&"大厦 large building edifice mansion"), "naming is not grammar: {lines:?}");
+        for w in ["是", "可以", "没"] {
+            assert!(lines.contains(&w), "a first sense of function words only: {w} in {lines:?}");
+        }
+        assert!(lines.contains(&"在 exist alive"), "{lines:?}");
         assert!(lines.contains(&"把") && lines.contains(&"了"), "function words alone on a line: {lines:?}");
         assert!(!lines.iter().any(|l| l.starts_with("把 ")), "{lines:?}");
     }

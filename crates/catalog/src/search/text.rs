@@ -631,6 +631,11 @@ mod tests {
         }
         // 把 (`to hold`, and the object marker) and 一下 (`give it a go`) are function words.
         assert!(!got.contains(&"hold") && !got.contains(&"give"), "{got:?}");
+        // 是 (`is; are; am; yes; to be`) and 可以 (`can; may; possible`): a first sense of English
+        // function words only.
+        let mut none = true;
+        zh_translations("是可以的", |_| none = false);
+        assert!(none, "function words translate to nothing");
         // Senses of more than one word and later senses are kept: 网页 → web page, 转换 → convert.
         got.clear();
         zh_translations("转换网页", |e| got.extend(e));
