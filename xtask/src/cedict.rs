@@ -5,9 +5,11 @@
 //!
 //! One line per Chinese word, `word english...`. Bounded on purpose (the file is compiled into
 //! the host): simplified headwords of [`MIN_CHARS`]-[`MAX_CHARS`] Han characters; per word, the
-//! English words of its senses that are one content word (`/movie/film/` → `movie film`), lower
-//! case, at most [`MAX_WORDS`]; senses that are surnames, variants, cross-references, classifiers
-//! or proper names are skipped. The CC-CEDICT licence (CC BY-SA 4.0) is named in the header: the
+//! content words of its senses of one or two words, in sense order (`/movie/film/` → `movie
+//! film`, `/web page/` → `web page`), lower case, at most [`MAX_WORDS`]; senses that are
+//! surnames, variants, cross-references, classifiers or proper names are skipped. Function words
+//! (a grammatical sense, or a first sense of English function words only: `的`, `了`, `是`) come
+//! last, alone on their line. The CC-CEDICT licence (CC BY-SA 4.0) is named in the header: the
 //! generated file is an adaptation and stays under that licence.
 
 use std::collections::{BTreeMap, BTreeSet};
