@@ -926,13 +926,12 @@ impl SearchIndex {
         }
         if cfg.translation_weight > 0.0 {
             let mut buf = String::new();
-            // `ranked`: the English words come in sense order (CC-CEDICT), weighed down along it.
-            let mut add = |english: &'static [&'static str], ranked: bool| {
+            let mut add = |english: &'static [&'static str]| {
                 // Translated filler (`帮` → `help`) weighs as little as written filler.
                 let weight = if english.iter().any(|w| text::is_filler_word(w)) { cfg.filler_weight } else { 1.0 };
                 let mut c = Concept { original: None, weight, alts: Vec::new() };
-                for (i, word) in english.iter().enumerate().filter(|(_, w)| !text::is_stop_word(w)) {
-                    let sense = cfg.translation_weight * if ranked { text::translation_sense_weight(i) } else { 1.0 };
+                for word in english.iter().filter(|w| !text::is_stop_word(w)) {
+                    let sense = cfg.translation_weight;
                     let mut push = |id: u32, weight: f32| {
                         if !originals.contains(&id) && !c.alts.iter().any(|&(t, _)| t == id) {
                             c.alts.push((id, weight));
@@ -961,8 +960,8 @@ impl SearchIndex {
                     concepts.push(c);
                 }
             };
-            text::zh_translations(text, |e| add(e, true));
-            text::ko_translations(text, |e| add(e, false));
+            text::zh_translations(text, &mut add);
+            text::ko_translations(text, &mut add);
         }
         concepts.retain(|c| !c.alts.is_empty());
         concepts

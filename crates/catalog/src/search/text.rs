@@ -369,8 +369,8 @@ const MAX_ZH_WORD: usize = 4;
 /// The English translations of the Chinese words in `text`: each run of Han characters is cut
 /// into dictionary words by [`segment_fewest_words`] (the cut with the fewest words, words of at
 /// most [`MAX_ZH_WORD`] characters), and `f` is called once per word found with its English
-/// words (the content words of its CC-CEDICT senses, in sense order: see
-/// [`translation_sense_weight`]). Function words (particles, aspect markers: `的`, `了`, `把`)
+/// words (the content words of its CC-CEDICT senses, in sense order; all weigh the same: a decay
+/// along the order measured worse on the Chinese query set, `docs/BENCHMARKS.md`). Function words (particles, aspect markers: `的`, `了`, `把`)
 /// are in the dictionary without English, so they are cut off and translate to nothing. The
 /// dictionary is parsed once, on first use.
 pub fn zh_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
@@ -431,14 +431,6 @@ pub fn segment_fewest_words<T: Copy>(
         }
         i += step;
     }
-}
-
-/// The weight of the `i`-th English word of a translated word relative to its first: a
-/// dictionary lists a word's main senses first (`转换` → `change switch convert transform`), so
-/// later words count less but still count.
-pub fn translation_sense_weight(i: usize) -> f32 {
-    const WEIGHTS: [f32; 6] = [1.0, 1.0, 0.8, 0.7, 0.6, 0.5];
-    WEIGHTS.get(i).copied().unwrap_or(0.5)
 }
 
 /// Korean → English query translation from the Korean Learners' Dictionary (한국어기초사전) word
@@ -623,7 +615,7 @@ mod tests {
     }
 
     #[test]
-    fn chinese_function_words_translate_to_nothing_and_senses_rank() {
+    fn chinese_function_words_translate_to_nothing_and_later_senses_count() {
         let mut got: Vec<&str> = Vec::new();
         zh_translations("把这个文件夹重命名一下", |e| got.extend(e));
         for want in ["folder", "rename"] {
@@ -642,8 +634,6 @@ mod tests {
         for want in ["convert", "web", "page"] {
             assert!(got.contains(&want), "{want} in {got:?}");
         }
-        assert!(translation_sense_weight(0) == 1.0 && translation_sense_weight(5) < translation_sense_weight(2));
-        assert!((0..20).all(|i| translation_sense_weight(i + 1) <= translation_sense_weight(i)));
     }
 
     #[test]
