@@ -165,6 +165,8 @@ struct SupState {
     /// Set after `max_crashes`: the reason calls are refused.
     disabled: Option<String>,
     last_exit: Option<String>,
+    /// The first worker is still starting ([`WorkerBackend::start_deferred`]).
+    starting: bool,
 }
 
 struct Supervisor {
@@ -334,7 +336,7 @@ impl Supervisor {
     async fn live(self: &Arc<Self>, deadline: Instant) -> Result<Arc<Proc>, ToolError> {
         loop {
             let notified = self.changed.notified();
-            {
+            let starting = {
                 let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(p) = &st.current
                     && p.shared.alive.load(Ordering::Acquire)
@@ -349,8 +351,16 @@ impl Supervisor {
                     )
                     .with_details(serde_json::json!({ "plugin": self.spec.plugin })));
                 }
-            }
+                st.starting
+            };
             if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
+                if starting {
+                    return Err(ToolError::new(
+                        ErrorCode::TIMEOUT,
+                        format!("plugin `{}`'s worker process is still starting and was not ready before the call's deadline; try again shortly", self.spec.plugin),
+                    )
+                    .retryable());
+                }
                 return Err(ToolError::new(
                     ErrorCode::TIMEOUT,
                     format!("plugin `{}` is restarting after a crash and was not back before the call's deadline; try again shortly", self.spec.plugin),
@@ -536,6 +546,54 @@ impl WorkerBackend {
         Ok((WorkerBackend { sup }, ready))
     }
 
+    /// Starts the worker for `spec` on a thread of its own and returns at once. Calls wait
+    /// (within their deadline) until the worker has loaded the plugin and `check` accepted its
+    /// handshake; if the start or the check fails, calls get `plugin_unavailable` with the
+    /// reason and `failed` is called with it (once, on that thread).
+    pub fn start_deferred(
+        spec: WorkerSpec,
+        settings: WorkerSettings,
+        check: impl FnOnce(&Ready) -> Result<(), String> + Send + 'static,
+        failed: impl FnOnce(String) + Send + 'static,
+    ) -> Result<WorkerBackend, String> {
+        let state = SupState { starting: true, ..SupState::default() };
+        let sup = Arc::new(Supervisor { spec, settings, state: Mutex::new(state), changed: Notify::new() });
+        let starter = sup.clone();
+        std::thread::Builder::new()
+            .name(format!("quiver-start-{}", sup.spec.plugin))
+            .spawn(move || {
+                let sup = starter;
+                let outcome = sup.spawn().and_then(|(proc, ready)| match check(&ready) {
+                    Ok(()) => Ok(proc),
+                    Err(e) => {
+                        proc.shared.kill("failed its load check".into());
+                        Err(e)
+                    }
+                });
+                let mut st = sup.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.starting = false;
+                let error = match outcome {
+                    // Unloaded meanwhile (disabled): the process is dropped, which ends it.
+                    Ok(proc) if st.disabled.is_none() => {
+                        st.current = Some(proc);
+                        None
+                    }
+                    Ok(_) => None,
+                    Err(e) => {
+                        st.disabled = Some(format!("its worker could not be started: {e}"));
+                        Some(e)
+                    }
+                };
+                drop(st);
+                sup.changed.notify_waiters();
+                if let Some(e) = error {
+                    failed(e);
+                }
+            })
+            .map_err(|e| format!("cannot start a thread for the worker: {e}"))?;
+        Ok(WorkerBackend { sup })
+    }
+
     fn submit(
         sup: &Arc<Supervisor>,
         proc: &Arc<Proc>,
@@ -686,6 +744,7 @@ impl ToolBackend for WorkerBackend {
                 p.shared.pid,
                 p.sandbox.get().map(String::as_str).unwrap_or("sandbox unknown")
             ),
+            (None, None) if st.starting => "worker starting".to_owned(),
             _ => format!("worker restarting (last exit: {})", st.last_exit.as_deref().unwrap_or("unknown")),
         };
         Placement { isolation: "process", detail }
