@@ -606,8 +606,8 @@ fn worker_spec(bundle: &VerifiedBundle, policy: &crate::IsolationPolicy) -> Resu
         .collect();
     Ok(WorkerSpec {
         plugin: bundle.manifest.id.clone(),
-        library: Arc::new(bundle.library.to_vec().map_err(|e| {
-            fail(Stage::Library, format!("cannot read the verified library back to send it to the worker: {e}"))
+        library: Arc::new(bundle.library.try_clone().map_err(|e| {
+            fail(Stage::Library, format!("cannot keep the verified library to send it to the worker: {e}"))
         })?),
         sha256: bundle.sha256.clone(),
         sandbox,
@@ -707,7 +707,7 @@ impl BundleSource {
                 };
                 let spec = WorkerSpec {
                     plugin: manifest.id.clone(),
-                    library: Arc::new(Vec::new()),
+                    library: Arc::new(crate::library::VerifiedLibrary::from_bytes(Vec::new())),
                     sha256: bundle.sha256.clone(),
                     sandbox,
                     inline: Vec::new(),
