@@ -267,6 +267,7 @@ fn isolation_policy(config: &HostConfig, trusted: &TrustedKeys, origin: &str) ->
         worker: Some(worker),
         plugin_config: config.plugin_config.clone(),
         working_dir: std::env::current_dir().context("cannot determine the current folder")?,
+        start_cache: None,
     })
 }
 

@@ -155,12 +155,16 @@ impl Host {
             }
         };
         let source = BundleSource::new(settings.clone(), cache_dir);
+        let signal = RescanSignal::default();
+        // A worker plugin listed before its worker was up asks for the scan that removes it
+        // if that worker fails.
+        source.attach(signal.clone());
         Ok(Host {
             settings,
             _private_cache: private,
             catalog: ArcSwap::from_pointee(Catalog::empty()),
             sources: vec![Box::new(source)],
-            signal: RescanSignal::default(),
+            signal,
             refreshing: Mutex::new(()),
             listeners: Mutex::new(Vec::new()),
             scan_listeners: Mutex::new(Vec::new()),

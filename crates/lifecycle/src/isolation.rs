@@ -27,6 +27,10 @@ pub struct IsolationPolicy {
     pub plugin_config: BTreeMap<String, serde_json::Value>,
     /// The host's working folder (sandbox paths relative to it, `default: working_dir`).
     pub working_dir: PathBuf,
+    /// Where worker plugins' load reports (the `PluginInfo` a worker sent for a library
+    /// sha256) are kept so a later start can list the plugin's tools at once, before its worker
+    /// is up; `None`: every scan waits for its workers (`quiver serve` sets it).
+    pub start_cache: Option<PathBuf>,
 }
 
 impl Default for IsolationPolicy {
@@ -41,6 +45,7 @@ impl Default for IsolationPolicy {
             worker: None,
             plugin_config: BTreeMap::new(),
             working_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            start_cache: None,
         }
     }
 }

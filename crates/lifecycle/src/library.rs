@@ -84,6 +84,36 @@ impl VerifiedLibrary {
         }
     }
 
+    /// Another handle on the same bytes (the sealed memory file is shared, not copied).
+    pub fn try_clone(&self) -> std::io::Result<VerifiedLibrary> {
+        Ok(VerifiedLibrary(match &self.0 {
+            #[cfg(target_os = "linux")]
+            Held::Sealed { file, len } => Held::Sealed { file: file.try_clone()?, len: *len },
+            Held::Bytes(b) => Held::Bytes(b.clone()),
+        }))
+    }
+
+    /// Writes the bytes to `out`, from the sealed memory file in 64 KiB pieces (no copy of the
+    /// whole library in memory: how a worker process is sent them).
+    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        match &self.0 {
+            #[cfg(target_os = "linux")]
+            Held::Sealed { file, len } => {
+                use std::os::unix::fs::FileExt;
+                let mut chunk = vec![0u8; 64 << 10];
+                let mut at = 0u64;
+                while at < *len {
+                    let want = chunk.len().min((*len - at) as usize);
+                    file.read_exact_at(&mut chunk[..want], at)?;
+                    out.write_all(&chunk[..want])?;
+                    at += want as u64;
+                }
+                Ok(())
+            }
+            Held::Bytes(b) => out.write_all(b),
+        }
+    }
+
     /// Where the dynamic loader can open these bytes and nothing can change them (see
     /// [`stage_library`]): the sealed memory file itself (kept open for the life of the
     /// process), or a new staged copy.

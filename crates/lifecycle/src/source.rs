@@ -175,6 +175,10 @@ pub struct BundleSource {
     settings: HostSettings,
     cache_dir: PathBuf,
     state: Mutex<ScanState>,
+    /// Plugins listed before their worker was up whose worker then failed to start: removed
+    /// at the next scan (which the failure requests through `signal`).
+    failed: Arc<Mutex<Vec<FailedStart>>>,
+    signal: Mutex<Option<crate::host::RescanSignal>>,
     /// Runs right after each bundle's check (tests: files changing during a check).
     #[cfg(test)]
     after_check: Mutex<Option<CheckHook>>,
@@ -187,6 +191,8 @@ impl BundleSource {
             settings,
             cache_dir,
             state: Mutex::new(ScanState::default()),
+            failed: Arc::new(Mutex::new(Vec::new())),
+            signal: Mutex::new(None),
             #[cfg(test)]
             after_check: Mutex::new(None),
         }
@@ -396,6 +402,16 @@ impl BundleSource {
                 load_verified(verified, &self.cache_dir).map(Loaded::Ready).map_err(|e| (e, lib_file.clone()))
             }
             Isolation::Process => {
+                // Started before (its load report is kept): listed now, its worker starts
+                // behind it. Never for a replacement: a hot swap waits for its new worker, so
+                // a failed start keeps the version serving.
+                let verified = match state.plugins.contains_key(&id) {
+                    false => match self.load_listed(verified) {
+                        Ok(entry) => return Ok(Loaded::Ready(entry)),
+                        Err(v) => *v,
+                    },
+                    true => verified,
+                };
                 let manifest = verified.manifest.clone();
                 let policy = self.settings.isolation.clone();
                 let bundle = Arc::new(Mutex::new(Some(verified)));
@@ -467,6 +483,139 @@ struct Settled {
     accepted: Vec<Arc<PluginEntry>>,
 }
 
+/// A worker started for a plugin already listed that failed to start.
+struct FailedStart {
+    bundle: PathBuf,
+    plugin: String,
+    sha256: String,
+    message: String,
+}
+
+/// The file of `start_cache` that keeps the load report of the library `sha256`.
+fn report_file(cache: &Path, sha256: &str) -> PathBuf {
+    cache.join(format!("{sha256}.json"))
+}
+
+/// Keeps a worker's load report for the library `sha256` (best effort: without it the next
+/// start waits for the worker).
+fn keep_report(cache: &Path, sha256: &str, report: &str) {
+    let file = report_file(cache, sha256);
+    let tmp = cache.join(format!(".{sha256}.{}.tmp", std::process::id()));
+    let written =
+        fs::create_dir_all(cache).and_then(|()| fs::write(&tmp, report)).and_then(|()| fs::rename(&tmp, &file));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        tracing::debug!(file = %file.display(), error = %e, "cannot keep the worker's load report");
+    }
+}
+
+impl BundleSource {
+    /// Lists a verified worker bundle at once when its worker's load report for exactly these
+    /// library bytes (sha256) was kept by an earlier start: the entry is built from the
+    /// verified manifest and that report (checked against the manifest as at a load), and the
+    /// worker starts behind it. Calls wait for the worker within their deadline; the worker's
+    /// own report must equal the kept one before any call is sent to it. If the worker then
+    /// fails, the plugin is removed at the next scan (requested at once). Gives the bundle back
+    /// when there is no usable report.
+    fn load_listed(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, Box<VerifiedBundle>> {
+        let policy = &self.settings.isolation;
+        let (Some(cache), Some(_)) = (&policy.start_cache, &policy.worker) else { return Err(Box::new(bundle)) };
+        let file = report_file(cache, &bundle.sha256);
+        let Ok(report) = fs::read_to_string(&file) else { return Err(Box::new(bundle)) };
+        let Ok(info) = crate::library::parse_info(&report)
+            .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+        else {
+            let _ = fs::remove_file(&file);
+            return Err(Box::new(bundle));
+        };
+        let Ok(spec) = worker_spec(&bundle, policy) else { return Err(Box::new(bundle)) };
+        let Some(settings) = policy.worker.clone() else { return Err(Box::new(bundle)) };
+        let failed = self.failed.clone();
+        let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let start = FailedStart {
+            bundle: bundle.manifest_path.clone(),
+            plugin: bundle.manifest.id.clone(),
+            sha256: bundle.sha256.clone(),
+            message: String::new(),
+        };
+        let plugin = bundle.manifest.id.clone();
+        let check = move |ready: &crate::worker::protocol::Ready| {
+            if ready.plugin_info == report {
+                announce_sandbox(&plugin, &ready.sandbox);
+                Ok(())
+            } else {
+                let _ = fs::remove_file(&file);
+                Err("the plugin's self-description differs from the one its earlier load reported for the same library bytes".to_owned())
+            }
+        };
+        let on_failure = move |message: String| {
+            tracing::error!(bundle = %start.bundle.display(), plugin = %start.plugin, error = %message, "the worker of a listed plugin failed to start; its tools are removed");
+            failed.lock().unwrap_or_else(|e| e.into_inner()).push(FailedStart { message, ..start });
+            if let Some(s) = signal {
+                s.request();
+            }
+        };
+        let backend = match WorkerBackend::start_deferred(spec, settings, check, on_failure) {
+            Ok(b) => b,
+            Err(_) => return Err(Box::new(bundle)),
+        };
+        let provenance = Provenance {
+            sha256: bundle.sha256.clone(),
+            signer_key_id: bundle.signer_key_id.clone(),
+            manifest_path: bundle.manifest_path.display().to_string(),
+        };
+        tracing::info!(plugin = %bundle.manifest.id, "plugin listed; its worker process is starting");
+        PluginEntry::new(bundle.manifest.clone(), &info, provenance, Arc::new(backend))
+            .map(Arc::new)
+            .map_err(|_| Box::new(bundle))
+    }
+
+    /// Removes the plugins whose worker failed to start after they were listed: their tools go,
+    /// the bundle is reported rejected (by name, at the worker stage) and checked again when
+    /// its files change.
+    fn remove_failed_starts(&self, state: &mut ScanState, claims: &mut NameClaims<'_>, report: &mut ScanReport) {
+        let failed = std::mem::take(&mut *self.failed.lock().unwrap_or_else(|e| e.into_inner()));
+        for f in failed {
+            let listed = state.plugins.get(&f.plugin).is_some_and(|p| p.provenance.sha256 == f.sha256);
+            if !listed {
+                continue;
+            }
+            state.plugins.remove(&f.plugin);
+            claims.release(&f.plugin);
+            report.removed.push(f.plugin.clone());
+            if let Some(b) = state.bundles.get_mut(&f.bundle) {
+                b.loaded_id = None;
+                b.last_error = Some((Stage::Worker, f.message.clone()));
+            }
+            report.rejected.push(BundleError { bundle: f.bundle, stage: Stage::Worker, message: f.message });
+        }
+    }
+}
+
+/// What a worker is sent for a verified bundle, and how it is started.
+fn worker_spec(bundle: &VerifiedBundle, policy: &crate::IsolationPolicy) -> Result<WorkerSpec, BundleError> {
+    let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
+    let sandbox =
+        sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
+    let inline = bundle
+        .manifest
+        .tools
+        .iter()
+        .filter(|t| t.policies.effective(t.side_effects).execution == quiver_manifest::Execution::Inline)
+        .map(|t| t.name.clone())
+        .collect();
+    Ok(WorkerSpec {
+        plugin: bundle.manifest.id.clone(),
+        library: Arc::new(bundle.library.try_clone().map_err(|e| {
+            fail(Stage::Library, format!("cannot keep the verified library to send it to the worker: {e}"))
+        })?),
+        sha256: bundle.sha256.clone(),
+        sandbox,
+        inline,
+        adapter: None,
+    })
+}
+
 /// The load check of `quiver verify`: a verified bundle is opened in a worker process of its
 /// own (in its sandbox, whatever the isolation policy says, so no plugin code runs in the
 /// caller) and its entry is built exactly as for serving: ABI, embedded manifest, every tool of
@@ -486,43 +635,34 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
             "this bundle must run in a worker process, but this host has no worker program configured; run it with the `quiver` binary, or set `isolation.plugins.<id>: in_process` for a plugin you trust".into(),
         ));
     };
-    let sandbox =
-        sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
-    let inline = bundle
-        .manifest
-        .tools
-        .iter()
-        .filter(|t| t.policies.effective(t.side_effects).execution == quiver_manifest::Execution::Inline)
-        .map(|t| t.name.clone())
-        .collect();
-    let spec = WorkerSpec {
-        plugin: bundle.manifest.id.clone(),
-        library: Arc::new(bundle.library.to_vec().map_err(|e| {
-            fail(Stage::Library, format!("cannot read the verified library back to send it to the worker: {e}"))
-        })?),
-        sha256: bundle.sha256.clone(),
-        sandbox,
-        inline,
-        adapter: None,
-    };
+    let spec = worker_spec(&bundle, policy)?;
     let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
     let info = crate::library::parse_info(&ready.plugin_info)
         .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
         .map_err(|(s, m)| fail(s, m))?;
     let provenance = Provenance {
-        sha256: bundle.sha256,
+        sha256: bundle.sha256.clone(),
         signer_key_id: bundle.signer_key_id,
         manifest_path: bundle.manifest_path.display().to_string(),
     };
-    if ready.sandbox.starts_with("NOT SANDBOXED") {
+    announce_sandbox(&bundle.manifest.id, &ready.sandbox);
+    let entry = PluginEntry::new(bundle.manifest, &info, provenance, Arc::new(backend))
+        .map(Arc::new)
+        .map_err(|e| fail(Stage::Embedded, e.message))?;
+    if let Some(cache) = &policy.start_cache {
+        keep_report(cache, &bundle.sha256, &ready.plugin_info);
+    }
+    Ok(entry)
+}
+
+/// Logs where a worker plugin runs (and, once per host, loudly, when workers are not sandboxed).
+fn announce_sandbox(plugin: &str, sandbox: &str) {
+    if sandbox.starts_with("NOT SANDBOXED") {
         // Said once per host, loudly; `quiver list` repeats it per plugin.
         static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| tracing::warn!(detail = %ready.sandbox, "worker plugins run WITHOUT a file and network sandbox on this machine (process isolation and limits still apply)"));
+        ONCE.call_once(|| tracing::warn!(detail = %sandbox, "worker plugins run WITHOUT a file and network sandbox on this machine (process isolation and limits still apply)"));
     }
-    tracing::info!(plugin = %bundle.manifest.id, sandbox = %ready.sandbox, "plugin runs in a worker process");
-    PluginEntry::new(bundle.manifest, &info, provenance, Arc::new(backend))
-        .map(Arc::new)
-        .map_err(|e| fail(Stage::Embedded, e.message))
+    tracing::info!(plugin = %plugin, sandbox = %sandbox, "plugin runs in a worker process");
 }
 
 impl BundleSource {
@@ -567,7 +707,7 @@ impl BundleSource {
                 };
                 let spec = WorkerSpec {
                     plugin: manifest.id.clone(),
-                    library: Arc::new(Vec::new()),
+                    library: Arc::new(crate::library::VerifiedLibrary::from_bytes(Vec::new())),
                     sha256: bundle.sha256.clone(),
                     sandbox,
                     inline: Vec::new(),
@@ -620,6 +760,10 @@ impl ToolSource for BundleSource {
         format!("plugins folder {}", self.settings.plugins_dir.display())
     }
 
+    fn attach(&self, signal: crate::host::RescanSignal) {
+        *self.signal.lock().unwrap_or_else(|e| e.into_inner()) = Some(signal);
+    }
+
     fn entries(&self) -> Vec<Arc<PluginEntry>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).plugins.values().cloned().collect()
     }
@@ -650,6 +794,7 @@ impl ToolSource for BundleSource {
             }
         }
         state.orphans.retain(|l| orphans.contains(l));
+        self.remove_failed_starts(state, claims, &mut report);
 
         // Removals first, so a bundle renamed within one scan is not seen as a duplicate.
         let gone: Vec<PathBuf> = state.bundles.keys().filter(|p| !found.contains(p)).cloned().collect();

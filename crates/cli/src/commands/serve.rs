@@ -167,7 +167,11 @@ fn watch_secrets(settings: &Settings, host: &Arc<Host>, router: &Arc<Router>) {
 }
 
 pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
-    let settings = Settings::load(g)?;
+    let mut settings = Settings::load(g)?;
+    // Worker plugins started before are listed at once from their verified manifest and the
+    // load report their worker gave for the same library bytes; their workers start behind
+    // `initialize` (docs/ARCHITECTURE.md, "Start-up").
+    settings.host.isolation.start_cache = Some(settings.base_dir.join(&settings.config.state_dir).join("worker-info"));
     if a.profile.is_some() {
         settings.profile(a.profile.as_deref())?;
     }
@@ -175,7 +179,8 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     // The async runtime starts on another thread while this one runs the first scan
     // (verification, loads, worker starts; on this thread because upstream servers are tied to
     // the life of the thread that starts them). Nothing is served before both are done, so the
-    // first `tools/list` is complete.
+    // first `tools/list` is complete (a worker plugin listed from its kept load report is in it
+    // while its worker still starts).
     let (scan, rt) = std::thread::scope(|scope| {
         let rt = scope.spawn(|| tokio::runtime::Builder::new_multi_thread().enable_all().build());
         let scan = settings.start_host_reporting();

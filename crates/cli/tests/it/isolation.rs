@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use quiver_abi::{Status, ToolResponse};
 use quiver_catalog::{Access, CatalogSource, ConflictPolicy};
 use quiver_lifecycle::worker::{PLUGIN_CRASHED, WorkerSettings};
-use quiver_lifecycle::{Host, HostSettings, IsolationPolicy, VerifyPolicy};
+use quiver_lifecycle::{Host, HostSettings, IsolationPolicy, ScanReport, VerifyPolicy};
 use quiver_manifest::{Isolation, PublicKey, TrustedKeys};
 use quiver_router::{Call, CallOutcome, Caller, Router, RouterSettings};
 use quiver_tests::{TestKey, plugin_library, write_bundle};
@@ -625,4 +625,63 @@ fn names_claimed_by_a_worker_that_fails_go_to_the_next_bundle_of_the_scan() {
     let again = host.rescan();
     assert!(!again.changed(), "{again:#?}");
     assert_eq!(host.catalog().resolve("marker_echo").map(|r| r.plugin.id().to_owned()).as_deref(), Some(MARKER));
+}
+
+/// A worker plugin listed at start from its kept load report (before its worker is up) whose
+/// worker then fails to start: calls get a clear error, and the plugin is removed by the
+/// next scan (which the failure asks for at once) with its bundle named.
+#[test]
+fn a_listed_worker_plugin_whose_worker_fails_to_start_is_removed_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let key = TestKey::generate();
+    write_bundle(&plugins.join("marker"), MARKER, &plugin_library(MARKER, &[]), None, Some(&key));
+    let policy = |program: PathBuf| {
+        let mut worker = worker_settings();
+        worker.program = program;
+        IsolationPolicy {
+            default: Some(Isolation::Process),
+            worker: Some(worker),
+            start_cache: Some(dir.path().join("worker-info")),
+            ..IsolationPolicy::default()
+        }
+    };
+    // A first host waits for the worker and keeps its load report.
+    let first = host_with(&plugins, &key, policy(PathBuf::from(env!("CARGO_BIN_EXE_quiver"))));
+    assert_eq!(first.rescan().added.len(), 1);
+    drop(first);
+    // The next host lists the plugin at once; its "worker" exits without loading anything.
+    let host = host_with(&plugins, &key, policy(PathBuf::from("/bin/false")));
+    let listed = host.rescan();
+    assert_eq!(listed.added, vec![(MARKER.to_owned(), "0.1.0".to_owned())], "{listed:#?}");
+    assert!(host.catalog().resolve("marker_echo").is_some());
+    let removal = Arc::new(std::sync::Mutex::new(None::<ScanReport>));
+    let seen = removal.clone();
+    host.on_change(move |report, _| {
+        if report.removed.iter().any(|p| p == MARKER) {
+            *seen.lock().unwrap() = Some(report.clone());
+        }
+    });
+    let router = Router::new(host.clone() as Arc<dyn CatalogSource>, RouterSettings::default());
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let answer = rt.block_on(call(&router, "marker_echo", json!({"text": "hi"}))).response;
+    assert_eq!(answer.status, Status::Error, "{answer:?}");
+    let message = answer.error.as_ref().map(|e| e.message.clone()).unwrap_or_default();
+    assert!(message.contains(MARKER) && message.contains("could not be started"), "{message}");
+    let _rescanner = host.spawn_rescanner(Duration::ZERO);
+    let start = Instant::now();
+    let report = loop {
+        if let Some(r) = removal.lock().unwrap().clone() {
+            break r;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "the failed plugin was not removed");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(host.catalog().resolve("marker_echo").is_none(), "its tools are gone");
+    assert_eq!(report.rejected.len(), 1, "{report:#?}");
+    assert_eq!(report.rejected[0].stage.as_str(), "worker", "{report:#?}");
+    assert!(report.rejected[0].bundle.starts_with(plugins.join("marker")), "{report:#?}");
+    // The bundle stays refused (by name, at the worker stage) until its files change.
+    let again = host.rescan();
+    assert!(!again.changed() && again.rejected.is_empty(), "{again:#?}");
 }

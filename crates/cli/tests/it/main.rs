@@ -365,6 +365,7 @@ mod isolation;
 mod operations;
 mod sessions;
 mod setup;
+mod startup;
 mod surface;
 mod traces;
 

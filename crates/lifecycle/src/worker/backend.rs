@@ -17,11 +17,32 @@ use tokio::sync::{Notify, oneshot};
 
 use super::protocol::{self, HelloRef, PROTOCOL_VERSION, Ready, SandboxRules, ToHost, ToWorker};
 
-/// Writes the handshake frame without building it in memory first.
-fn write_hello(w: &mut impl std::io::Write, hello: &HelloRef<'_>) -> std::io::Result<()> {
-    let len = postcard::experimental::serialized_size(hello).map_err(std::io::Error::other)?;
-    w.write_all(&(len as u32).to_le_bytes())?;
-    postcard::to_io(hello, &mut *w).map_err(std::io::Error::other)?;
+/// Writes the handshake frame without building it in memory first: the frame of the hello
+/// with an empty library, with the library's bytes streamed in where that empty slice's length
+/// byte was (postcard writes a byte slice as its varint length, then the bytes; the sandbox
+/// rules are the only field after it).
+fn write_hello(w: &mut impl std::io::Write, spec: &WorkerSpec) -> std::io::Result<()> {
+    let empty = HelloRef::Hello {
+        protocol: PROTOCOL_VERSION,
+        plugin: &spec.plugin,
+        sha256: &spec.sha256,
+        library: &[],
+        sandbox: &spec.sandbox,
+    };
+    let frame = postcard::to_allocvec(&empty).map_err(std::io::Error::other)?;
+    let tail = postcard::experimental::serialized_size(&spec.sandbox).map_err(std::io::Error::other)?;
+    let split = frame.len() - tail - 1;
+    debug_assert_eq!(frame[split], 0, "the empty library's length byte");
+    let n = spec.library.len() as usize;
+    let length = postcard::to_allocvec(&n).map_err(std::io::Error::other)?;
+    let total = frame.len() - 1 + length.len() + n;
+    let total = u32::try_from(total)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "the library is too large to send"))?;
+    w.write_all(&total.to_le_bytes())?;
+    w.write_all(&frame[..split])?;
+    w.write_all(&length)?;
+    spec.library.write_to(w)?;
+    w.write_all(&frame[split + 1..])?;
     w.flush()
 }
 
@@ -75,8 +96,9 @@ impl WorkerSettings {
 pub struct WorkerSpec {
     /// Plugin id.
     pub plugin: String,
-    /// The verified library bytes.
-    pub library: Arc<Vec<u8>>,
+    /// The verified library bytes (kept in their sealed memory file, not copied: a restart
+    /// sends them again from there).
+    pub library: Arc<crate::library::VerifiedLibrary>,
     /// Their sha256.
     pub sha256: String,
     /// The sandbox.
@@ -165,6 +187,8 @@ struct SupState {
     /// Set after `max_crashes`: the reason calls are refused.
     disabled: Option<String>,
     last_exit: Option<String>,
+    /// The first worker is still starting ([`WorkerBackend::start_deferred`]).
+    starting: bool,
 }
 
 struct Supervisor {
@@ -279,19 +303,12 @@ impl Supervisor {
             next_id: AtomicU64::new(1),
             sandbox: std::sync::OnceLock::new(),
         });
-        let hello = HelloRef::Hello {
-            protocol: PROTOCOL_VERSION,
-            plugin: &self.spec.plugin,
-            sha256: &self.spec.sha256,
-            library: &self.spec.library,
-            sandbox: &self.spec.sandbox,
-        };
         let sent = {
             let mut g = proc.writer.lock().unwrap_or_else(|e| e.into_inner());
             let (w, _) = &mut *g;
             match &self.spec.adapter {
                 // Written straight to the pipe (no frame buffer the size of the library).
-                None => write_hello(w, &hello),
+                None => write_hello(w, &self.spec),
                 Some(a) => {
                     let hello = ToWorker::HelloAdapter(protocol::HelloAdapter {
                         protocol: PROTOCOL_VERSION,
@@ -334,7 +351,7 @@ impl Supervisor {
     async fn live(self: &Arc<Self>, deadline: Instant) -> Result<Arc<Proc>, ToolError> {
         loop {
             let notified = self.changed.notified();
-            {
+            let starting = {
                 let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(p) = &st.current
                     && p.shared.alive.load(Ordering::Acquire)
@@ -349,8 +366,16 @@ impl Supervisor {
                     )
                     .with_details(serde_json::json!({ "plugin": self.spec.plugin })));
                 }
-            }
+                st.starting
+            };
             if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
+                if starting {
+                    return Err(ToolError::new(
+                        ErrorCode::TIMEOUT,
+                        format!("plugin `{}`'s worker process is still starting and was not ready before the call's deadline; try again shortly", self.spec.plugin),
+                    )
+                    .retryable());
+                }
                 return Err(ToolError::new(
                     ErrorCode::TIMEOUT,
                     format!("plugin `{}` is restarting after a crash and was not back before the call's deadline; try again shortly", self.spec.plugin),
@@ -536,6 +561,54 @@ impl WorkerBackend {
         Ok((WorkerBackend { sup }, ready))
     }
 
+    /// Starts the worker for `spec` on a thread of its own and returns at once. Calls wait
+    /// (within their deadline) until the worker has loaded the plugin and `check` accepted its
+    /// handshake; if the start or the check fails, calls get `plugin_unavailable` with the
+    /// reason and `failed` is called with it (once, on that thread).
+    pub fn start_deferred(
+        spec: WorkerSpec,
+        settings: WorkerSettings,
+        check: impl FnOnce(&Ready) -> Result<(), String> + Send + 'static,
+        failed: impl FnOnce(String) + Send + 'static,
+    ) -> Result<WorkerBackend, String> {
+        let state = SupState { starting: true, ..SupState::default() };
+        let sup = Arc::new(Supervisor { spec, settings, state: Mutex::new(state), changed: Notify::new() });
+        let starter = sup.clone();
+        std::thread::Builder::new()
+            .name(format!("quiver-start-{}", sup.spec.plugin))
+            .spawn(move || {
+                let sup = starter;
+                let outcome = sup.spawn().and_then(|(proc, ready)| match check(&ready) {
+                    Ok(()) => Ok(proc),
+                    Err(e) => {
+                        proc.shared.kill("failed its load check".into());
+                        Err(e)
+                    }
+                });
+                let mut st = sup.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.starting = false;
+                let error = match outcome {
+                    // Unloaded meanwhile (disabled): the process is dropped, which ends it.
+                    Ok(proc) if st.disabled.is_none() => {
+                        st.current = Some(proc);
+                        None
+                    }
+                    Ok(_) => None,
+                    Err(e) => {
+                        st.disabled = Some(format!("its worker could not be started: {e}"));
+                        Some(e)
+                    }
+                };
+                drop(st);
+                sup.changed.notify_waiters();
+                if let Some(e) = error {
+                    failed(e);
+                }
+            })
+            .map_err(|e| format!("cannot start a thread for the worker: {e}"))?;
+        Ok(WorkerBackend { sup })
+    }
+
     fn submit(
         sup: &Arc<Supervisor>,
         proc: &Arc<Proc>,
@@ -686,8 +759,47 @@ impl ToolBackend for WorkerBackend {
                 p.shared.pid,
                 p.sandbox.get().map(String::as_str).unwrap_or("sandbox unknown")
             ),
+            (None, None) if st.starting => "worker starting".to_owned(),
             _ => format!("worker restarting (last exit: {})", st.last_exit.as_deref().unwrap_or("unknown")),
         };
         Placement { isolation: "process", detail }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::library::VerifiedLibrary;
+    use protocol::{PathRule, ToWorker};
+
+    /// The hello streamed from the library's sealed memory file (and from bytes in memory) is
+    /// one frame that decodes to exactly those bytes and the other fields.
+    #[test]
+    fn the_streamed_hello_decodes_to_the_verified_bytes() {
+        let bytes: Vec<u8> = (0..200_003u32).map(|i| (i % 251) as u8).collect();
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, &bytes).unwrap();
+        std::io::Seek::rewind(&mut file).unwrap();
+        let (sealed, sha256) = crate::library::read_hashed(file, bytes.len() as u64, 1 << 30, "t").unwrap();
+        let sandbox = SandboxRules { paths: vec![PathRule { path: "/r".into(), write: true }], network: true };
+        for library in [sealed, VerifiedLibrary::from_bytes(bytes.clone())] {
+            let spec = WorkerSpec {
+                plugin: "p".into(),
+                library: Arc::new(library),
+                sha256: sha256.clone(),
+                sandbox: sandbox.clone(),
+                inline: Vec::new(),
+                adapter: None,
+            };
+            let mut wire = Vec::new();
+            write_hello(&mut wire, &spec).unwrap();
+            let mut input = wire.as_slice();
+            let decoded = protocol::read_frame::<ToWorker>(&mut input, &mut Vec::new()).unwrap();
+            assert!(input.is_empty(), "one frame, {} bytes left over", input.len());
+            let Some(ToWorker::Hello(h)) = decoded else { panic!("not a hello: {decoded:?}") };
+            assert_eq!((h.protocol, h.plugin.as_str(), h.sha256.as_str()), (PROTOCOL_VERSION, "p", sha256.as_str()));
+            assert!(h.library == bytes, "the library bytes differ");
+            assert_eq!(h.sandbox, sandbox);
+        }
     }
 }
