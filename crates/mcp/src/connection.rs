@@ -571,8 +571,9 @@ impl Connection {
             },
         };
         let peer = &live.client.peer;
-        let routed = self.shared.router.call(call);
-        tokio::pin!(routed);
+        // Boxed: the router's future is large, and rmcp moves this handler's future into a
+        // task of its own per request (memmoves of its whole size in the profile).
+        let mut routed = Box::pin(self.shared.router.call(call));
         let outcome: CallOutcome = loop {
             tokio::select! {
                 biased;
