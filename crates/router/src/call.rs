@@ -1,7 +1,5 @@
 //! What a caller hands the router and what it gets back.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,48 +13,14 @@ use tokio_util::sync::CancellationToken;
 pub use quiver_catalog::LogLevel;
 pub use quiver_telemetry::Lane;
 
-/// A boxed, sendable future (no `futures` dependency).
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// The client side of a session, as the router and a running tool reach it: logs, progress,
-/// elicitation (asking the user) and sampling (asking the client's model). Implemented by the
-/// MCP server per session or request; [`NullBridge`] for the CLI and tests.
-pub trait ClientBridge: Send + Sync {
-    /// A log line for the client (MCP `notifications/message`).
-    fn log(&self, level: LogLevel, message: &str);
-    /// A progress report (MCP `notifications/progress`).
-    fn progress(&self, progress: f64, total: Option<f64>, message: &str);
-    /// True when the client supports elicitation.
-    fn can_elicit(&self) -> bool;
-    /// MCP `elicitation/create`: `request` holds its params (`message`, `requestedSchema`); the
-    /// answer is its result (`action`: accept | decline | cancel, `content`).
-    fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>>;
-    /// True when the client supports sampling.
-    fn can_sample(&self) -> bool;
-    /// MCP `sampling/createMessage`: params in, result out.
-    fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>>;
-}
-
+/// The client side of a session, as the router and a running tool reach it: the one
+/// host-services trait, [`quiver_catalog::HostServices`] (logs, progress, elicitation,
+/// sampling), under the name the MCP layer implements it by. [`NullBridge`] for the CLI and tests.
+pub use quiver_catalog::HostServices as ClientBridge;
 /// A bridge to nobody: drops logs and progress, cannot elicit or sample.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NullBridge;
-
-impl ClientBridge for NullBridge {
-    fn log(&self, _level: LogLevel, _message: &str) {}
-    fn progress(&self, _progress: f64, _total: Option<f64>, _message: &str) {}
-    fn can_elicit(&self) -> bool {
-        false
-    }
-    fn elicit(&self, _request: Value) -> BoxFuture<Result<Value, String>> {
-        Box::pin(async { Err("this client cannot ask the user (no elicitation support)".to_owned()) })
-    }
-    fn can_sample(&self) -> bool {
-        false
-    }
-    fn sample(&self, _request: Value) -> BoxFuture<Result<Value, String>> {
-        Box::pin(async { Err("this client cannot run a model (no sampling support)".to_owned()) })
-    }
-}
+pub use quiver_catalog::NullSink as NullBridge;
+/// A boxed, sendable future (no `futures` dependency).
+pub use quiver_catalog::BackendFuture as BoxFuture;
 
 /// One shared [`NullBridge`] (no allocation per call).
 fn null_bridge() -> Arc<dyn ClientBridge> {
