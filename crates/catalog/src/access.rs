@@ -51,6 +51,12 @@ impl Access {
         self.may_see(canonical_name, def) && def.scopes_for(action).all(|s| self.holds(s))
     }
 
+    /// The scopes held, as [`Access::scopes`] lists them (`*` first when every scope is
+    /// granted), without copying: the request's agent context is written from it on every call.
+    pub fn scope_names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.all_scopes.then_some("*").into_iter().chain(self.scopes.iter().map(String::as_str))
+    }
+
     /// The scopes held (without `*`), for telemetry and the request's agent context.
     pub fn scopes(&self) -> Vec<String> {
         let mut v: Vec<String> = self.scopes.iter().cloned().collect();

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 pub use quiver_abi::LogLevel;
 use quiver_abi::ToolError;
+use serde_json::Value;
 
 /// A boxed, sendable future (no `futures` dependency).
 pub type BackendFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -101,35 +102,136 @@ pub trait ToolBackend: Send + Sync {
     }
 }
 
-/// The host side of one running call: where a tool's logs, progress and questions go.
-/// Implemented by the router (per call) and, through it, by the MCP server.
-pub trait CallSink: Send + Sync {
-    /// A log line from the tool.
+/// The host's services to a running tool, defined once: logs, progress, cancellation,
+/// elicitation (asking the user) and sampling (asking the client's model). Implemented by the
+/// MCP server per request (re-exported by `quiver-router` as `ClientBridge`), by the router per
+/// call (which adds the call's deadline and cancellation), by a worker process's side of a call,
+/// and by [`NullSink`]. Elicitation and sampling are asynchronous here; a plugin's thread reaches
+/// them through a [`CallSink`], which blocks for the answer.
+pub trait HostServices: Send + Sync {
+    /// A log line from the tool (MCP `notifications/message`).
     fn log(&self, level: LogLevel, message: &str);
-    /// A progress report; `total` when known.
+    /// A progress report; `total` when known (MCP `notifications/progress`).
     fn progress(&self, progress: f64, total: Option<f64>, message: &str);
-    /// True once the call is cancelled or past its deadline.
-    fn is_cancelled(&self) -> bool;
-    /// Asks the user (MCP elicitation); request and answer are JSON text.
-    fn elicit(&self, request: &str) -> Result<String, String>;
-    /// Asks the client's model (MCP sampling); request and answer are JSON text.
-    fn sample(&self, request: &str) -> Result<String, String>;
-}
-
-/// A sink that drops logs and progress, never cancels and cannot ask anyone.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NullSink;
-
-impl CallSink for NullSink {
-    fn log(&self, _level: LogLevel, _message: &str) {}
-    fn progress(&self, _progress: f64, _total: Option<f64>, _message: &str) {}
+    /// True once the call is cancelled or past its deadline. A session-wide implementation
+    /// (one that does not know the call) keeps the default: never.
     fn is_cancelled(&self) -> bool {
         false
     }
-    fn elicit(&self, _request: &str) -> Result<String, String> {
-        Err("this session cannot ask the user (no interactive client)".to_owned())
+    /// True when the client supports elicitation.
+    fn can_elicit(&self) -> bool;
+    /// MCP `elicitation/create`: `request` holds its params (`message`, `requestedSchema`); the
+    /// answer is its result (`action`: accept | decline | cancel, `content`).
+    fn elicit(&self, request: Value) -> BackendFuture<Result<Value, String>>;
+    /// True when the client supports sampling.
+    fn can_sample(&self) -> bool;
+    /// MCP `sampling/createMessage`: params in, result out.
+    fn sample(&self, request: Value) -> BackendFuture<Result<Value, String>>;
+}
+
+/// A question a tool asks through the host: elicitation or sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    /// Ask the user ([`HostServices::elicit`]).
+    Elicitation,
+    /// Ask the client's model ([`HostServices::sample`]).
+    Sampling,
+}
+
+impl Question {
+    /// `elicitation` or `sampling`, for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Question::Elicitation => "elicitation",
+            Question::Sampling => "sampling",
+        }
     }
-    fn sample(&self, _request: &str) -> Result<String, String> {
-        Err("this session cannot ask a model (no sampling-capable client)".to_owned())
+
+    /// The refusal when the client cannot answer this kind of question.
+    fn unsupported(self) -> String {
+        match self {
+            Question::Elicitation => "this client cannot ask the user (no elicitation support)",
+            Question::Sampling => "this client cannot run a model (no sampling support)",
+        }
+        .to_owned()
+    }
+}
+
+/// One running call as a plugin's (synchronous) thread reaches the host: its
+/// [`HostServices`], and how the thread waits for an answer. Not a second definition of the
+/// services: the plugin-facing forms (`log`, `progress`, `is_cancelled`, `elicit`, `sample`
+/// with JSON text) are methods of `dyn CallSink` over [`CallSink::services`] and
+/// [`CallSink::ask`].
+pub trait CallSink: Send + Sync {
+    /// The services this call reaches.
+    fn services(&self) -> &dyn HostServices;
+    /// Asks `question` (its request as JSON text) and blocks the calling thread until the
+    /// answer (JSON text) or the call's end. Called only when the services support the question.
+    fn ask(&self, question: Question, request: &str) -> Result<String, String>;
+}
+
+impl<'a> dyn CallSink + 'a {
+    /// A log line from the tool.
+    pub fn log(&self, level: LogLevel, message: &str) {
+        self.services().log(level, message);
+    }
+    /// A progress report; `total` when known.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: &str) {
+        self.services().progress(progress, total, message);
+    }
+    /// True once the call is cancelled or past its deadline.
+    pub fn is_cancelled(&self) -> bool {
+        self.services().is_cancelled()
+    }
+    /// Asks the user (MCP elicitation); request and answer are JSON text.
+    pub fn elicit(&self, request: &str) -> Result<String, String> {
+        self.question(Question::Elicitation, request)
+    }
+    /// Asks the client's model (MCP sampling); request and answer are JSON text.
+    pub fn sample(&self, request: &str) -> Result<String, String> {
+        self.question(Question::Sampling, request)
+    }
+
+    fn question(&self, question: Question, request: &str) -> Result<String, String> {
+        let services = self.services();
+        let supported = match question {
+            Question::Elicitation => services.can_elicit(),
+            Question::Sampling => services.can_sample(),
+        };
+        if !supported {
+            return Err(question.unsupported());
+        }
+        self.ask(question, request)
+    }
+}
+
+/// Host services to nobody: drops logs and progress, never cancels and cannot ask anyone.
+/// Also the sink of a call made outside any session (tests, benches).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullSink;
+
+impl HostServices for NullSink {
+    fn log(&self, _level: LogLevel, _message: &str) {}
+    fn progress(&self, _progress: f64, _total: Option<f64>, _message: &str) {}
+    fn can_elicit(&self) -> bool {
+        false
+    }
+    fn elicit(&self, _request: Value) -> BackendFuture<Result<Value, String>> {
+        Box::pin(std::future::ready(Err(Question::Elicitation.unsupported())))
+    }
+    fn can_sample(&self) -> bool {
+        false
+    }
+    fn sample(&self, _request: Value) -> BackendFuture<Result<Value, String>> {
+        Box::pin(std::future::ready(Err(Question::Sampling.unsupported())))
+    }
+}
+
+impl CallSink for NullSink {
+    fn services(&self) -> &dyn HostServices {
+        self
+    }
+    fn ask(&self, question: Question, _request: &str) -> Result<String, String> {
+        Err(question.unsupported())
     }
 }

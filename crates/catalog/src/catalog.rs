@@ -195,7 +195,9 @@ impl Resolved<'_> {
 pub struct Catalog {
     plugins: Vec<Arc<PluginEntry>>,
     tools: Vec<ToolRef>,
-    names: HashMap<String, NameTarget>,
+    /// Every callable name (canonical and alias). foldhash, not SipHash: looked up on every
+    /// call, and several times faster on short names (seeded per map).
+    names: HashMap<String, NameTarget, foldhash::fast::RandomState>,
     warnings: Vec<String>,
     /// Descriptor and its serialized size, parallel to `tools`; each built on first use (a
     /// deferred tool that is never surfaced never pays for one).
@@ -220,7 +222,7 @@ impl Catalog {
         Catalog {
             plugins: Vec::new(),
             tools: Vec::new(),
-            names: HashMap::new(),
+            names: HashMap::default(),
             warnings: Vec::new(),
             descriptors: Vec::new(),
             search: SearchIndex::build(Vec::new()),
@@ -280,7 +282,7 @@ impl Catalog {
             }
         }
         tools.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut names = HashMap::new();
+        let mut names = HashMap::with_capacity_and_hasher(tools.len(), foldhash::fast::RandomState::default());
         for (i, r) in tools.iter().enumerate() {
             names.insert(r.name.clone(), NameTarget::Tool { tool: i });
             let def = &plugins[r.plugin].tools[r.tool];

@@ -2,7 +2,8 @@
 //!
 //! Principal types: [`PluginEntry`] (a loaded plugin with its tools' schemas compiled once),
 //! [`Catalog`] (an immutable snapshot of every tool and every name — canonical, alias, removed —
-//! that reaches one) and the [`ToolBackend`] / [`CallSink`] traits through which a tool runs.
+//! that reaches one) and the [`ToolBackend`] / [`HostServices`] / [`CallSink`] traits through
+//! which a tool runs and reaches the host.
 //!
 //! What this crate does not do: load or verify plugins (`quiver-lifecycle`), dispatch calls or
 //! apply policies (`quiver-router`), or speak MCP (`quiver-mcp`). It does no I/O.
@@ -23,7 +24,8 @@ mod surface;
 pub use access::{Access, CatalogSource};
 pub use actions::check_tool_actions;
 pub use backend::{
-    AbortReason, BackendFuture, CallSink, Dispatch, LogLevel, NullSink, Placement, RemoteCall, ToolBackend,
+    AbortReason, BackendFuture, CallSink, Dispatch, HostServices, LogLevel, NullSink, Placement, Question, RemoteCall,
+    ToolBackend,
 };
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};

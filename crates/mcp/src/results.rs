@@ -60,16 +60,16 @@ fn call_json(meta: &CallMeta) -> Value {
     let mut m = Map::new();
     m.insert("request_id".into(), Value::String(meta.request_id.clone()));
     if let Some(t) = &meta.tool {
-        m.insert("tool".into(), Value::String(t.clone()));
+        m.insert("tool".into(), Value::String(t.to_string()));
     }
     if let Some(a) = &meta.action {
         m.insert("action".into(), Value::String(a.clone()));
     }
     if let Some(p) = &meta.plugin {
-        m.insert("plugin".into(), Value::String(p.clone()));
+        m.insert("plugin".into(), Value::String(p.to_string()));
     }
     if let Some(v) = &meta.plugin_version {
-        m.insert("version".into(), Value::String(v.clone()));
+        m.insert("version".into(), Value::String(v.to_string()));
     }
     // A hidden-compatibility name dispatches with no visible trace (telemetry records it).
     if let Some(s) = meta.lifecycle_state.filter(|s| *s != LifecycleState::HiddenCompatibility) {

@@ -1,7 +1,5 @@
 //! What a caller hands the router and what it gets back.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,47 +14,13 @@ pub use quiver_catalog::LogLevel;
 pub use quiver_telemetry::Lane;
 
 /// A boxed, sendable future (no `futures` dependency).
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// The client side of a session, as the router and a running tool reach it: logs, progress,
-/// elicitation (asking the user) and sampling (asking the client's model). Implemented by the
-/// MCP server per session or request; [`NullBridge`] for the CLI and tests.
-pub trait ClientBridge: Send + Sync {
-    /// A log line for the client (MCP `notifications/message`).
-    fn log(&self, level: LogLevel, message: &str);
-    /// A progress report (MCP `notifications/progress`).
-    fn progress(&self, progress: f64, total: Option<f64>, message: &str);
-    /// True when the client supports elicitation.
-    fn can_elicit(&self) -> bool;
-    /// MCP `elicitation/create`: `request` holds its params (`message`, `requestedSchema`); the
-    /// answer is its result (`action`: accept | decline | cancel, `content`).
-    fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>>;
-    /// True when the client supports sampling.
-    fn can_sample(&self) -> bool;
-    /// MCP `sampling/createMessage`: params in, result out.
-    fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>>;
-}
-
+pub use quiver_catalog::BackendFuture as BoxFuture;
+/// The client side of a session, as the router and a running tool reach it: the one
+/// host-services trait, [`quiver_catalog::HostServices`] (logs, progress, elicitation,
+/// sampling), under the name the MCP layer implements it by. [`NullBridge`] for the CLI and tests.
+pub use quiver_catalog::HostServices as ClientBridge;
 /// A bridge to nobody: drops logs and progress, cannot elicit or sample.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NullBridge;
-
-impl ClientBridge for NullBridge {
-    fn log(&self, _level: LogLevel, _message: &str) {}
-    fn progress(&self, _progress: f64, _total: Option<f64>, _message: &str) {}
-    fn can_elicit(&self) -> bool {
-        false
-    }
-    fn elicit(&self, _request: Value) -> BoxFuture<Result<Value, String>> {
-        Box::pin(async { Err("this client cannot ask the user (no elicitation support)".to_owned()) })
-    }
-    fn can_sample(&self) -> bool {
-        false
-    }
-    fn sample(&self, _request: Value) -> BoxFuture<Result<Value, String>> {
-        Box::pin(async { Err("this client cannot run a model (no sampling support)".to_owned()) })
-    }
-}
+pub use quiver_catalog::NullSink as NullBridge;
 
 /// One shared [`NullBridge`] (no allocation per call).
 fn null_bridge() -> Arc<dyn ClientBridge> {
@@ -244,7 +208,14 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
     s.serialize_f64(d.as_micros() as f64 / 1000.0)
 }
 
-/// What the router knows about a call besides its response.
+/// Serializes a shared string as the string (serde's `rc` feature is not needed for this).
+fn shared_str<S: serde::Serializer>(v: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_deref().serialize(s)
+}
+
+/// What the router knows about a call besides its response. The tool's and plugin's names,
+/// version and signer are shared strings made once per tool when the catalog is built: a call
+/// copies pointers, not strings.
 #[derive(Debug, Clone, Serialize)]
 pub struct CallMeta {
     /// Request id.
@@ -252,17 +223,21 @@ pub struct CallMeta {
     /// The name as called.
     pub called_name: String,
     /// The canonical tool it reached (`None` when it did not resolve or is invisible).
-    pub tool: Option<String>,
+    #[serde(serialize_with = "shared_str")]
+    pub tool: Option<Arc<str>>,
     /// The consolidated-tool action run, if any.
     pub action: Option<String>,
     /// Plugin id.
-    pub plugin: Option<String>,
+    #[serde(serialize_with = "shared_str")]
+    pub plugin: Option<Arc<str>>,
     /// Plugin version.
-    pub plugin_version: Option<String>,
+    #[serde(serialize_with = "shared_str")]
+    pub plugin_version: Option<Arc<str>>,
     /// sha256 of the plugin library.
     pub sha256: Option<String>,
     /// Key id of the manifest's signer.
-    pub signer_key_id: Option<String>,
+    #[serde(serialize_with = "shared_str")]
+    pub signer_key_id: Option<Arc<str>>,
     /// Lifecycle state of the name as called.
     pub lifecycle_state: Option<LifecycleState>,
     /// Deprecation or compatibility notice for the name as called.

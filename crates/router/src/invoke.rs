@@ -116,8 +116,14 @@ impl Router {
         put(&mut b, caller.client.as_str())?;
         b.extend_from_slice(b",\"mode\":");
         put(&mut b, caller.mode.as_str())?;
-        b.extend_from_slice(b",\"scopes\":");
-        put(&mut b, &caller.access.scopes())?;
+        b.extend_from_slice(b",\"scopes\":[");
+        for (i, scope) in caller.access.scope_names().enumerate() {
+            if i > 0 {
+                b.push(b',');
+            }
+            put(&mut b, scope)?;
+        }
+        b.push(b']');
         b.extend_from_slice(b"},\"inputs\":");
         put(&mut b, &cx.args)?;
         b.extend_from_slice(b",\"invocation_policies\":{\"timeout_ms\":");

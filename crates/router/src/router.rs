@@ -40,6 +40,17 @@ pub(crate) struct ToolState {
     pub(crate) secrets: ArcSwap<Secrets>,
 }
 
+/// The tool's, plugin's, version's and signer's names as [`crate::CallMeta`] carries them: made
+/// once per tool and catalog snapshot (the exposed name can change with the snapshot while the
+/// tool's [`ToolState`] is kept), cloned (reference counts) per call.
+#[derive(Clone)]
+pub(crate) struct SharedNames {
+    pub(crate) tool: Arc<str>,
+    pub(crate) plugin: Arc<str>,
+    pub(crate) version: Arc<str>,
+    pub(crate) signer_key_id: Option<Arc<str>>,
+}
+
 /// Plugin secrets per plugin id and name.
 type PluginSecrets = std::collections::BTreeMap<String, std::collections::BTreeMap<String, quiver_manifest::Secret>>;
 
@@ -53,6 +64,8 @@ fn secrets_of(all: &PluginSecrets, plugin: &str, names: &[String]) -> Secrets {
 struct ToolStates {
     catalog: Option<Arc<Catalog>>,
     by_tool: Vec<Arc<ToolState>>,
+    /// Parallel to `by_tool`.
+    names: Vec<SharedNames>,
 }
 
 /// The router: every call, by any name and through any lane, takes [`Router::call`]'s pipeline.
@@ -183,7 +196,7 @@ impl Router {
             memory: crate::memory::MemoryStore::default(),
             secrets: ArcSwap::from_pointee(config.secrets.clone()),
             settings: config,
-            states: ArcSwap::from_pointee(ToolStates { catalog: None, by_tool: Vec::new() }),
+            states: ArcSwap::from_pointee(ToolStates { catalog: None, by_tool: Vec::new(), names: Vec::new() }),
             rebuild: Mutex::new(()),
             counters: Counters::new(),
             transcript,
@@ -493,10 +506,10 @@ impl Router {
                 called_name: meta.called_name.clone(),
                 arguments,
                 confirmed,
-                tool: meta.tool.clone(),
+                tool: meta.tool.as_deref().map(str::to_owned),
                 action: meta.action.clone(),
-                plugin: meta.plugin.clone(),
-                plugin_version: meta.plugin_version.clone(),
+                plugin: meta.plugin.as_deref().map(str::to_owned),
+                plugin_version: meta.plugin_version.as_deref().map(str::to_owned),
                 sha256: meta.sha256.clone(),
                 lifecycle_state: meta.lifecycle_state.map(|s| s.as_str().to_owned()),
                 notice: meta.notice.as_ref().and_then(|n| serde_json::to_value(n).ok()),
@@ -530,17 +543,17 @@ impl Router {
 
     /// The state of tool `index` of `catalog`, rebuilding the per-tool map when the snapshot
     /// changed (under a lock taken only then).
-    pub(crate) fn tool_state(&self, catalog: &Arc<Catalog>, index: usize) -> Arc<ToolState> {
+    pub(crate) fn tool_state(&self, catalog: &Arc<Catalog>, index: usize) -> (Arc<ToolState>, SharedNames) {
         {
             let g = self.states.load();
             if g.catalog.as_ref().is_some_and(|c| Arc::ptr_eq(c, catalog)) {
-                return g.by_tool[index].clone();
+                return (g.by_tool[index].clone(), g.names[index].clone());
             }
         }
         let _lock = self.rebuild.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.states.load_full();
         if old.catalog.as_ref().is_some_and(|c| Arc::ptr_eq(c, catalog)) {
-            return old.by_tool[index].clone();
+            return (old.by_tool[index].clone(), old.names[index].clone());
         }
         let by_tool: Vec<Arc<ToolState>> = catalog
             .tools()
@@ -586,8 +599,22 @@ impl Router {
                 })
             })
             .collect();
-        let state = by_tool[index].clone();
-        self.states.store(Arc::new(ToolStates { catalog: Some(catalog.clone()), by_tool }));
+        let names: Vec<SharedNames> = catalog
+            .tools()
+            .iter()
+            .zip(&by_tool)
+            .map(|(r, state)| {
+                let plugin = catalog.plugin_of(r);
+                SharedNames {
+                    tool: Arc::from(r.name.as_str()),
+                    plugin: Arc::from(plugin.manifest.id.as_str()),
+                    version: Arc::from(state.version.as_str()),
+                    signer_key_id: plugin.provenance.signer_key_id.as_deref().map(Arc::from),
+                }
+            })
+            .collect();
+        let state = (by_tool[index].clone(), names[index].clone());
+        self.states.store(Arc::new(ToolStates { catalog: Some(catalog.clone()), by_tool, names }));
         state
     }
 

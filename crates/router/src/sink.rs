@@ -1,16 +1,17 @@
-//! The per-call [`CallSink`]: bridges a plugin thread's synchronous host-service calls to the
-//! session's asynchronous [`ClientBridge`], and answers `is_cancelled` from the caller's token
-//! and the call's deadline.
+//! The per-call host services ([`HostServices`] and the plugin thread's [`CallSink`]): the
+//! session's [`ClientBridge`] (the same trait) plus the call's cancellation, answered from the
+//! caller's token and the call's deadline; a plugin thread's questions block on the runtime.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Instant;
 
-use quiver_catalog::{CallSink, LogLevel};
+use quiver_catalog::{CallSink, HostServices, LogLevel, Question};
 use quiver_telemetry::ToolCounters;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::ClientBridge;
+use crate::{BoxFuture, ClientBridge};
 
 const RUNNING: u8 = 0;
 const DONE: u8 = 1;
@@ -68,38 +69,11 @@ impl RouterSink {
             self.counters.overrun_started();
         }
     }
-
-    fn ask(
-        &self,
-        what: &str,
-        request: &str,
-        f: impl FnOnce(serde_json::Value) -> crate::BoxFuture<Result<serde_json::Value, String>>,
-    ) -> Result<String, String> {
-        if self.is_cancelled() {
-            return Err(format!("{what} refused: the call is cancelled or past its deadline"));
-        }
-        let Some(runtime) = &self.runtime else {
-            return Err(format!(
-                "{what} is not available to a tool with inline execution (it runs on the caller's task and cannot wait for the client); declare `execution: thread` in its manifest"
-            ));
-        };
-        let value: serde_json::Value =
-            serde_json::from_str(request).map_err(|e| format!("{what} request is not JSON: {e}"))?;
-        let fut = f(value);
-        let token = self.token.clone();
-        let deadline = self.deadline;
-        let answer = runtime.block_on(async move {
-            tokio::select! {
-                r = fut => r,
-                _ = token.cancelled() => Err(format!("{what} abandoned: the call was cancelled")),
-                _ = tokio::time::sleep_until(deadline.into()) => Err(format!("{what} abandoned: the call's deadline passed")),
-            }
-        })?;
-        Ok(answer.to_string())
-    }
 }
 
-impl CallSink for RouterSink {
+/// The call's host services: the session's bridge, plus the call's own cancellation and a log
+/// line in the host's log.
+impl HostServices for RouterSink {
     fn log(&self, level: LogLevel, message: &str) {
         match level {
             LogLevel::Debug => tracing::debug!(request_id = %self.request_id, "{message}"),
@@ -118,18 +92,55 @@ impl CallSink for RouterSink {
         self.abandoned.load(Ordering::Acquire) || self.token.is_cancelled() || Instant::now() >= self.deadline
     }
 
-    fn elicit(&self, request: &str) -> Result<String, String> {
-        if !self.bridge.can_elicit() {
-            return Err("this client cannot ask the user (no elicitation support)".to_owned());
-        }
-        self.ask("elicitation", request, |v| self.bridge.elicit(v))
+    fn can_elicit(&self) -> bool {
+        self.bridge.can_elicit()
     }
 
-    fn sample(&self, request: &str) -> Result<String, String> {
-        if !self.bridge.can_sample() {
-            return Err("this client cannot run a model (no sampling support)".to_owned());
+    fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>> {
+        self.bridge.elicit(request)
+    }
+
+    fn can_sample(&self) -> bool {
+        self.bridge.can_sample()
+    }
+
+    fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>> {
+        self.bridge.sample(request)
+    }
+}
+
+impl CallSink for RouterSink {
+    fn services(&self) -> &dyn HostServices {
+        self
+    }
+
+    /// Blocks the plugin's thread on the runtime until the client answers, the caller cancels or
+    /// the deadline passes.
+    fn ask(&self, question: Question, request: &str) -> Result<String, String> {
+        let what = question.as_str();
+        if HostServices::is_cancelled(self) {
+            return Err(format!("{what} refused: the call is cancelled or past its deadline"));
         }
-        self.ask("sampling", request, |v| self.bridge.sample(v))
+        let Some(runtime) = &self.runtime else {
+            return Err(format!(
+                "{what} is not available to a tool with inline execution (it runs on the caller's task and cannot wait for the client); declare `execution: thread` in its manifest"
+            ));
+        };
+        let value: Value = serde_json::from_str(request).map_err(|e| format!("{what} request is not JSON: {e}"))?;
+        let fut = match question {
+            Question::Elicitation => self.bridge.elicit(value),
+            Question::Sampling => self.bridge.sample(value),
+        };
+        let token = self.token.clone();
+        let deadline = self.deadline;
+        let answer = runtime.block_on(async move {
+            tokio::select! {
+                r = fut => r,
+                _ = token.cancelled() => Err(format!("{what} abandoned: the call was cancelled")),
+                _ = tokio::time::sleep_until(deadline.into()) => Err(format!("{what} abandoned: the call's deadline passed")),
+            }
+        })?;
+        Ok(answer.to_string())
     }
 }
 

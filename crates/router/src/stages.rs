@@ -198,15 +198,15 @@ impl Router {
         };
         let tool_name = resolved.tool.name.as_str();
         let plugin = resolved.plugin;
-        cx.meta.tool = Some(tool_name.to_owned());
-        cx.meta.plugin = Some(plugin.manifest.id.clone());
         let index = index_in(catalog, resolved.tool)
             .ok_or_else(|| Code::Protocol.error(format!("catalog inconsistency: `{tool_name}` has no index")))?;
-        let state = self.tool_state(catalog, index);
+        let (state, names) = self.tool_state(catalog, index);
         cx.tool_counters = Some(state.counters.clone());
-        cx.meta.plugin_version = Some(state.version.clone());
+        cx.meta.tool = Some(names.tool);
+        cx.meta.plugin = Some(names.plugin);
+        cx.meta.plugin_version = Some(names.version);
         cx.meta.sha256 = Some(plugin.provenance.sha256.clone());
-        cx.meta.signer_key_id = plugin.provenance.signer_key_id.clone();
+        cx.meta.signer_key_id = names.signer_key_id;
         cx.meta.lifecycle_state = Some(resolved.state);
         cx.meta.notice = resolved.notice(&cx.meta.called_name);
         if !resolved.state.is_dispatchable() {

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use quiver_catalog::{CallSink, LogLevel, ToolBackend};
+use quiver_catalog::{BackendFuture, CallSink, HostServices, LogLevel, Question, ToolBackend};
 
 use super::protocol::{self, Hello, PROTOCOL_VERSION, Ready, ToHost, ToWorker};
 use crate::host_services::InProcessBackend;
@@ -58,14 +58,20 @@ struct ChildCall {
 }
 
 impl ChildCall {
-    fn ask(&self, kind: &str, make: impl FnOnce(u64) -> ToHost) -> Result<String, String> {
-        if self.is_cancelled() {
+    /// Passes a question to the host and waits for its answer (JSON text) until the deadline.
+    fn ask_host(&self, question: Question, request: &str) -> Result<String, String> {
+        let kind = question.as_str();
+        if HostServices::is_cancelled(self) {
             return Err(format!("{kind} refused: the call is cancelled or past its deadline"));
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         self.answers.lock().unwrap_or_else(|e| e.into_inner()).insert(seq, tx);
-        self.out.send(&make(seq));
+        let (id, request) = (self.id, request.to_owned());
+        self.out.send(&match question {
+            Question::Elicitation => ToHost::Elicit { id, seq, request },
+            Question::Sampling => ToHost::Sample { id, seq, request },
+        });
         let wait = self.deadline.saturating_duration_since(Instant::now());
         let answer =
             rx.recv_timeout(wait).unwrap_or_else(|_| Err(format!("{kind} abandoned: the call's deadline passed")));
@@ -74,7 +80,9 @@ impl ChildCall {
     }
 }
 
-impl CallSink for ChildCall {
+/// The worker's side of the host services: everything goes to the host over the pipe, which
+/// decides (the client's capabilities are known there), so both questions are always passed on.
+impl HostServices for ChildCall {
     fn log(&self, level: LogLevel, message: &str) {
         self.out.send(&ToHost::Log { id: self.id, level: level as u8, message: message.to_owned() });
     }
@@ -84,11 +92,30 @@ impl CallSink for ChildCall {
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Acquire) || Instant::now() >= self.deadline
     }
-    fn elicit(&self, request: &str) -> Result<String, String> {
-        self.ask("elicitation", |seq| ToHost::Elicit { id: self.id, seq, request: request.to_owned() })
+    fn can_elicit(&self) -> bool {
+        true
     }
-    fn sample(&self, request: &str) -> Result<String, String> {
-        self.ask("sampling", |seq| ToHost::Sample { id: self.id, seq, request: request.to_owned() })
+    fn elicit(&self, request: serde_json::Value) -> BackendFuture<Result<serde_json::Value, String>> {
+        Box::pin(std::future::ready(self.ask_host(Question::Elicitation, &request.to_string()).and_then(parse_answer)))
+    }
+    fn can_sample(&self) -> bool {
+        true
+    }
+    fn sample(&self, request: serde_json::Value) -> BackendFuture<Result<serde_json::Value, String>> {
+        Box::pin(std::future::ready(self.ask_host(Question::Sampling, &request.to_string()).and_then(parse_answer)))
+    }
+}
+
+fn parse_answer(text: String) -> Result<serde_json::Value, String> {
+    serde_json::from_str(&text).map_err(|e| format!("the host's answer is not JSON: {e}"))
+}
+
+impl CallSink for ChildCall {
+    fn services(&self) -> &dyn HostServices {
+        self
+    }
+    fn ask(&self, question: Question, request: &str) -> Result<String, String> {
+        self.ask_host(question, request)
     }
 }
 
