@@ -192,15 +192,51 @@ fn new_memfd(name: &str) -> std::io::Result<fs::File> {
 }
 
 /// Seals a memory file: its bytes can no longer change.
+///
+/// The kernel refuses `F_SEAL_WRITE` with `EBUSY` while something still holds a reference to one
+/// of the file's pages (it waits about 150 ms for such references to go first); on a loaded
+/// machine that happens now and then right after the pages were written. The seal is then tried
+/// again a few times before the error is given, naming the step.
 #[cfg(target_os = "linux")]
 fn seal(file: &fs::File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
-    // SAFETY: fcntl on an fd we own.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
-        return Err(std::io::Error::last_os_error());
+    retry_busy(SEAL_TRIES, std::time::Duration::from_millis(20), || {
+        // SAFETY: fcntl on an fd we own.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    })
+    .map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot seal its in-memory copy ({e}; tried {SEAL_TRIES} times)"))
+    })
+}
+
+/// How many times a seal refused with `EBUSY` is tried in all.
+#[cfg(target_os = "linux")]
+const SEAL_TRIES: u32 = 6;
+
+/// Runs `op` up to `tries` times while it fails with `EBUSY`, waiting `pause`, then twice as
+/// long each time; any other outcome is returned at once.
+#[cfg(target_os = "linux")]
+fn retry_busy(
+    tries: u32,
+    pause: std::time::Duration,
+    mut op: impl FnMut() -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut wait = pause;
+    let mut left = tries.max(1);
+    loop {
+        match op() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && left > 1 => {
+                left -= 1;
+                std::thread::sleep(wait);
+                wait *= 2;
+            }
+            other => return other,
+        }
     }
-    Ok(())
 }
 
 #[cfg(target_os = "linux")]
@@ -299,5 +335,52 @@ fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod seal_tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn busy() -> std::io::Error {
+        std::io::Error::from_raw_os_error(libc::EBUSY)
+    }
+
+    #[test]
+    fn a_seal_refused_as_busy_is_tried_again_until_it_holds() {
+        let mut calls = 0;
+        let out = retry_busy(6, Duration::ZERO, || {
+            calls += 1;
+            if calls < 3 { Err(busy()) } else { Ok(()) }
+        });
+        assert!(out.is_ok(), "{out:?}");
+        assert_eq!(calls, 3);
+    }
+
+    #[test]
+    fn busy_past_the_tries_and_other_errors_are_given_back() {
+        let mut calls = 0;
+        let out = retry_busy(4, Duration::ZERO, || {
+            calls += 1;
+            Err(busy())
+        });
+        assert_eq!(out.unwrap_err().raw_os_error(), Some(libc::EBUSY));
+        assert_eq!(calls, 4);
+        let mut calls = 0;
+        let out = retry_busy(4, Duration::ZERO, || {
+            calls += 1;
+            Err(std::io::Error::from_raw_os_error(libc::EPERM))
+        });
+        assert_eq!(out.unwrap_err().raw_os_error(), Some(libc::EPERM));
+        assert_eq!(calls, 1, "only EBUSY is tried again");
+    }
+
+    #[test]
+    fn a_written_memory_file_seals_and_refuses_writes() {
+        let mut file = new_memfd("seal-test").expect("memfd");
+        file.write_all(b"library bytes").expect("write");
+        seal(&file).expect("seal");
+        assert!(file.write_all(b"more").is_err(), "a sealed file takes no more bytes");
     }
 }
