@@ -519,7 +519,9 @@ impl BundleSource {
     /// when there is no usable report.
     fn load_listed(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, Box<VerifiedBundle>> {
         let policy = &self.settings.isolation;
-        let (Some(cache), Some(_)) = (&policy.start_cache, &policy.worker) else { return Err(Box::new(bundle)) };
+        let (Some(cache), Some(settings)) = (&policy.start_cache, policy.worker.clone()) else {
+            return Err(Box::new(bundle));
+        };
         let file = report_file(cache, &bundle.sha256);
         let Ok(report) = fs::read_to_string(&file) else { return Err(Box::new(bundle)) };
         let Ok(info) = crate::library::parse_info(&report)
@@ -529,7 +531,6 @@ impl BundleSource {
             return Err(Box::new(bundle));
         };
         let Ok(spec) = worker_spec(&bundle, policy) else { return Err(Box::new(bundle)) };
-        let Some(settings) = policy.worker.clone() else { return Err(Box::new(bundle)) };
         let failed = self.failed.clone();
         let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let start = FailedStart {
