@@ -85,6 +85,7 @@ fn apply_set(config: &mut SearchConfig, spec: &str) -> Result<(), String> {
         "value_type_weight" => &mut config.value_type_weight,
         "translation_weight" => &mut config.translation_weight,
         "translated_expansion" => &mut config.translated_expansion,
+        "loanword_weight" => &mut config.loanword_weight,
         _ => return Err(format!("--set: unknown key `{key}`")),
     };
     *slot = v;

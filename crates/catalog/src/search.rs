@@ -190,6 +190,9 @@ const MAX_PREFIX_TERMS: usize = 8;
 const DIVERSIFY_WINDOW: usize = 4 * Query::MAX_LIMIT;
 /// Most vocabulary terms an unknown query word is corrected to.
 const MAX_TYPO_TERMS: usize = 8;
+
+/// Most catalog words one loanword of a request stands for (words that sound alike).
+const MAX_LOANWORD_TERMS: usize = 4;
 /// Compiled-program size limit for regex queries, in bytes.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -287,6 +290,10 @@ pub struct SearchConfig {
     /// Weight factor of the synonyms and WordNet related words of translated words (`文件夹` →
     /// `folder` → `directory`), on top of the translation weight times theirs; 0 switches it off.
     pub translated_expansion: f32,
+    /// Weight factor of loanwords spelled in Hangul or Katakana (`커밋` → `commit`, `レシピ` →
+    /// `recipe`) and matched to catalog words that sound alike ([`text::loanword_keys`]), on top
+    /// of the translation weight; 0 switches it off.
+    pub loanword_weight: f32,
     /// Query weight of conversational filler words (`help`, `need`; see `text::is_filler_word`).
     pub filler_weight: f32,
     /// Rank exact name/alias mentions, and names a one-word query is a prefix of, first.
@@ -334,6 +341,7 @@ impl Default for SearchConfig {
             value_type_weight: 1.0,
             translation_weight: 1.0,
             translated_expansion: 1.0,
+            loanword_weight: 1.0,
             name_match_first: true,
             filler_weight: 0.3,
             typo_weight: 0.5,
@@ -403,6 +411,9 @@ pub struct SearchIndex {
     typo_keys: Vec<(u64, u32)>,
     /// Term id → term, for verifying typo candidates.
     terms: Vec<Box<str>>,
+    /// Sound key of each ASCII term ([`text::sound_key_en`], [`text::MIN_LOANWORD_KEY`] classes
+    /// or more) → its terms, for loanwords spelled in Hangul or Katakana.
+    sound_keys: HashMap<Box<str>, Vec<u32>>,
     idf: Vec<f32>,
     /// `postings[post_start[t]..post_start[t + 1]]` belong to term `t`.
     post_start: Vec<u32>,
@@ -630,6 +641,14 @@ impl SearchIndex {
         }
         typo_keys.sort_unstable();
         typo_keys.dedup();
+        let mut sound_keys: HashMap<Box<str>, Vec<u32>> = HashMap::new();
+        let mut key = String::new();
+        for (t, id) in &sorted_vocab {
+            text::sound_key_en(t, &mut key);
+            if key.len() >= text::MIN_LOANWORD_KEY {
+                sound_keys.entry(key.as_str().into()).or_default().push(*id);
+            }
+        }
         let fingerprint: Vec<u64> = docs
             .iter()
             .map(|d| {
@@ -661,6 +680,7 @@ impl SearchIndex {
             sorted_vocab,
             typo_keys,
             terms,
+            sound_keys,
             idf,
             post_start,
             postings,
@@ -962,6 +982,25 @@ impl SearchIndex {
             };
             text::zh_translations(text, &mut add);
             text::ko_translations(text, &mut add);
+            if cfg.loanword_weight > 0.0 {
+                // A loanword means the catalog words that sound like it (`커밋` → `commit`).
+                let weight = cfg.translation_weight * cfg.loanword_weight;
+                text::loanword_keys(text, |key| {
+                    let Some(ids) = self.sound_keys.get(key) else {
+                        return false;
+                    };
+                    let alts: Vec<(u32, f32)> = ids
+                        .iter()
+                        .filter(|id| !originals.contains(id))
+                        .take(MAX_LOANWORD_TERMS)
+                        .map(|&id| (id, weight))
+                        .collect();
+                    if !alts.is_empty() && concepts.len() < MAX_QUERY_WORDS {
+                        concepts.push(Concept { original: None, weight: 1.0, alts });
+                    }
+                    true
+                });
+            }
         }
         concepts.retain(|c| !c.alts.is_empty());
         concepts

@@ -416,6 +416,26 @@ fn korean_requests_reach_tools_described_in_english() {
 }
 
 #[test]
+fn loanwords_in_hangul_and_katakana_reach_the_english_words_they_sound_like() {
+    let docs = vec![
+        doc("git_commit", "Records changes to the repository.", &[("message", "Commit message")]),
+        doc("git_create_branch", "Creates a new branch.", &[("branch_name", "Name of the new branch")]),
+        doc("find_recipes", "Find cooking recipes by ingredient.", &[("ingredient", "Main ingredient")]),
+        doc("send_email", "Send an e-mail message.", &[("to", "Recipient")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    // 커밋 (keo-mit) → commit, 브랜치 (beu-raen-chi) → branch, with particles and endings
+    // attached; レシピ (re-shi-pi) → recipe: none of them is in the Korean dictionary.
+    assert_eq!(top(&index, "커밋해 줘"), "git_commit");
+    assert_eq!(top(&index, "브랜치를 보여 줘"), "git_create_branch");
+    assert_eq!(top(&index, "レシピ"), "find_recipes");
+    let off = SearchIndex::build_with(docs, SearchConfig { loanword_weight: 0.0, ..SearchConfig::default() });
+    for q in ["커밋해 줘", "レシピ"] {
+        assert_eq!(off.search(&Query::text(q), &|_| true).unwrap().total, 0, "{q}");
+    }
+}
+
+#[test]
 #[cfg(not(feature = "semantic"))]
 fn a_configured_model_without_the_semantic_feature_names_the_feature() {
     assert!(!SearchSetup::load(None).unwrap().has_embedding());

@@ -377,17 +377,42 @@ pub fn zh_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
     use std::sync::LazyLock;
     static MAP: LazyLock<WordTable> = LazyLock::new(|| word_table(CEDICT_ZH_EN));
     let is_han = |c: char| matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF);
-    for run in text.split(|c: char| !is_han(c)).filter(|r| !r.is_empty()) {
+    let mut rest = text;
+    while let Some(start) = rest.find(is_han) {
+        let after_digit = rest[..start].trim_end().ends_with(|c: char| c.is_ascii_digit());
+        let run = &rest[start..];
+        let run = &run[..run.find(|c: char| !is_han(c)).unwrap_or(run.len())];
+        rest = &rest[start + run.len()..];
+        // A measure word after a numeral or a demonstrative (`三个`, `这张`, `5 次`) counts
+        // things; its other senses (`张` open, spread; `次` next, second) are not meant.
+        let mut counted = after_digit;
         segment_fewest_words(
             run,
             MAX_ZH_WORD,
-            |w| MAP.get(w).map(Vec::as_slice),
-            |english| {
-                if !english.is_empty() {
+            |w| MAP.get_key_value(w).map(|(k, v)| (*k, v.as_slice())),
+            |(word, english)| {
+                let measure = counted && is_measure_word(&MAP, word);
+                counted = word.chars().all(|c| NUMERALS_AND_DEMONSTRATIVES.contains(c));
+                if !english.is_empty() && !measure {
                     f(english);
                 }
             },
         );
+    }
+}
+
+/// Chinese numerals and demonstratives, a closed class of the grammar: a measure word follows
+/// them (`三个`, `这张`, `每次`, `第三行`).
+const NUMERALS_AND_DEMONSTRATIVES: &str = "零一二两三四五六七八九十百千万几多半这那每某哪各第";
+
+/// True when `word` is a one-character measure word of CC-CEDICT (a `~WORD` line of the file).
+fn is_measure_word(map: &WordTable, word: &str) -> bool {
+    let mut key = [0u8; 8];
+    key[0] = b'~';
+    let n = word.len();
+    n <= 4 && {
+        key[1..=n].copy_from_slice(word.as_bytes());
+        std::str::from_utf8(&key[..=n]).is_ok_and(|k| map.contains_key(k))
     }
 }
 
@@ -449,8 +474,6 @@ const MAX_KO_WORD: usize = 6;
 /// more often than a word: `를`, `에`, `도`). `f` is called once per word found with its English
 /// words. Parsed once, on first use.
 pub fn ko_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
-    use std::sync::LazyLock;
-    static MAP: LazyLock<WordTable> = LazyLock::new(|| word_table(KRDICT_KO_EN));
     let is_hangul = |c: char| matches!(c as u32, 0xAC00..=0xD7A3);
     for run in text.split(|c: char| !is_hangul(c)).filter(|r| !r.is_empty()) {
         let starts: Vec<usize> = run.char_indices().map(|(i, _)| i).chain(std::iter::once(run.len())).collect();
@@ -460,13 +483,164 @@ pub fn ko_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
             let shortest = if at == 0 { 1 } else { 2 };
             let mut step = 1;
             for len in (shortest..=MAX_KO_WORD.min(chars - at)).rev() {
-                if let Some(english) = MAP.get(&run[starts[at]..starts[at + len]]) {
+                if let Some(english) = ko_table().get(&run[starts[at]..starts[at + len]]) {
                     f(english);
                     step = len;
                     break;
                 }
             }
             at += step;
+        }
+    }
+}
+
+/// The Korean dictionary ([`KRDICT_KO_EN`]), parsed once, on first use (by a request with
+/// Hangul in it: others never pay for it).
+fn ko_table() -> &'static WordTable {
+    use std::sync::LazyLock;
+    static MAP: LazyLock<WordTable> = LazyLock::new(|| word_table(KRDICT_KO_EN));
+    &MAP
+}
+
+/// Shortest sound key (in consonant classes) matched as a loanword: two classes (`파일` and
+/// `pull`, `fill`, `file`) say too little to pick an English word.
+pub const MIN_LOANWORD_KEY: usize = 3;
+
+/// Pushes consonant class `c` onto a sound key unless it repeats the last one (`tt`, `ll`, a
+/// doubled Korean consonant all sound as one).
+fn push_class(key: &mut String, c: char) {
+    if c != '-' && !key.ends_with(c) {
+        key.push(c);
+    }
+}
+
+/// The sound key of an English word (lower-case ASCII; other words give an empty key): its
+/// consonants as classes of sounds that Korean and Japanese spell alike, vowels dropped. `K`
+/// (c, k, q, hard g), `S` (s, soft c, th, sh, -tion), `J` (j, ch, z, soft g, -sion), `T` (t,
+/// d), `P` (p, b, f, v, ph), `L` (l, and r before a vowel: a final r is not pronounced in the
+/// English these loanwords come from), `M`, `N` (n, ng), `KS` (x); w, h, y are dropped (they
+/// become vowels). Doubled classes count once. `commit` → `KMT`, `recipe` → `LSP`, `branch` →
+/// `PLNJ`. A general spelling-to-sound rule for matching loanwords ([`loanword_keys`]), not a
+/// table of words.
+pub fn sound_key_en(word: &str, key: &mut String) {
+    key.clear();
+    let b = word.as_bytes();
+    if !b.iter().all(u8::is_ascii_lowercase) {
+        return;
+    }
+    let vowel = |i: usize| b.get(i).is_some_and(|&c| matches!(c, b'a' | b'e' | b'i' | b'o' | b'u' | b'y'));
+    let front = |i: usize| b.get(i).is_some_and(|&c| matches!(c, b'e' | b'i' | b'y'));
+    let at = |i: usize, s: &str| b[i..].starts_with(s.as_bytes());
+    let mut i = 0;
+    while i < b.len() {
+        let (class, step): (&str, usize) = match b[i] {
+            b'a' | b'e' | b'i' | b'o' | b'u' | b'y' | b'w' | b'h' => ("", 1),
+            b'c' if at(i, "ch") => ("J", 2),
+            b'c' if at(i, "ck") => ("K", 2),
+            b'c' if front(i + 1) => ("S", 1),
+            b'c' | b'k' | b'q' => ("K", 1),
+            b'g' if at(i, "gh") => ("", 2),
+            b'g' if i > 0 && front(i + 1) => ("J", 1),
+            b'g' => ("K", 1),
+            b'p' if at(i, "ph") => ("P", 2),
+            b'b' | b'p' | b'f' | b'v' => ("P", 1),
+            b's' if at(i, "ssion") => ("S", 2),
+            b's' if at(i, "sion") => ("J", 2),
+            b's' if at(i, "sh") => ("S", 2),
+            b't' if at(i, "tch") => ("J", 3),
+            b't' if at(i, "th") => ("S", 2),
+            b't' if at(i, "tio") || at(i, "tia") => ("S", 2),
+            b's' => ("S", 1),
+            b'z' | b'j' => ("J", 1),
+            b't' | b'd' => ("T", 1),
+            b'x' => ("KS", 1),
+            b'l' => ("L", 1),
+            b'r' if vowel(i + 1) => ("L", 1),
+            b'r' => ("", 1),
+            b'm' => ("M", 1),
+            b'n' if at(i, "ng") && !vowel(i + 2) => ("N", 2),
+            b'n' => ("N", 1),
+            _ => ("", 1),
+        };
+        class.chars().for_each(|c| push_class(key, c));
+        i += step;
+    }
+}
+
+/// The sound key of a Hangul word ([`sound_key_en`]'s classes): initial and final consonants of
+/// each syllable (a final `ㅅ` is the t of loanwords: `커밋` → `KMT`), vowels, `ㅇ` and `ㅎ`
+/// dropped. Other characters give an empty key.
+pub fn sound_key_hangul(word: &str, key: &mut String) {
+    // Classes of the 19 initial consonants and the 28 finals (index 0: none) of a syllable.
+    const INITIAL: &[u8; 19] = b"KKNTTLMPPSS-JJJKTP-";
+    const FINAL: &[u8; 28] = b"-KKKNNNTLLLLLLLLMPPTTNTTKTP-";
+    key.clear();
+    for c in word.chars() {
+        let Some(s) = (c as u32).checked_sub(0xAC00).filter(|&s| s < 11_172) else {
+            key.clear();
+            return;
+        };
+        push_class(key, char::from(INITIAL[(s / 588) as usize]));
+        push_class(key, char::from(FINAL[(s % 28) as usize]));
+    }
+}
+
+/// The sound key of a Katakana word ([`sound_key_en`]'s classes): the consonant of each kana
+/// (`レシピ` → `LSP`); vowels, `ー`, `ッ` and small kana dropped. Other characters give an empty
+/// key.
+pub fn sound_key_katakana(word: &str, key: &mut String) {
+    const ROWS: &[(&str, char)] = &[
+        ("カキクケコガギグゲゴ", 'K'),
+        ("サシスセソ", 'S'),
+        ("ザジズゼゾチヂヅ", 'J'),
+        ("タテトダデドツ", 'T'),
+        ("ナニヌネノン", 'N'),
+        ("バビブベボパピプペポフヴ", 'P'),
+        ("マミムメモ", 'M'),
+        ("ラリルレロ", 'L'),
+    ];
+    key.clear();
+    for c in word.chars() {
+        if !is_katakana(c) {
+            key.clear();
+            return;
+        }
+        if let Some((_, class)) = ROWS.iter().find(|(row, _)| row.contains(c)) {
+            push_class(key, *class);
+        }
+    }
+}
+
+fn is_katakana(c: char) -> bool {
+    matches!(c as u32, 0x30A1..=0x30FA | 0x30FC)
+}
+
+/// The sound keys of the loanwords a request may spell in Hangul or Katakana (`커밋해` → commit,
+/// `レシピ` → recipe). `f` gets each candidate key ([`MIN_LOANWORD_KEY`] classes or more) and
+/// says whether it names a catalog word. A Katakana run is one candidate. A Hangul word carries
+/// particles and endings (`커밋해`, `브랜치를`), so its prefixes are tried, longest first, down
+/// to two syllables, until one matches; a word whose start is a headword of the Korean
+/// dictionary is left to the dictionary (native words are not loanwords, and a loanword the
+/// dictionary holds is translated there).
+pub fn loanword_keys(text: &str, mut f: impl FnMut(&str) -> bool) {
+    let is_hangul = |c: char| matches!(c as u32, 0xAC00..=0xD7A3);
+    let mut key = String::new();
+    for run in text.split(|c: char| !is_katakana(c)).filter(|r| r.chars().nth(1).is_some()) {
+        sound_key_katakana(run, &mut key);
+        if key.len() >= MIN_LOANWORD_KEY {
+            f(&key);
+        }
+    }
+    for run in text.split(|c: char| !is_hangul(c)).filter(|r| !r.is_empty()) {
+        let ends: Vec<usize> = run.char_indices().map(|(i, c)| i + c.len_utf8()).collect();
+        if ends.len() < 2 || ends[1..].iter().any(|&e| ko_table().contains_key(&run[..e])) {
+            continue;
+        }
+        for &end in ends[1..].iter().rev() {
+            sound_key_hangul(&run[..end], &mut key);
+            if key.len() >= MIN_LOANWORD_KEY && f(&key) {
+                break;
+            }
         }
     }
 }
@@ -637,6 +811,21 @@ mod tests {
     }
 
     #[test]
+    fn chinese_measure_words_after_numerals_translate_to_nothing() {
+        // 张 (`open`, `spread`, `sheet`) counts pictures in 这张图片 and 三张; alone it is a word.
+        let mut got: Vec<&str> = Vec::new();
+        zh_translations("这张图片", |e| got.extend(e));
+        assert!(got.contains(&"picture") && !got.contains(&"open") && !got.contains(&"spread"), "{got:?}");
+        got.clear();
+        zh_translations("3 张图片", |e| got.extend(e));
+        assert!(!got.contains(&"open"), "after a digit: {got:?}");
+        got.clear();
+        zh_translations("张", |e| got.extend(e));
+        assert!(!got.is_empty(), "not after a numeral: translated");
+        assert!(CEDICT_ZH_EN.lines().any(|l| l == "~张"), "the measure words are in the shipped file");
+    }
+
+    #[test]
     fn korean_words_translate_to_english() {
         let mut got: Vec<&str> = Vec::new();
         ko_translations("서울 날씨를 알려줘, 이메일 보내줘", |e| got.extend(e));
@@ -647,6 +836,48 @@ mod tests {
         ko_translations("weather 天气", |_| none = false);
         assert!(none, "no Hangul text, no translation");
         assert!(KRDICT_KO_EN.contains("CC BY-SA 2.0 KR"), "the licence travels with the data");
+    }
+
+    #[test]
+    fn loanwords_sound_alike_in_english_hangul_and_katakana() {
+        let en = |w: &str| {
+            let mut k = String::new();
+            sound_key_en(&stem(w), &mut k);
+            k
+        };
+        let ko = |w: &str| {
+            let mut k = String::new();
+            sound_key_hangul(w, &mut k);
+            k
+        };
+        let ja = |w: &str| {
+            let mut k = String::new();
+            sound_key_katakana(w, &mut k);
+            k
+        };
+        for (english, hangul, katakana) in [
+            ("commit", "커밋", "コミット"),
+            ("recipe", "레시피", "レシピ"),
+            ("branch", "브랜치", "ブランチ"),
+            ("steak", "스테이크", "ステーキ"),
+            ("folder", "폴더", "フォルダ"),
+            ("session", "세션", "セッション"),
+            ("script", "스크립트", "スクリプト"),
+        ] {
+            assert_eq!(en(english), ko(hangul), "{english} / {hangul}");
+            assert_eq!(en(english), ja(katakana), "{english} / {katakana}");
+        }
+        assert_eq!(en("commit"), "KMT");
+        assert_ne!(en("commit"), en("comment"));
+        assert!(ko("commit").is_empty() && ja("커밋").is_empty() && en("커밋").is_empty());
+        // Candidate keys: a Katakana run whole; a Hangul word by its prefixes, longest first,
+        // until one names a catalog word; words the Korean dictionary starts are left to it.
+        let mut keys = Vec::new();
+        loanword_keys("レシピ 커밋해 줘, 날씨를", |k| {
+            keys.push(k.to_owned());
+            k == "KMT"
+        });
+        assert_eq!(keys, ["LSP", "KMT"], "커밋해 → 커밋해 (KMT, matched), 날씨 is a headword");
     }
 
     #[test]
