@@ -17,7 +17,9 @@
 //!   such values rank up;
 //! - Chinese and Korean words of a request translated to English (CC-CEDICT,
 //!   [`text::zh_translations`]; the Korean Learners' Dictionary, [`text::ko_translations`]), so
-//!   that requests in Chinese or Korean reach tools described in English;
+//!   that requests in Chinese or Korean reach tools described in English, and loanwords spelled
+//!   in Hangul or Katakana matched to the catalog words that sound alike ([`text::loanword_keys`]:
+//!   `커밋` → `commit`);
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
 //!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
 //!   and the catalog words one edit away (typos), the alternatives at reduced weight;
