@@ -9,8 +9,9 @@
 //! film`, `/web page/` → `web page`), lower case, at most [`MAX_WORDS`]; senses that are
 //! surnames, variants, cross-references, classifiers or proper names are skipped. Function words
 //! (a grammatical sense, or a first sense of English function words only: `的`, `了`, `是`) come
-//! last, alone on their line. The CC-CEDICT licence (CC BY-SA 4.0) is named in the header: the
-//! generated file is an adaptation and stays under that licence.
+//! last, alone on their line; then the one-character measure words (a `classifier for` sense,
+//! or named in a `CL:` list), as `~WORD` lines. The CC-CEDICT licence (CC BY-SA 4.0) is named
+//! in the header: the generated file is an adaptation and stays under that licence.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
