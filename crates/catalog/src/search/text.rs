@@ -767,6 +767,17 @@ mod tests {
     }
 
     #[test]
+    fn traditional_chinese_translates_like_simplified() {
+        let (mut trad, mut simp): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+        zh_translations("幫我讀取這個檔案，建立資料夾", |e| trad.extend(e));
+        zh_translations("帮我读取这个档案，建立资料夹", |e| simp.extend(e));
+        for want in ["read", "file", "folder"] {
+            assert!(trad.contains(&want), "{want} in {trad:?}");
+        }
+        assert_eq!(trad, simp, "the same words, whichever script");
+    }
+
+    #[test]
     fn chinese_runs_cut_into_fewest_words() {
         // Lines of the generated CC-CEDICT file.
         let table = word_table(
