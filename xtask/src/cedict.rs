@@ -232,6 +232,10 @@ pub fn convert(text: &str) -> Result<String> {
             classifiers.insert(trad);
         }
     }
+    // A traditional spelling shared by a function word and a content word is a function word.
+    for w in &function_words {
+        words.remove(w);
+    }
     if entries < 10_000 {
         bail!("only {entries} CC-CEDICT entries read: not the dictionary?");
     }

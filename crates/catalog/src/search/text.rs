@@ -328,17 +328,45 @@ pub fn value_types(text: &str) -> Vec<&'static str> {
 const WORDNET_RELATED: &str = include_str!("../../data/wordnet-related.txt");
 
 /// A word → words table of the data files (`data/*.txt`): one entry per line, the key and its
-/// words separated by spaces; lines starting with `#` are the header.
-type WordTable = std::collections::HashMap<&'static str, Vec<&'static str>>;
+/// words separated by spaces; lines starting with `#` are the header. All values share one
+/// vector and the map hashes with foldhash, so that parsing a table of 100,000 lines (on the
+/// first request that needs it) costs one allocation per growth, not one per line.
+struct WordTable {
+    words: Vec<&'static str>,
+    index: std::collections::HashMap<&'static str, (u32, u32), foldhash::fast::FixedState>,
+}
+
+impl WordTable {
+    fn get_key_value(&self, key: &str) -> Option<(&'static str, &[&'static str])> {
+        self.index.get_key_value(key).map(|(k, &(start, end))| (*k, &self.words[start as usize..end as usize]))
+    }
+
+    fn get(&self, key: &str) -> Option<&[&'static str]> {
+        self.get_key_value(key).map(|(_, v)| v)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.index.contains_key(key)
+    }
+}
 
 fn word_table(data: &'static str) -> WordTable {
-    data.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let mut words = l.split(' ');
-            Some((words.next()?, words.collect()))
-        })
-        .collect()
+    let lines = data.lines().filter(|l| !l.starts_with('#'));
+    let mut table = WordTable {
+        words: Vec::with_capacity(data.len() / 8),
+        index: std::collections::HashMap::with_capacity_and_hasher(
+            data.bytes().filter(|&b| b == b'\n').count(),
+            foldhash::fast::FixedState::default(),
+        ),
+    };
+    for line in lines {
+        let mut words = line.split(' ');
+        let Some(key) = words.next() else { continue };
+        let start = table.words.len() as u32;
+        table.words.extend(words);
+        table.index.entry(key).or_insert((start, table.words.len() as u32));
+    }
+    table
 }
 
 /// The WordNet-related words of `word` (lower-case): the other lemmas of its most frequent noun
@@ -348,13 +376,9 @@ fn word_table(data: &'static str) -> WordTable {
 pub fn related_words(word: &str) -> &'static [&'static str] {
     use std::sync::LazyLock;
     static MAP: LazyLock<WordTable> = LazyLock::new(|| word_table(WORDNET_RELATED));
-    let lookup = |w: &str| MAP.get(w).map(Vec::as_slice);
+    let lookup = |w: &str| MAP.get(w);
     lookup(word)
-        .or_else(|| {
-            word.strip_suffix("ies")
-                .and_then(|w| MAP.get_key_value(format!("{w}y").as_str()))
-                .map(|(_, v)| v.as_slice())
-        })
+        .or_else(|| word.strip_suffix("ies").and_then(|w| MAP.get(format!("{w}y").as_str())))
         .or_else(|| word.strip_suffix('s').and_then(lookup))
         .unwrap_or(&[])
 }
@@ -389,7 +413,7 @@ pub fn zh_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
         segment_fewest_words(
             run,
             MAX_ZH_WORD,
-            |w| MAP.get_key_value(w).map(|(k, v)| (*k, v.as_slice())),
+            |w| MAP.get_key_value(w),
             |(word, english)| {
                 let measure = counted && is_measure_word(&MAP, word);
                 counted = word.chars().all(|c| NUMERALS_AND_DEMONSTRATIVES.contains(c));
@@ -778,6 +802,15 @@ mod tests {
     }
 
     #[test]
+    fn data_files_have_each_key_once() {
+        for data in [CEDICT_ZH_EN, KRDICT_KO_EN, WORDNET_RELATED] {
+            let table = word_table(data);
+            let lines = data.lines().filter(|l| !l.starts_with('#')).count();
+            assert_eq!(table.index.len(), lines, "a key on two lines: only the first would count");
+        }
+    }
+
+    #[test]
     fn chinese_runs_cut_into_fewest_words() {
         // Lines of the generated CC-CEDICT file.
         let table = word_table(
@@ -787,7 +820,7 @@ mod tests {
         );
         let cut = |run: &str| {
             let mut got = Vec::new();
-            segment_fewest_words(run, MAX_ZH_WORD, |w| table.get_key_value(w).map(|(k, _)| *k), |w| got.push(w));
+            segment_fewest_words(run, MAX_ZH_WORD, |w| table.get_key_value(w).map(|(k, _)| k), |w| got.push(w));
             got
         };
         // Greedy longest-first would cut 研究生 命 (graduate student, fate).
