@@ -1,9 +1,9 @@
 //! The streamable HTTP transport: `rmcp`'s session-managing service at `/mcp`, served with
 //! axum. `rmcp` checks `Host` and `Origin` (403 for anything but the allowed ones: loopback by
-//! default); a layer in front of it answers bodies that are too large or not JSON-RPC with a
-//! JSON-RPC error, so every client sees a protocol error rather than a plain-text one. A body
-//! is parsed once, by `rmcp`; the layer reads the bytes again only to word the error of one
-//! `rmcp` refused.
+//! default); the `/mcp` handler in front of it (which then calls `rmcp`'s service in place)
+//! answers bodies that are too large or not JSON-RPC with a JSON-RPC error, so every client sees
+//! a protocol error rather than a plain-text one. A body is parsed once, by `rmcp`; the handler
+//! reads the bytes again only to word the error of one `rmcp` refused.
 //!
 //! Operations: `GET /metrics` is the Prometheus text exposition of the router's
 //! [`quiver_telemetry::Metrics`], behind the same authentication as `/mcp` (404 when metrics
