@@ -4,8 +4,9 @@
 //! calls per second. A raw HTTP client (std only), so the figures are the server's.
 //!
 //! ```text
-//! http_bench --url http://127.0.0.1:8766/mcp --tool echo --sessions 8 --seconds 3 [--json]
+//! http_bench --url http://127.0.0.1:8766/mcp --tool echo --sessions 8 --seconds 3 [--json] [--token TOKEN]
 //! ```
+//! `--token` sends `Authorization: Bearer TOKEN` with every request (a server with `server.auth`).
 //! Compare runs taken the same way (same pinning, interleaved).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -20,10 +21,12 @@ struct Session {
     host: String,
     path: String,
     id: Option<String>,
+    /// `Authorization: Bearer ...` for every request, when given.
+    token: Option<String>,
 }
 
 impl Session {
-    fn open(host: &str, path: &str) -> Session {
+    fn open(host: &str, path: &str, token: Option<String>) -> Session {
         let stream = TcpStream::connect(host).expect("connect to the server");
         stream.set_nodelay(true).expect("nodelay");
         Session {
@@ -32,6 +35,7 @@ impl Session {
             host: host.to_owned(),
             path: path.to_owned(),
             id: None,
+            token,
         }
     }
 
@@ -44,6 +48,9 @@ impl Session {
             self.host,
             body.len()
         );
+        if let Some(token) = &self.token {
+            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
         if let Some(id) = &self.id {
             head.push_str(&format!("Mcp-Session-Id: {id}\r\nMcp-Protocol-Version: 2025-11-25\r\n"));
         }
@@ -128,13 +135,14 @@ fn main() {
     let sessions: usize = opt("--sessions").and_then(|n| n.parse().ok()).unwrap_or(1);
     let seconds: f64 = opt("--seconds").and_then(|n| n.parse().ok()).unwrap_or(3.0);
     let as_json = args.iter().any(|a| a == "--json");
+    let token = opt("--token");
     let rest = url.strip_prefix("http://").expect("an http:// URL");
     let (host, path) = rest.split_once('/').map(|(h, p)| (h.to_owned(), format!("/{p}"))).expect("URL with a path");
 
     let text = "x".repeat(100);
     let mut opened: Vec<Session> = (0..sessions)
         .map(|_| {
-            let mut s = Session::open(&host, &path);
+            let mut s = Session::open(&host, &path, token.clone());
             let init = s.post(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"http-bench","version":"1"}}}));
             assert!(init.get("result").is_some(), "{init}");
             s.post(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));

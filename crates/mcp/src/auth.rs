@@ -4,8 +4,17 @@
 //! or a JWT signed by a key of the configured JWKS file with the configured issuer and audience.
 //! The result is a [`Principal`]: who is calling, which selects the session's profile.
 //!
+//! A JWT's signature is checked once per token, not once per request: a verified token is
+//! remembered (by its SHA-256) with its subject and its `exp`/`nbf`, and a later request with the
+//! same token is accepted from that record while the token is within its validity (the same
+//! leeway as the full check); past it, the full check runs again and refuses it with the same
+//! answer. Only accepted tokens are remembered, at most [`VERIFIED_TOKENS`] at once.
+//!
 //! What this module does not do: issue tokens, talk to an authorization server, or refresh the
 //! JWKS (the file is read at start; rotate keys by updating it and restarting).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, jwk::JwkSet};
 use quiver_manifest::{AuthConfig, sha256_hex};
@@ -43,6 +52,29 @@ struct JwtCheck {
     issuer: String,
     audience: String,
     leeway: u64,
+    /// Tokens whose signature and claims were checked: SHA-256 of the token → what it proved.
+    verified: Mutex<HashMap<String, Verified>>,
+}
+
+/// Most verified JWTs remembered at once (the expired ones are dropped when it is reached, and
+/// all of them if none has expired).
+pub const VERIFIED_TOKENS: usize = 1024;
+
+/// What a verified JWT proved, and until when.
+struct Verified {
+    sub: String,
+    /// `exp`, seconds since the epoch.
+    exp: u64,
+    /// `nbf`, when the token has one.
+    nbf: Option<u64>,
+}
+
+impl Verified {
+    /// Within the token's validity at `now`, as the full check reads it (`exp` and `nbf` with
+    /// the configured leeway).
+    fn valid_at(&self, now: u64, leeway: u64) -> bool {
+        self.exp >= now.saturating_sub(leeway) && self.nbf.is_none_or(|nbf| nbf <= now + leeway)
+    }
 }
 
 /// The configured credentials.
@@ -102,6 +134,7 @@ impl Authenticator {
                     issuer: cfg.issuer.clone(),
                     audience: cfg.audience.clone(),
                     leeway: cfg.leeway_s,
+                    verified: Mutex::new(HashMap::new()),
                 })
             }
             (Some(cfg), None) => {
@@ -180,10 +213,51 @@ impl Authenticator {
 #[derive(serde::Deserialize)]
 struct Claims {
     sub: String,
+    /// Read as numbers of any kind, as the validation does (a fractional `exp` is accepted).
+    exp: Option<f64>,
+    nbf: Option<f64>,
 }
 
 impl JwtCheck {
+    /// A token verified before and still valid is accepted without checking its signature
+    /// again; anything else takes the full check ([`JwtCheck::verify`]).
     fn check(&self, token: &str) -> Result<Principal, AuthFailure> {
+        let digest = sha256_hex(token.as_bytes());
+        let now = jsonwebtoken::get_current_timestamp();
+        {
+            let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+            match verified.get(&digest) {
+                Some(v) if v.valid_at(now, self.leeway) => {
+                    return Ok(Principal { name: v.sub.clone(), profile: None, method: "jwt" });
+                }
+                Some(_) => {
+                    verified.remove(&digest);
+                }
+                None => {}
+            }
+        }
+        let claims = self.verify(token)?;
+        if let Some(exp) = claims.exp.filter(|e| e.is_finite() && *e >= 0.0) {
+            let record = Verified {
+                sub: claims.sub.clone(),
+                exp: exp as u64,
+                nbf: claims.nbf.filter(|n| n.is_finite()).map(|n| n.max(0.0).ceil() as u64),
+            };
+            let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+            if verified.len() >= VERIFIED_TOKENS {
+                let leeway = self.leeway;
+                verified.retain(|_, v| v.valid_at(now, leeway));
+                if verified.len() >= VERIFIED_TOKENS {
+                    verified.clear();
+                }
+            }
+            verified.insert(digest, record);
+        }
+        Ok(Principal { name: claims.sub, profile: None, method: "jwt" })
+    }
+
+    /// The full check: header, key, signature, issuer, audience, expiry, not-before, subject.
+    fn verify(&self, token: &str) -> Result<Claims, AuthFailure> {
         let invalid = |why: String| AuthFailure::Invalid(why);
         let header = jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("unreadable JWT header: {e}")))?;
         if !JWT_ALGORITHMS.contains(&header.alg) {
@@ -204,7 +278,7 @@ impl JwtCheck {
         validation.validate_nbf = true;
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|e| invalid(format!("JWT refused: {e}")))?;
-        Ok(Principal { name: data.claims.sub, profile: None, method: "jwt" })
+        Ok(data.claims)
     }
 }
 
@@ -334,6 +408,65 @@ mod tests {
         for (label, t) in cases {
             assert!(matches!(auth.authenticate(Some(&t)), Err(AuthFailure::Invalid(_))), "{label}");
         }
+    }
+
+    /// A JWT's signature is checked once: the token is remembered with its subject and expiry,
+    /// an expired one is refused even when remembered, and the record stays bounded.
+    #[test]
+    fn a_verified_jwt_is_remembered_until_it_expires() {
+        let (key, jwks) = ed25519_jwt_key("k1");
+        let (other_key, _) = ed25519_jwt_key("k1");
+        let cfg = AuthConfig {
+            jwt: Some(quiver_manifest::JwtConfig {
+                issuer: "https://issuer.example".into(),
+                audience: "https://quiver.example/mcp".into(),
+                jwks_file: "jwks.json".into(),
+                leeway_s: 0,
+            }),
+            ..AuthConfig::default()
+        };
+        let auth = Authenticator::new(&cfg, Some(&jwks)).unwrap();
+        let jwt = auth.jwt.as_ref().unwrap();
+        let remembered = || jwt.verified.lock().unwrap().len();
+        let now = jsonwebtoken::get_current_timestamp();
+        let sign = |key: &jsonwebtoken::EncodingKey, claims: serde_json::Value| {
+            let mut header = jsonwebtoken::Header::new(Algorithm::EdDSA);
+            header.kid = Some("k1".into());
+            jsonwebtoken::encode(&header, &claims, key).unwrap()
+        };
+        let claims = |sub: &str, exp: u64| serde_json::json!({"sub": sub, "iss": "https://issuer.example", "aud": "https://quiver.example/mcp", "exp": exp});
+
+        let good = sign(&key, claims("alice", now + 300));
+        for _ in 0..3 {
+            let p = auth.authenticate(Some(&format!("Bearer {good}"))).unwrap();
+            assert_eq!((p.name.as_str(), p.profile.as_deref(), p.method), ("alice", None, "jwt"));
+        }
+        assert_eq!(remembered(), 1, "one record for one token, however often it is sent");
+        // The same claims signed by a key not in the set: other bytes, checked on their own.
+        let forged = sign(&other_key, claims("alice", now + 300));
+        assert!(matches!(auth.authenticate(Some(&format!("Bearer {forged}"))), Err(AuthFailure::Invalid(_))));
+        assert_eq!(remembered(), 1, "refused tokens are not remembered");
+
+        // A token remembered once but expired since is refused by the full check, and forgotten.
+        let expired = sign(&key, claims("bob", now - 600));
+        jwt.verified
+            .lock()
+            .unwrap()
+            .insert(sha256_hex(expired.as_bytes()), Verified { sub: "bob".into(), exp: now - 600, nbf: None });
+        let refused = auth.authenticate(Some(&format!("Bearer {expired}")));
+        assert!(matches!(&refused, Err(AuthFailure::Invalid(why)) if why.contains("JWT refused")), "{refused:?}");
+        assert_eq!(remembered(), 1);
+
+        // Bounded: at the cap, expired records make room.
+        {
+            let mut verified = jwt.verified.lock().unwrap();
+            for i in 0..VERIFIED_TOKENS {
+                verified.insert(format!("old-{i}"), Verified { sub: "x".into(), exp: now - 600, nbf: None });
+            }
+        }
+        let fresh = sign(&key, claims("carol", now + 300));
+        assert_eq!(auth.authenticate(Some(&format!("Bearer {fresh}"))).unwrap().name, "carol");
+        assert_eq!(remembered(), 2, "alice's and carol's tokens; the expired records are gone");
     }
 
     #[test]

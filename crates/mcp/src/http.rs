@@ -1,9 +1,9 @@
 //! The streamable HTTP transport: `rmcp`'s session-managing service at `/mcp`, served with
 //! axum. `rmcp` checks `Host` and `Origin` (403 for anything but the allowed ones: loopback by
-//! default); a layer in front of it answers bodies that are too large or not JSON-RPC with a
-//! JSON-RPC error, so every client sees a protocol error rather than a plain-text one. A body
-//! is parsed once, by `rmcp`; the layer reads the bytes again only to word the error of one
-//! `rmcp` refused.
+//! default); the `/mcp` handler in front of it (which then calls `rmcp`'s service in place)
+//! answers bodies that are too large or not JSON-RPC with a JSON-RPC error, so every client sees
+//! a protocol error rather than a plain-text one. A body is parsed once, by `rmcp`; the handler
+//! reads the bytes again only to word the error of one `rmcp` refused.
 //!
 //! Operations: `GET /metrics` is the Prometheus text exposition of the router's
 //! [`quiver_telemetry::Metrics`], behind the same authentication as `/mcp` (404 when metrics
@@ -231,7 +231,7 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     sessions.session_config = session_config;
     let sessions = Arc::new(sessions);
     let manager = Arc::new(QuiverSessions { local: sessions.clone() });
-    let service = StreamableHttpService::new(move || Ok(factory.connection()), manager, config);
+    let service: McpService = StreamableHttpService::new(move || Ok(factory.connection()), manager, config);
     let gate = Arc::new(Gate {
         auth: opts.auth.clone(),
         client_hint: loopback && opts.auth.is_none(),
@@ -241,6 +241,7 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         store,
         max_bytes,
     });
+    let endpoint = Arc::new(Endpoint { gate: gate.clone(), service });
     let metadata = axum::routing::get(resource_metadata).with_state(gate.clone());
     let mut operator = axum::Router::new()
         .route(METRICS_PATH, axum::routing::get(metrics_page).with_state(server.shared.router.metrics().cloned()));
@@ -261,10 +262,10 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     } else {
         operator
     };
-    // One layer in front of rmcp: authentication first, then sessions, then the body.
+    // One handler in front of rmcp: authentication first, then sessions, then the body; it
+    // calls rmcp's service in place (no middleware layer, no per-request clone of the service).
     let app = axum::Router::new()
-        .route_service(MCP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(gate.clone(), admit))
+        .route(MCP_PATH, axum::routing::any(admit).with_state(endpoint))
         .route(RESOURCE_METADATA_PATH, metadata.clone())
         .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), metadata)
         .merge(operator);
@@ -276,6 +277,23 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         idle: opts.session_idle_timeout,
     };
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
+
+/// `rmcp`'s streamable HTTP service as Quiver serves it.
+type McpService = StreamableHttpService<crate::connection::Connection, QuiverSessions>;
+
+/// The `/mcp` endpoint: the gate, then `rmcp`'s service, called in place. (As a `tower`
+/// service behind a middleware, `rmcp`'s service was cloned per request, its configuration
+/// with it: every allowed host and origin string allocated and freed again per request.)
+struct Endpoint {
+    gate: Arc<Gate>,
+    service: McpService,
+}
+
+impl Endpoint {
+    async fn serve(&self, request: Request) -> Response {
+        self.service.handle(request).await.map(Body::new)
+    }
 }
 
 /// Authentication, session ownership and the session cap, in front of `rmcp`.
@@ -397,10 +415,11 @@ async fn metrics_page(State(metrics): State<Option<Arc<Metrics>>>) -> Response {
         .unwrap_or_default()
 }
 
-/// The one middleware in front of `rmcp` at `/mcp`: authentication (before anything else),
-/// session ownership and the session cap, DELETE of an unknown session, then the body.
-async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
-    let principal = match authenticate(&gate, &request) {
+/// The `/mcp` handler in front of `rmcp`: authentication (before anything else), session
+/// ownership and the session cap, DELETE of an unknown session, then the body.
+async fn admit(State(endpoint): State<Arc<Endpoint>>, mut request: Request) -> Response {
+    let gate = &endpoint.gate;
+    let principal = match authenticate(gate, &request) {
         Ok(p) => p,
         Err(refused) => return *refused,
     };
@@ -430,7 +449,7 @@ async fn admit(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     // The opener of a session this request may start.
     let opener = session.is_none().then(|| who.to_owned());
     request.extensions_mut().insert(HttpIdentity { principal, client_hint: gate.client_hint });
-    let response = check_body(gate.max_bytes, request, next).await;
+    let response = check_body(&endpoint, request).await;
     if let Some(opener) = opener
         && let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok())
     {
@@ -597,6 +616,24 @@ impl AsyncWrite for IdleIo {
         }
         r
     }
+    // Vectored writes pass through, so hyper writes a response's head and body with one
+    // `writev` instead of first copying them into one buffer.
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r
+            && n > 0
+        {
+            self.touch();
+        }
+        r
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
@@ -637,14 +674,15 @@ fn unknown_session() -> Response {
 /// see [`Refused`]) are the kept bytes read again here, to answer with the JSON-RPC error the
 /// message deserves (what a body that is not JSON-RPC gets takes precedence over `rmcp`'s own
 /// refusals, such as an unknown session).
-async fn check_body(max_bytes: usize, request: Request, next: Next) -> Response {
+async fn check_body(endpoint: &Endpoint, request: Request) -> Response {
+    let max_bytes = endpoint.gate.max_bytes;
     let is_json = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(';').next().is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json")));
     if request.method() != Method::POST || !is_json {
-        return next.run(request).await;
+        return endpoint.serve(request).await;
     }
     let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, max_bytes).await {
@@ -655,7 +693,7 @@ async fn check_body(max_bytes: usize, request: Request, next: Next) -> Response 
     };
     let refused = Refused::default();
     parts.extensions.insert(refused.clone());
-    let response = next.run(Request::from_parts(parts, Body::from(bytes.clone()))).await;
+    let response = endpoint.serve(Request::from_parts(parts, Body::from(bytes.clone()))).await;
     if response.status().is_success() && !refused.is_set() {
         return response;
     }

@@ -117,6 +117,38 @@ async fn requests_without_valid_credentials_get_401_with_the_resource_metadata()
     shutdown.cancel();
 }
 
+/// Authentication comes before the body: a request without credentials is answered 401 while
+/// its announced body has not been sent (a server reading the body first would wait for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_credentials_is_refused_before_its_body_is_read() {
+    use tokio::io::AsyncWriteExt;
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let (addr, shutdown) = start(&f, HttpOptions { auth: Some(authenticator()), ..HttpOptions::default() }).await;
+    for token in [None, Some("Bearer nope")] {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000000\r\n",
+            addr.port()
+        );
+        if let Some(t) = token {
+            head.push_str(&format!("Authorization: {t}\r\n"));
+        }
+        head.push_str("\r\n");
+        // Only the head and the first bytes of the body: the rest never comes.
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(b"{\"jsonrpc\":\"2.0\",").await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("answered without waiting for the body")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{token:?}: {answer}");
+        assert!(answer.to_ascii_lowercase().contains("www-authenticate: bearer"), "{token:?}: {answer}");
+    }
+    shutdown.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_loopback_bind_without_auth_is_refused_unless_explicitly_insecure() {
     let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
