@@ -76,6 +76,8 @@ pub struct Router {
     states: ArcSwap<ToolStates>,
     rebuild: Mutex<()>,
     pub(crate) global: Arc<Semaphore>,
+    /// The threads that run thread-execution calls (as many as the host-wide slots).
+    pub(crate) pool: crate::pool::Pool,
     pub(crate) counters: Counters,
     pub(crate) results: ResultStore,
     pub(crate) memory: crate::memory::MemoryStore,
@@ -192,6 +194,7 @@ impl Router {
         Router {
             source,
             global: Arc::new(Semaphore::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS))),
+            pool: crate::pool::Pool::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS)),
             results: ResultStore::new(config.result_handle_ttl),
             memory: crate::memory::MemoryStore::default(),
             secrets: ArcSwap::from_pointee(config.secrets.clone()),

@@ -301,7 +301,8 @@ impl Router {
                 cx.step(Step::ApprovalAllowedByProfile);
                 Ok(true)
             }
-            Approval::Ask if cx.bridge.can_elicit() => self.ask_user(cx, &ask).await,
+            // Boxed: asking is rare, and the call's future stays small.
+            Approval::Ask if cx.bridge.can_elicit() => Box::pin(self.ask_user(cx, &ask)).await,
             Approval::Ask => {
                 cx.step(Step::ApprovalCannotAsk);
                 Err(ask.cannot_ask())
