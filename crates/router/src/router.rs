@@ -425,11 +425,13 @@ impl Router {
 
     pub async fn call(&self, call: Call) -> CallOutcome {
         // Boxed: the pipeline's state is large, and an unboxed future would be copied whole
-        // each time a caller's task is spawned or moved.
+        // each time a caller's task is spawned or moved. The context is made before the
+        // future, so the future does not keep the `Call` beside it.
         if call.name == RUN_TOOL {
             return Box::pin(self.run_tool(call)).await;
         }
-        Box::pin(self.run(call)).await
+        let cx = self.context(call);
+        Box::pin(self.run(cx)).await
     }
 
     /// The generic lane: `arguments` is `{"name": ..., "arguments": {...}}`. Refuses to
@@ -450,7 +452,8 @@ impl Router {
             Ok((name, arguments)) => {
                 call.name = name;
                 call.arguments = arguments;
-                self.run(call).await
+                let cx = self.context(call);
+                self.run(cx).await
             }
             Err(e) => {
                 self.counters.record_run_tool_invalid();
@@ -462,8 +465,9 @@ impl Router {
         }
     }
 
-    /// One call through [`Router::pipeline`], then telemetry and the transcript.
-    async fn run(&self, mut call: Call) -> CallOutcome {
+    /// The context of a call through [`Router::pipeline`], with its trace record when traces
+    /// are exported.
+    fn context(&self, mut call: Call) -> CallContext {
         let recorded = self.transcript.is_some().then(|| call.arguments.clone());
         let parent = call.trace_parent.take();
         let mut cx = CallContext::new(call, recorded);
@@ -471,9 +475,14 @@ impl Router {
         if self.traces.is_some() {
             crate::traced::start(&mut cx, parent);
         }
+        cx
+    }
+
+    /// One call through [`Router::pipeline`], then telemetry and the transcript.
+    async fn run(&self, mut cx: CallContext) -> CallOutcome {
         let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
         if let (Some(export), Some(trace)) = (&self.traces, cx.trace.take()) {
-            crate::traced::finish(export, trace, &cx, &response);
+            crate::traced::finish(export, *trace, &cx, &response);
         }
         self.finish(cx, response)
     }

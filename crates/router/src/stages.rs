@@ -51,7 +51,7 @@ pub(crate) struct CallContext {
     /// The counters of the tool the call reached.
     pub(crate) tool_counters: Option<Arc<ToolCounters>>,
     /// The call's trace record, when traces are exported (`traced.rs`).
-    pub(crate) trace: Option<crate::traced::Traced>,
+    pub(crate) trace: Option<Box<crate::traced::Traced>>,
 }
 
 impl CallContext {
