@@ -99,21 +99,21 @@ impl InProcessBackend {
 }
 
 impl InProcessBackend {
-    fn call(&self, tool: &str, request: &str, sink: &dyn CallSink) -> String {
+    fn call(&self, tool: &str, request: &str, sink: &dyn CallSink) -> RString {
         let handle = CallHandle { ptr: &sink as *const &dyn CallSink as *const c_void };
         // The plugin catches its own panics (SDK); `sink` lives until this call returns.
-        let out = (self.module.invoke())(RStr::from_str(tool), RStr::from_str(request), host_services(), handle);
-        out.into_string()
+        (self.module.invoke())(RStr::from_str(tool), RStr::from_str(request), host_services(), handle)
     }
 }
 
 impl ToolBackend for InProcessBackend {
     fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn CallSink>) -> String {
-        self.call(tool, request, &*sink)
+        self.call(tool, request, &*sink).into_string()
     }
 
-    fn invoke_borrowed(&self, tool: &str, request: &str, sink: &dyn CallSink) -> Option<String> {
-        Some(self.call(tool, request, sink))
+    fn invoke_borrowed(&self, tool: &str, request: &str, sink: &dyn CallSink, answer: &mut dyn FnMut(&str)) -> bool {
+        answer(self.call(tool, request, sink).as_str());
+        true
     }
 
     fn dispatch(&self, index: usize) -> Dispatch {

@@ -173,9 +173,16 @@ impl ToolBackend for Canned {
         black_box(request);
         self.answer.clone()
     }
-    fn invoke_borrowed(&self, _tool: &str, request: &str, _sink: &dyn quiver_catalog::CallSink) -> Option<String> {
+    fn invoke_borrowed(
+        &self,
+        _tool: &str,
+        request: &str,
+        _sink: &dyn quiver_catalog::CallSink,
+        answer: &mut dyn FnMut(&str),
+    ) -> bool {
         black_box(request);
-        Some(self.answer.clone())
+        answer(&self.answer);
+        true
     }
     fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
         quiver_catalog::Dispatch::Inline

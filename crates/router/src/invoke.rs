@@ -248,17 +248,23 @@ impl Router {
             // runtime handle either way: an inline tool runs on a runtime thread, which cannot
             // block on a client's answer (elicitation and sampling are refused with a reason).
             let borrowed = InlineSink { bridge: &*cx.bridge, token: cancel, deadline, request_id: &cx.meta.request_id };
-            let raw = match inv.plugin.backend.invoke_borrowed(local_name, &body, &borrowed) {
-                Some(raw) => raw,
-                None => {
-                    let sink = Arc::new(self.sink(cx, inv, None));
-                    let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
-                    sink.finished();
-                    raw
-                }
+            // The answer is read where the backend holds it (no copy of the plugin's string).
+            let mut settled = None;
+            let served = inv.plugin.backend.invoke_borrowed(local_name, &body, &borrowed, &mut |raw| {
+                settled = Some(settle(raw, inv, cancel));
+            });
+            let answer = if served {
+                settled.unwrap_or_else(|| {
+                    Err(Code::Protocol.error(format!("the backend of `{}` returned no answer", inv.tool_name)))
+                })
+            } else {
+                let sink = Arc::new(self.sink(cx, inv, None));
+                let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
+                sink.finished();
+                settle(&raw, inv, cancel)
             };
             recycle(body);
-            return settle(raw, inv, cancel);
+            return answer;
         }
         // Boxed: the inline path above is the one kept small.
         Box::pin(self.off_task(cx, inv, body, dispatch)).await
@@ -327,7 +333,7 @@ impl Router {
                 if cancel.is_cancelled() {
                     return Err(cancelled(inv.tool_name));
                 }
-                return settle(r?, inv, cancel);
+                return settle(&r?, inv, cancel);
             }
             Err(reason) => reason,
         };
@@ -401,7 +407,7 @@ async fn on_thread(
     let raw = answer.map_err(|_| {
         Code::Protocol.error(format!("the thread running `{}` failed before it answered", inv.tool_name))
     })?;
-    settle(raw, inv, cancel)
+    settle(&raw, inv, cancel)
 }
 
 /// A thread-execution call as a pool thread runs it.
@@ -434,7 +440,7 @@ impl Work for ThreadCall {
 
 /// A plugin's answer, unless it raced a cancellation or the deadline (a tool that saw
 /// `is_cancelled` and stopped early did not produce a result).
-fn settle(raw: String, inv: &Invocation<'_>, cancel: &CancellationToken) -> Answer {
+fn settle(raw: &str, inv: &Invocation<'_>, cancel: &CancellationToken) -> Answer {
     if cancel.is_cancelled() {
         return Err(cancelled(inv.tool_name));
     }
@@ -454,9 +460,9 @@ fn timeout_error(tool_name: &str) -> ToolError {
 }
 
 /// Reads a plugin's answer; returns it with its size in bytes.
-fn parse_response(tool_name: &str, raw: String) -> Answer {
-    let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
-        let mut shown = raw.clone();
+fn parse_response(tool_name: &str, raw: &str) -> Answer {
+    let response: ToolResponse = serde_json::from_str(raw).map_err(|e| {
+        let mut shown = raw.to_owned();
         shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
         Code::Protocol.error(format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"))
     })?;

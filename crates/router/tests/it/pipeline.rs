@@ -937,8 +937,14 @@ impl quiver_catalog::ToolBackend for AllInlineBorrowed {
     fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
         self.0.invoke(tool, request, sink)
     }
-    fn invoke_borrowed(&self, tool: &str, request: &str, sink: &dyn quiver_catalog::CallSink) -> Option<String> {
-        self.0.invoke_borrowed(tool, request, sink)
+    fn invoke_borrowed(
+        &self,
+        tool: &str,
+        request: &str,
+        sink: &dyn quiver_catalog::CallSink,
+        answer: &mut dyn FnMut(&str),
+    ) -> bool {
+        self.0.invoke_borrowed(tool, request, sink, answer)
     }
     fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
         quiver_catalog::Dispatch::Inline
