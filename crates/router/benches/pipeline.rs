@@ -33,8 +33,13 @@
 //! rounds); then the thread handoffs on the multi-thread runtime: `block_in_place` alone (the
 //! floor of a caller running the tool itself, with nothing to answer it at the deadline) and a
 //! task of its own running the tool inside `block_in_place` with the caller waiting beside the
-//! deadline (what the router does), against `spawn_blocking` in the same rounds.
-//! `--profile-time` skips that summary (for `perf record`).
+//! deadline (what the router did before its thread pool), against `spawn_blocking` in the same
+//! rounds.
+//! `--profile-time` skips that summary (for `perf record`). The summary also prints
+//! allocations per call (a counting global allocator: host code only) and the same plugin
+//! through the router inline and with thread execution (`AsThread`), wall and process CPU time:
+//! the difference is the thread handoff. `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread`
+//! (with `QUIVER_BENCH_CALLS`) runs only calls of that kind, for `heaptrack` or `perf record`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -300,7 +305,8 @@ fn in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
 /// A handoff that keeps the deadline guarantee without waking a pool thread: the tool runs in a
 /// task of its own (spawned from a worker, it lands in that worker's next-task slot) inside
 /// `block_in_place` (the worker's other tasks move to another thread while it blocks), and the
-/// caller waits for its answer with the deadline and cancellation beside it, as `on_thread` does.
+/// caller waits for its answer with the deadline and cancellation beside it (the router's
+/// handoff before its thread pool, kept for comparison).
 fn spawn_in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     let task = async move {
         let start = Instant::now();
