@@ -424,6 +424,9 @@ struct ThreadCall {
 
 impl Work for ThreadCall {
     fn run(&mut self) {
+        // In the caller's runtime context, as a tokio blocking thread would be (a backend may
+        // look for the runtime; the plugin's questions block on it through the sink).
+        let _runtime = self.sink.runtime.as_ref().map(tokio::runtime::Handle::enter);
         let name = self.plugin.tools[self.tool].spec.name.as_str();
         let out = self.plugin.backend.invoke(name, &self.body, self.sink.clone());
         self.sink.finished();

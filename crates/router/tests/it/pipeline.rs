@@ -977,3 +977,38 @@ async fn an_inline_call_with_borrowed_host_services_logs_and_cannot_elicit() {
     let logs = bridge.logs();
     assert!(logs.iter().any(|l| l.starts_with("marker_wait saw cancellation after")), "{logs:?}");
 }
+
+/// The plugin's own backend, answering an error when it runs outside the caller's tokio
+/// runtime context.
+struct NeedsRuntime(Arc<dyn quiver_catalog::ToolBackend>);
+
+impl quiver_catalog::ToolBackend for NeedsRuntime {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return r#"{"status":"error","error":{"code":"tool_error","message":"no tokio runtime on this thread"}}"#
+                .to_owned();
+        }
+        self.0.invoke(tool, request, sink)
+    }
+    fn dispatch(&self, index: usize) -> quiver_catalog::Dispatch {
+        self.0.dispatch(index)
+    }
+}
+
+/// A thread-execution call runs in the caller's runtime context (as on a tokio blocking
+/// thread), on both kinds of runtime.
+#[test]
+fn a_thread_call_runs_in_the_callers_runtime_context() {
+    let (_p, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(NeedsRuntime(plugin.backend.clone())));
+    let catalog =
+        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
+    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let current = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    for rt in [&current, &multi] {
+        let o = rt.block_on(router.call(Call::new("marker_sleep", json!({"ms": 1}), everyone())));
+        assert_eq!(o.response.status, Status::Ok, "{:?}", o.response);
+    }
+}
