@@ -12,7 +12,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -43,7 +43,8 @@ const MASK: u64 = 3;
 struct Slot {
     job: Mutex<Option<Job>>,
     state: AtomicU64,
-    thread: Thread,
+    /// Set once the thread exists (before the slot is listed or handed out).
+    thread: OnceLock<Thread>,
 }
 
 struct Shared {
@@ -76,6 +77,12 @@ pub(crate) enum Refused {
     Spawn(std::io::Error),
 }
 
+fn unpark(slot: &Slot) {
+    if let Some(t) = slot.thread.get() {
+        t.unpark();
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -101,7 +108,7 @@ impl Pool {
             let state = (slot.state.load(Ordering::Acquire) & !MASK) | BUSY;
             slot.state.store(state, Ordering::Release);
             *lock(&slot.job) = Some(job);
-            slot.thread.unpark();
+            unpark(&slot);
             return Ok(Ticket { slot, state });
         }
         let mut live = self.shared.live.load(Ordering::Relaxed);
@@ -145,33 +152,35 @@ impl Drop for Pool {
     fn drop(&mut self) {
         self.shared.closing.store(true, Ordering::Release);
         for slot in lock(&self.shared.idle).iter() {
-            slot.thread.unpark();
+            unpark(slot);
         }
     }
 }
 
 /// Starts a thread (its place under the bound already counted), with a first job or idle.
+/// Does not wait for the thread to run: a caller retiring a thread at its deadline answers at
+/// once.
 fn start(shared: &Arc<Shared>, job: Option<Job>) -> Result<Arc<Slot>, Refused> {
-    let shared = shared.clone();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Arc<Slot>>(1);
     let busy = job.is_some();
-    std::thread::Builder::new()
+    let slot = Arc::new(Slot {
+        job: Mutex::new(job),
+        state: AtomicU64::new(if busy { BUSY } else { IDLE }),
+        thread: OnceLock::new(),
+    });
+    let (pool, own) = (shared.clone(), slot.clone());
+    let handle = std::thread::Builder::new()
         .name("quiver-tool".to_owned())
         .stack_size(STACK)
         .spawn(move || {
-            let slot = Arc::new(Slot {
-                job: Mutex::new(job),
-                state: AtomicU64::new(if busy { BUSY } else { IDLE }),
-                thread: std::thread::current(),
-            });
-            if !busy {
-                lock(&shared.idle).push(slot.clone());
-            }
-            let _ = tx.send(slot.clone());
-            serve(&shared, &slot);
+            own.thread.get_or_init(std::thread::current);
+            serve(&pool, &own);
         })
         .map_err(Refused::Spawn)?;
-    rx.recv().map_err(|_| Refused::Spawn(std::io::Error::other("the new thread ended at once")))
+    slot.thread.get_or_init(|| handle.thread().clone());
+    if !busy {
+        lock(&shared.idle).push(slot.clone());
+    }
+    Ok(slot)
 }
 
 /// A pool thread: runs jobs until it is retired, the pool is dropped, or it idled for
