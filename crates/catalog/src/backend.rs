@@ -85,6 +85,21 @@ pub trait ToolBackend: Send + Sync {
     /// `quiver_abi::ToolResponse`. Must never panic or unwind.
     fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn CallSink>) -> String;
 
+    /// Runs one [`Dispatch::Inline`] call as [`ToolBackend::invoke`] does, with a borrowed sink
+    /// (the router keeps it on its stack: nothing is allocated or reference-counted for the
+    /// call's host services), handing the answer to `answer` where the backend holds it (no
+    /// copy of the plugin's string). Returns false, without calling `answer`, when this backend
+    /// needs an owned sink; the router then calls [`ToolBackend::invoke`].
+    fn invoke_borrowed(
+        &self,
+        _tool: &str,
+        _request: &str,
+        _sink: &dyn CallSink,
+        _answer: &mut dyn FnMut(&str),
+    ) -> bool {
+        false
+    }
+
     /// How calls of the tool at `index` (its position in the manifest) are run.
     fn dispatch(&self, _index: usize) -> Dispatch {
         Dispatch::Thread

@@ -16,12 +16,12 @@ use quiver_catalog::{CallSink, Dispatch, ToolBackend};
 /// Recovers the sink behind a call handle.
 ///
 /// # Safety
-/// `call.ptr` must be the `&Arc<dyn CallSink>` that [`InProcessBackend::invoke`] passed for a
-/// call that has not returned yet.
-unsafe fn sink<'a>(call: CallHandle) -> &'a Arc<dyn CallSink> {
-    // SAFETY: guaranteed by the caller (the pointer was made from such a reference in `invoke`,
+/// `call.ptr` must be the `&&dyn CallSink` that [`InProcessBackend::call`] passed for a call
+/// that has not returned yet.
+unsafe fn sink<'a>(call: CallHandle) -> &'a dyn CallSink {
+    // SAFETY: guaranteed by the caller (the pointer was made from such a reference in `call`,
     // which outlives the plugin's use of it).
-    unsafe { &*(call.ptr as *const Arc<dyn CallSink>) }
+    unsafe { *(call.ptr as *const &'a dyn CallSink) }
 }
 
 /// Runs `f` without letting a host panic unwind into plugin code.
@@ -98,12 +98,22 @@ impl InProcessBackend {
     }
 }
 
+impl InProcessBackend {
+    fn call(&self, tool: &str, request: &str, sink: &dyn CallSink) -> RString {
+        let handle = CallHandle { ptr: &sink as *const &dyn CallSink as *const c_void };
+        // The plugin catches its own panics (SDK); `sink` lives until this call returns.
+        (self.module.invoke())(RStr::from_str(tool), RStr::from_str(request), host_services(), handle)
+    }
+}
+
 impl ToolBackend for InProcessBackend {
     fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn CallSink>) -> String {
-        let handle = CallHandle { ptr: &sink as *const Arc<dyn CallSink> as *const c_void };
-        // The plugin catches its own panics (SDK); `sink` lives until this call returns.
-        let out = (self.module.invoke())(RStr::from_str(tool), RStr::from_str(request), host_services(), handle);
-        out.into_string()
+        self.call(tool, request, &*sink).into_string()
+    }
+
+    fn invoke_borrowed(&self, tool: &str, request: &str, sink: &dyn CallSink, answer: &mut dyn FnMut(&str)) -> bool {
+        answer(self.call(tool, request, sink).as_str());
+        true
     }
 
     fn dispatch(&self, index: usize) -> Dispatch {

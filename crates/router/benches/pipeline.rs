@@ -33,11 +33,18 @@
 //! rounds); then the thread handoffs on the multi-thread runtime: `block_in_place` alone (the
 //! floor of a caller running the tool itself, with nothing to answer it at the deadline) and a
 //! task of its own running the tool inside `block_in_place` with the caller waiting beside the
-//! deadline (what the router does), against `spawn_blocking` in the same rounds.
-//! `--profile-time` skips that summary (for `perf record`).
+//! deadline (what the router did before its thread pool), against `spawn_blocking` in the same
+//! rounds.
+//! `--profile-time` skips that summary (for `perf record`). The summary also prints
+//! allocations per call (a counting global allocator: host code only) and the same plugin
+//! through the router inline and with thread execution (`AsThread`), wall and process CPU time:
+//! the difference is the thread handoff. `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread`
+//! (with `QUIVER_BENCH_CALLS`) runs only calls of that kind, for `heaptrack` or `perf record`.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
@@ -48,6 +55,48 @@ use serde_json::json;
 
 #[path = "../tests/it/support.rs"]
 mod support;
+
+/// The system allocator, counting allocations (and reallocations) of the host's code: the
+/// summary prints allocations per call. A plugin library has its own std and allocator, so
+/// what the plugin allocates is not counted.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded as given.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded as given.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded as given.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as given.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations per run of `f`, over `n` runs.
+fn allocations_per(n: u64, mut f: impl FnMut()) -> f64 {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..n {
+        f();
+    }
+    (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / n as f64
+}
 
 struct Setup {
     rt: tokio::runtime::Runtime,
@@ -60,6 +109,8 @@ struct Setup {
     backend: Arc<dyn ToolBackend>,
     /// The same tools behind [`Canned`]: the router's own work, without the plugin.
     canned: Arc<Router>,
+    /// The real plugin behind [`AsThread`]: `marker_echo` with thread execution.
+    threaded: Arc<Router>,
     caller: Caller,
     body: String,
     _plugins: support::Plugins,
@@ -96,6 +147,10 @@ fn setup() -> Setup {
     let catalog =
         quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
     let canned = Arc::new(Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default()));
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(AsThread(backend.clone())));
+    let catalog =
+        quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
+    let threaded = Arc::new(Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default()));
     Setup {
         rt,
         rt1,
@@ -104,6 +159,7 @@ fn setup() -> Setup {
         traced,
         backend,
         canned,
+        threaded,
         caller: Caller::new("bench", Access::unrestricted()),
         body,
         _plugins: plugins,
@@ -122,8 +178,32 @@ impl ToolBackend for Canned {
         black_box(request);
         self.answer.clone()
     }
+    fn invoke_borrowed(
+        &self,
+        _tool: &str,
+        request: &str,
+        _sink: &dyn quiver_catalog::CallSink,
+        answer: &mut dyn FnMut(&str),
+    ) -> bool {
+        black_box(request);
+        answer(&self.answer);
+        true
+    }
     fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
         quiver_catalog::Dispatch::Inline
+    }
+}
+
+/// The loaded plugin, its calls run with thread execution (the manifest of `marker_echo` says
+/// inline): the same plugin through the router both ways, so the difference is the handoff.
+struct AsThread(Arc<dyn ToolBackend>);
+
+impl ToolBackend for AsThread {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        self.0.invoke(tool, request, sink)
+    }
+    fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
+        quiver_catalog::Dispatch::Thread
     }
 }
 
@@ -225,7 +305,8 @@ fn in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
 /// A handoff that keeps the deadline guarantee without waking a pool thread: the tool runs in a
 /// task of its own (spawned from a worker, it lands in that worker's next-task slot) inside
 /// `block_in_place` (the worker's other tasks move to another thread while it blocks), and the
-/// caller waits for its answer with the deadline and cancellation beside it, as `on_thread` does.
+/// caller waits for its answer with the deadline and cancellation beside it (the router's
+/// handoff before its thread pool, kept for comparison).
 fn spawn_in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     let task = async move {
         let start = Instant::now();
@@ -274,6 +355,18 @@ fn main() {
         assert_eq!(first.response.status, quiver_abi::Status::Ok, "{:?}", first.response.error);
     }
 
+    // `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread`: only `QUIVER_BENCH_CALLS` (10,000)
+    // calls of that kind, nothing else (to run under `heaptrack` or `perf record`).
+    if let Ok(which) = std::env::var("QUIVER_BENCH_ALLOC_PROFILE") {
+        let (router, rt) = match which.as_str() {
+            "inline" => (&s.router, &s.rt1),
+            "thread" => (&s.threaded, &s.rt),
+            _ => (&s.canned, &s.rt1),
+        };
+        let calls = std::env::var("QUIVER_BENCH_CALLS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+        router_loop(router, &s, rt, calls);
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     {
         let mut g = c.benchmark_group("marker_echo");
@@ -332,6 +425,49 @@ fn main() {
         println!("  [{name}] pipeline / direct_fn                               {:>9.1}x", full / direct);
         println!("  [{name}] overhead vs direct_fn                              {:>9.0} ns", full - direct);
         println!("  [{name}] router work (pipeline - abi_invoke)                {:>9.0} ns", full - abi);
+    }
+    // Allocations per call (current-thread runtime, one task): the bench's own `Call` (built and
+    // dropped without a call) and the calls through the router alone and the real plugin.
+    let caller = s.caller.clone();
+    let call_only = allocations_per(2000, || {
+        black_box(Call::new("marker_echo", json!({"text": "hello"}), caller.clone()));
+    });
+    let (own_allocs, full_allocs) = (
+        allocations_per(1, || {
+            black_box(router_loop(&s.canned, &s, &s.rt1, 2000));
+        }) / 2000.0,
+        allocations_per(1, || {
+            black_box(router_loop(&s.router, &s, &s.rt1, 2000));
+        }) / 2000.0,
+    );
+    let thread_allocs = allocations_per(1, || {
+        black_box(router_loop(&s.threaded, &s, &s.rt, 2000));
+    }) / 2000.0;
+    println!("  allocations: building and dropping the bench's Call alone          {call_only:>9.1}");
+    println!("  allocations per call: router alone (incl. the Call)                {own_allocs:>9.1}");
+    println!("  allocations per call: pipeline with the plugin, inline (host side) {full_allocs:>9.1}");
+    println!("  allocations per call: pipeline with the plugin, thread (host side) {thread_allocs:>9.1}");
+    // Thread execution against inline, the same plugin through the same pipeline: the
+    // difference is the handoff. Wall time and process CPU time per call.
+    for (name, rt) in [("current_thread", &s.rt1), ("multi_thread", &s.rt)] {
+        router_loop(&s.threaded, &s, rt, 200);
+        let (mut inline, mut thread, mut inline_cpu, mut thread_cpu) = (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
+        for _ in 0..5 {
+            let c0 = cpu_times().0;
+            inline = inline.min(per_call(router_loop(&s.router, &s, rt, n / 5), n / 5));
+            let c1 = cpu_times().0;
+            thread = thread.min(per_call(router_loop(&s.threaded, &s, rt, n / 5), n / 5));
+            let c2 = cpu_times().0;
+            inline_cpu = inline_cpu.min(per_call(c1 - c0, n / 5));
+            thread_cpu = thread_cpu.min(per_call(c2 - c1, n / 5));
+        }
+        println!("  [{name}] pipeline, inline tool                       {inline:>9.0} (CPU {inline_cpu:>6.0})");
+        println!("  [{name}] pipeline, same tool with thread execution   {thread:>9.0} (CPU {thread_cpu:>6.0})");
+        println!(
+            "  [{name}] thread handoff (thread - inline)             {:>9.0} (CPU {:>6.0})",
+            thread - inline,
+            thread_cpu - inline_cpu
+        );
     }
     in_place_loop(&s.rt, 200);
     let mut in_place = f64::MAX;

@@ -2,6 +2,7 @@
 //! the deadline (inline, on a thread, or remote), retries of retryable errors, and reading the
 //! tool's answer.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::Router;
 use crate::codes::Code;
 use crate::policy::{Retry, Step};
+use crate::pool::{Pool, Refused, Work};
 use crate::router::{ToolState, cancelled};
-use crate::sink::{AbandonOnDrop, RouterSink};
+use crate::sink::{AbandonOnDrop, InlineSink, RouterSink};
 use crate::stages::{CallContext, Target};
 
 /// What every attempt of one call shares.
@@ -35,6 +37,32 @@ pub(crate) type Answer = Result<(ToolResponse, usize), ToolError>;
 /// Appends the JSON of `value` to `out`.
 fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), ToolError> {
     serde_json::to_writer(out, value).map_err(|e| Code::Protocol.error(format!("cannot encode the request: {e}")))
+}
+
+thread_local! {
+    /// The request buffer of the inline calls on this thread: written, read by the plugin and
+    /// given back within one call, so inline calls allocate no request.
+    static REQUEST_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Largest request buffer kept for the next call.
+const KEPT_BUFFER: usize = 64 * 1024;
+
+/// An empty buffer for a request of about `hint` bytes: this thread's kept one, if any (a
+/// thread or remote call keeps the buffer it takes; the next inline call here makes another).
+fn request_buffer(hint: usize) -> Vec<u8> {
+    let mut b = REQUEST_BUFFER.take();
+    b.clear();
+    b.reserve(hint);
+    b
+}
+
+/// Gives an inline call's request back to this thread's buffer.
+fn recycle(body: String) {
+    let b = body.into_bytes();
+    if b.capacity() <= KEPT_BUFFER {
+        REQUEST_BUFFER.set(b);
+    }
 }
 
 /// A cheap guess of the serialized size of the arguments (to size the request buffer once).
@@ -103,7 +131,7 @@ impl Router {
         };
         let memory = self.memory.snippet(&cx.caller.session_id, plugin_id, target.name());
         let caller = &cx.caller;
-        let mut b = Vec::with_capacity(256 + args_len_hint(&cx.args));
+        let mut b = request_buffer(256 + args_len_hint(&cx.args));
         b.extend_from_slice(b"{\"request_id\":");
         put(&mut b, cx.meta.request_id.as_str())?;
         b.push(b',');
@@ -175,10 +203,12 @@ impl Router {
             cx.meta.retries += 1;
             let code = response.error.as_ref().map(|e| e.code.as_str()).unwrap_or_default();
             cx.step(Step::Retry(Retry::new(cx.meta.retries, code, delay.as_millis() as u64)));
+            // Boxed: retries are rare, and the call's future stays small.
+            let pause = Box::pin(tokio::time::sleep(delay));
             tokio::select! {
                 biased;
                 _ = cx.cancel.cancelled() => return Err(cancelled(inv.tool_name)),
-                _ = tokio::time::sleep(delay) => {}
+                _ = pause => {}
             }
         }
     }
@@ -201,18 +231,49 @@ impl Router {
             let borrowed = inv.state.semaphore.try_acquire().ok();
             let _owned = match borrowed {
                 Some(_) => None,
+                // Boxed, as every rarely taken wait of the call: the call's future stays small
+                // (it is boxed and moved once per call).
                 None => Some(
-                    acquire(&inv.state.semaphore, deadline, cancel, inv.tool_name, "the tool's concurrency limit")
-                        .await?,
+                    Box::pin(acquire(
+                        &inv.state.semaphore,
+                        deadline,
+                        cancel,
+                        inv.tool_name,
+                        "the tool's concurrency limit",
+                    ))
+                    .await?,
                 ),
             };
-            // No runtime handle: an inline tool runs on a runtime thread, which cannot block on
-            // a client's answer (elicitation and sampling are refused with a reason).
-            let sink = Arc::new(self.sink(cx, inv, None));
-            let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
-            sink.finished();
-            return settle(raw, inv, cancel);
+            // The sink is borrowed for the call when the backend can take it so; without a
+            // runtime handle either way: an inline tool runs on a runtime thread, which cannot
+            // block on a client's answer (elicitation and sampling are refused with a reason).
+            let borrowed = InlineSink { bridge: &*cx.bridge, token: cancel, deadline, request_id: &cx.meta.request_id };
+            // The answer is read where the backend holds it (no copy of the plugin's string).
+            let mut settled = None;
+            let served = inv.plugin.backend.invoke_borrowed(local_name, &body, &borrowed, &mut |raw| {
+                settled = Some(settle(raw, inv, cancel));
+            });
+            let answer = if served {
+                settled.unwrap_or_else(|| {
+                    Err(Code::Protocol.error(format!("the backend of `{}` returned no answer", inv.tool_name)))
+                })
+            } else {
+                let sink = Arc::new(self.sink(cx, inv, None));
+                let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
+                sink.finished();
+                settle(&raw, inv, cancel)
+            };
+            recycle(body);
+            return answer;
         }
+        // Boxed: the inline path above is the one kept small.
+        Box::pin(self.off_task(cx, inv, body, dispatch)).await
+    }
+
+    /// A thread or remote attempt: its slots, then the pool thread or the worker.
+    async fn off_task(&self, cx: &CallContext, inv: &Invocation<'_>, body: String, dispatch: Dispatch) -> Answer {
+        let (cancel, deadline) = (&cx.cancel, inv.deadline);
+        let local_name = inv.plugin.tools[inv.tool].spec.name.as_str();
         // The tool's own slot first: a saturated tool must not hold host-wide slots while it waits.
         let tool_permit =
             acquire(&inv.state.semaphore, deadline, cancel, inv.tool_name, "the tool's concurrency limit").await?;
@@ -229,7 +290,7 @@ impl Router {
             self.await_remote(cx, inv, call, sink, tool_permit).await
         } else {
             let _global = global;
-            on_thread(cx, inv, body, sink, tool_permit).await
+            on_thread(&self.pool, cx, inv, body, sink, tool_permit).await
         }
     }
 
@@ -272,7 +333,7 @@ impl Router {
                 if cancel.is_cancelled() {
                     return Err(cancelled(inv.tool_name));
                 }
-                return settle(r?, inv, cancel);
+                return settle(&r?, inv, cancel);
             }
             Err(reason) => reason,
         };
@@ -299,9 +360,11 @@ impl Router {
     }
 }
 
-/// Runs the plugin on a blocking thread; the caller stops waiting at the deadline or on
-/// cancellation.
+/// Runs the plugin on one of the router's pool threads (`pool.rs`); the caller stops waiting
+/// at the deadline or on cancellation, and then retires the thread (it keeps running the
+/// plugin, holding the tool's slot, while a new thread takes its place in the pool).
 async fn on_thread(
+    pool: &Pool,
     cx: &CallContext,
     inv: &Invocation<'_>,
     body: String,
@@ -312,52 +375,75 @@ async fn on_thread(
     let plugin = inv.plugin.clone();
     let tool = inv.tool;
     let plugin_sink = sink.clone();
-    let mut handle = hand_off(move || {
-        let name = plugin.tools[tool].spec.name.as_str();
-        let out = plugin.backend.invoke(name, &body, plugin_sink.clone());
-        plugin_sink.finished();
-        drop(tool_permit);
-        out
-    });
-    let mut guard = AbandonOnDrop { sink: &sink, armed: true };
-    let joined = tokio::select! {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let job = Box::new(ThreadCall { plugin, tool, body, sink: plugin_sink, permit: Some(tool_permit), out: None, tx });
+    let ticket = pool.run(job).map_err(|refused| match refused {
+        Refused::Full(n) => Code::Protocol
+            .error(format!(
+                "`{}` could not start: all {n} of the host's tool threads are busy (the host is overloaded); try again later",
+                inv.tool_name
+            ))
+            .retryable(),
+        Refused::Spawn(e) => Code::Protocol
+            .error(format!("`{}` could not start: the host cannot start a thread ({e}); try again later", inv.tool_name))
+            .retryable(),
+    })?;
+    let mut guard = AbandonOnDrop { sink: &sink, armed: true, pool, ticket: &ticket };
+    let answer = tokio::select! {
         biased;
-        r = &mut handle => r,
+        r = rx => r,
         _ = cancel.cancelled() => {
-            // `guard` marks the call abandoned.
+            // `guard` marks the call abandoned and retires the thread.
             return Err(cancelled(inv.tool_name));
         }
         _ = tokio::time::sleep_until(deadline.into()) => {
             guard.armed = false;
             sink.abandon(true);
+            pool.retire(&ticket);
             return Err(timeout_error(inv.tool_name));
         }
     };
     guard.armed = false;
-    let raw =
-        joined.map_err(|e| Code::Protocol.error(format!("the thread running `{}` failed: {e}", inv.tool_name)))?;
-    settle(raw, inv, cancel)
+    let raw = answer.map_err(|_| {
+        Code::Protocol.error(format!("the thread running `{}` failed before it answered", inv.tool_name))
+    })?;
+    settle(&raw, inv, cancel)
 }
 
-/// Starts a thread-execution call off the caller's task. On a multi-thread runtime the call gets
-/// a task of its own that runs the plugin inside `block_in_place`: spawned from a worker, the
-/// task runs next on that same worker, and while the plugin blocks, the worker's other tasks
-/// (the caller's among them) move to another thread; no sleeping pool thread is woken per call
-/// (measured 6.9 µs per round trip against 10.5 µs for `spawn_blocking`, docs/BENCHMARKS.md).
-/// Elsewhere (the current-thread runtime of `quiver call`) on a blocking thread. Either way the
-/// caller waits with the deadline and cancellation beside the answer, so a hung tool still gets
-/// it a `timeout` at the deadline.
-fn hand_off(run: impl FnOnce() -> String + Send + 'static) -> tokio::task::JoinHandle<String> {
-    if tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
-        tokio::spawn(async move { tokio::task::block_in_place(run) })
-    } else {
-        tokio::task::spawn_blocking(run)
+/// A thread-execution call as a pool thread runs it.
+struct ThreadCall {
+    plugin: Arc<PluginEntry>,
+    tool: usize,
+    body: String,
+    sink: Arc<RouterSink>,
+    /// The tool's slot, held until the plugin returns (also past the caller's deadline).
+    permit: Option<OwnedSemaphorePermit>,
+    out: Option<String>,
+    tx: tokio::sync::oneshot::Sender<String>,
+}
+
+impl Work for ThreadCall {
+    fn run(&mut self) {
+        // In the caller's runtime context, as a tokio blocking thread would be (a backend may
+        // look for the runtime; the plugin's questions block on it through the sink).
+        let _runtime = self.sink.runtime.as_ref().map(tokio::runtime::Handle::enter);
+        let name = self.plugin.tools[self.tool].spec.name.as_str();
+        let out = self.plugin.backend.invoke(name, &self.body, self.sink.clone());
+        self.sink.finished();
+        self.permit = None;
+        self.out = Some(out);
+    }
+
+    fn answer(self: Box<Self>) {
+        if let Some(out) = self.out {
+            let _ = self.tx.send(out);
+        }
     }
 }
 
 /// A plugin's answer, unless it raced a cancellation or the deadline (a tool that saw
 /// `is_cancelled` and stopped early did not produce a result).
-fn settle(raw: String, inv: &Invocation<'_>, cancel: &CancellationToken) -> Answer {
+fn settle(raw: &str, inv: &Invocation<'_>, cancel: &CancellationToken) -> Answer {
     if cancel.is_cancelled() {
         return Err(cancelled(inv.tool_name));
     }
@@ -377,9 +463,9 @@ fn timeout_error(tool_name: &str) -> ToolError {
 }
 
 /// Reads a plugin's answer; returns it with its size in bytes.
-fn parse_response(tool_name: &str, raw: String) -> Answer {
-    let response: ToolResponse = serde_json::from_str(&raw).map_err(|e| {
-        let mut shown = raw.clone();
+fn parse_response(tool_name: &str, raw: &str) -> Answer {
+    let response: ToolResponse = serde_json::from_str(raw).map_err(|e| {
+        let mut shown = raw.to_owned();
         shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
         Code::Protocol.error(format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"))
     })?;

@@ -16,8 +16,8 @@
 //!    client ([`ClientBridge::elicit`]) when it can, refused with how-to-confirm otherwise;
 //! 5. **circuit breaker** per tool; 6. **concurrency** limits (per tool and host-wide);
 //! 7. **invocation** under the tool's deadline, cancellable: inline on the calling task, or off
-//!    it on a thread that may block (on the multi-thread runtime a task of its own inside
-//!    `block_in_place`, elsewhere `spawn_blocking`); 8. **retries**
+//!    it on a thread that may block (one of the router's pool of long-lived threads, `pool.rs`;
+//!    the caller waits beside the deadline); 8. **retries**
 //!    of retryable errors with exponential backoff and jitter;
 //! 9. **output** against the output schema; 10. **result size** (the largest strings and arrays
 //!    cut with a marker until the output fits, checked against the output schema; status
@@ -53,6 +53,7 @@ mod invoke;
 mod limits;
 mod memory;
 pub mod policy;
+mod pool;
 mod replay;
 mod results;
 mod router;

@@ -76,6 +76,8 @@ pub struct Router {
     states: ArcSwap<ToolStates>,
     rebuild: Mutex<()>,
     pub(crate) global: Arc<Semaphore>,
+    /// The threads that run thread-execution calls (as many as the host-wide slots).
+    pub(crate) pool: crate::pool::Pool,
     pub(crate) counters: Counters,
     pub(crate) results: ResultStore,
     pub(crate) memory: crate::memory::MemoryStore,
@@ -192,6 +194,7 @@ impl Router {
         Router {
             source,
             global: Arc::new(Semaphore::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS))),
+            pool: crate::pool::Pool::new(config.max_concurrency.clamp(1, Semaphore::MAX_PERMITS)),
             results: ResultStore::new(config.result_handle_ttl),
             memory: crate::memory::MemoryStore::default(),
             secrets: ArcSwap::from_pointee(config.secrets.clone()),
@@ -422,11 +425,13 @@ impl Router {
 
     pub async fn call(&self, call: Call) -> CallOutcome {
         // Boxed: the pipeline's state is large, and an unboxed future would be copied whole
-        // each time a caller's task is spawned or moved.
+        // each time a caller's task is spawned or moved. The context is made before the
+        // future, so the future does not keep the `Call` beside it.
         if call.name == RUN_TOOL {
             return Box::pin(self.run_tool(call)).await;
         }
-        Box::pin(self.run(call)).await
+        let cx = self.context(call);
+        Box::pin(self.run(cx)).await
     }
 
     /// The generic lane: `arguments` is `{"name": ..., "arguments": {...}}`. Refuses to
@@ -447,7 +452,8 @@ impl Router {
             Ok((name, arguments)) => {
                 call.name = name;
                 call.arguments = arguments;
-                self.run(call).await
+                let cx = self.context(call);
+                self.run(cx).await
             }
             Err(e) => {
                 self.counters.record_run_tool_invalid();
@@ -459,8 +465,9 @@ impl Router {
         }
     }
 
-    /// One call through [`Router::pipeline`], then telemetry and the transcript.
-    async fn run(&self, mut call: Call) -> CallOutcome {
+    /// The context of a call through [`Router::pipeline`], with its trace record when traces
+    /// are exported.
+    fn context(&self, mut call: Call) -> CallContext {
         let recorded = self.transcript.is_some().then(|| call.arguments.clone());
         let parent = call.trace_parent.take();
         let mut cx = CallContext::new(call, recorded);
@@ -468,9 +475,14 @@ impl Router {
         if self.traces.is_some() {
             crate::traced::start(&mut cx, parent);
         }
+        cx
+    }
+
+    /// One call through [`Router::pipeline`], then telemetry and the transcript.
+    async fn run(&self, mut cx: CallContext) -> CallOutcome {
         let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
         if let (Some(export), Some(trace)) = (&self.traces, cx.trace.take()) {
-            crate::traced::finish(export, trace, &cx, &response);
+            crate::traced::finish(export, *trace, &cx, &response);
         }
         self.finish(cx, response)
     }

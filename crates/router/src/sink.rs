@@ -75,12 +75,7 @@ impl RouterSink {
 /// line in the host's log.
 impl HostServices for RouterSink {
     fn log(&self, level: LogLevel, message: &str) {
-        match level {
-            LogLevel::Debug => tracing::debug!(request_id = %self.request_id, "{message}"),
-            LogLevel::Info => tracing::info!(request_id = %self.request_id, "{message}"),
-            LogLevel::Warning => tracing::warn!(request_id = %self.request_id, "{message}"),
-            LogLevel::Error => tracing::error!(request_id = %self.request_id, "{message}"),
-        }
+        log_line(&self.request_id, level, message);
         self.bridge.log(level, message);
     }
 
@@ -122,9 +117,7 @@ impl CallSink for RouterSink {
             return Err(format!("{what} refused: the call is cancelled or past its deadline"));
         }
         let Some(runtime) = &self.runtime else {
-            return Err(format!(
-                "{what} is not available to a tool with inline execution (it runs on the caller's task and cannot wait for the client); declare `execution: thread` in its manifest"
-            ));
+            return Err(inline_cannot_ask(what));
         };
         let value: Value = serde_json::from_str(request).map_err(|e| format!("{what} request is not JSON: {e}"))?;
         let fut = match question {
@@ -144,18 +137,94 @@ impl CallSink for RouterSink {
     }
 }
 
+/// The host services of an inline call, borrowed from the caller for the call's length (an
+/// inline tool runs on the caller's task and cannot outlive it: no `Arc`, no copy of the
+/// request id, no clone of the cancellation token). Answers as [`RouterSink`] does without a
+/// runtime handle.
+pub(crate) struct InlineSink<'a> {
+    pub(crate) bridge: &'a dyn ClientBridge,
+    pub(crate) token: &'a CancellationToken,
+    pub(crate) deadline: Instant,
+    pub(crate) request_id: &'a str,
+}
+
+impl HostServices for InlineSink<'_> {
+    fn log(&self, level: LogLevel, message: &str) {
+        log_line(self.request_id, level, message);
+        self.bridge.log(level, message);
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: &str) {
+        self.bridge.progress(progress, total, message);
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled() || Instant::now() >= self.deadline
+    }
+
+    fn can_elicit(&self) -> bool {
+        self.bridge.can_elicit()
+    }
+
+    fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>> {
+        self.bridge.elicit(request)
+    }
+
+    fn can_sample(&self) -> bool {
+        self.bridge.can_sample()
+    }
+
+    fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>> {
+        self.bridge.sample(request)
+    }
+}
+
+impl CallSink for InlineSink<'_> {
+    fn services(&self) -> &dyn HostServices {
+        self
+    }
+
+    fn ask(&self, question: Question, _request: &str) -> Result<String, String> {
+        let what = question.as_str();
+        if HostServices::is_cancelled(self) {
+            return Err(format!("{what} refused: the call is cancelled or past its deadline"));
+        }
+        Err(inline_cannot_ask(what))
+    }
+}
+
+fn inline_cannot_ask(what: &str) -> String {
+    format!(
+        "{what} is not available to a tool with inline execution (it runs on the caller's task and cannot wait for the client); declare `execution: thread` in its manifest"
+    )
+}
+
+/// A tool's log line in the host's log.
+fn log_line(request_id: &str, level: LogLevel, message: &str) {
+    match level {
+        LogLevel::Debug => tracing::debug!(request_id = %request_id, "{message}"),
+        LogLevel::Info => tracing::info!(request_id = %request_id, "{message}"),
+        LogLevel::Warning => tracing::warn!(request_id = %request_id, "{message}"),
+        LogLevel::Error => tracing::error!(request_id = %request_id, "{message}"),
+    }
+}
+
 /// Marks the call abandoned when the caller's future goes away while the plugin still runs
-/// (e.g. the client disconnected and the server dropped the request): the tool then sees
-/// `is_cancelled() == true`.
+/// (e.g. the client disconnected and the server dropped the request, or the call was
+/// cancelled): the tool then sees `is_cancelled() == true`, and its pool thread is retired (a
+/// new one takes its place while it finishes).
 pub(crate) struct AbandonOnDrop<'a> {
     pub(crate) sink: &'a RouterSink,
     pub(crate) armed: bool,
+    pub(crate) pool: &'a crate::pool::Pool,
+    pub(crate) ticket: &'a crate::pool::Ticket,
 }
 
 impl Drop for AbandonOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
             self.sink.abandon(false);
+            self.pool.retire(self.ticket);
         }
     }
 }

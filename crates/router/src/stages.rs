@@ -51,7 +51,7 @@ pub(crate) struct CallContext {
     /// The counters of the tool the call reached.
     pub(crate) tool_counters: Option<Arc<ToolCounters>>,
     /// The call's trace record, when traces are exported (`traced.rs`).
-    pub(crate) trace: Option<crate::traced::Traced>,
+    pub(crate) trace: Option<Box<crate::traced::Traced>>,
 }
 
 impl CallContext {
@@ -301,7 +301,8 @@ impl Router {
                 cx.step(Step::ApprovalAllowedByProfile);
                 Ok(true)
             }
-            Approval::Ask if cx.bridge.can_elicit() => self.ask_user(cx, &ask).await,
+            // Boxed: asking is rare, and the call's future stays small.
+            Approval::Ask if cx.bridge.can_elicit() => Box::pin(self.ask_user(cx, &ask)).await,
             Approval::Ask => {
                 cx.step(Step::ApprovalCannotAsk);
                 Err(ask.cannot_ask())

@@ -37,7 +37,7 @@ pub(crate) fn start(cx: &mut CallContext, parent: Option<TraceParent>) {
     let bridge =
         Arc::new(TracedBridge { inner: cx.bridge.clone(), host: HostTrips::default(), deferred: OnceLock::new() });
     cx.bridge = bridge.clone();
-    cx.trace = Some(Traced { record: CallTrace::start(cx.meta.lane, cx.started, parent), bridge });
+    cx.trace = Some(Box::new(Traced { record: CallTrace::start(cx.meta.lane, cx.started, parent), bridge }));
 }
 
 /// Records how the call ended and hands its record to the exporter.

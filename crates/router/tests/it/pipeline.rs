@@ -845,3 +845,170 @@ async fn an_inline_tool_cannot_elicit_and_is_told_why() {
     assert!(e.message.contains("not available to a tool with inline execution"), "{}", e.message);
     assert!(e.message.contains("execution: thread"), "{}", e.message);
 }
+
+/// The plugin's own backend, except that a call whose request holds `"ms":4242` first waits
+/// for the test to open a gate, whatever its deadline or cancellation (a tool stuck in code
+/// that never checks `is_cancelled`).
+struct Stuck {
+    inner: Arc<dyn quiver_catalog::ToolBackend>,
+    open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl quiver_catalog::ToolBackend for Stuck {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        if request.contains("\"ms\":4242") {
+            let (lock, cv) = &*self.open;
+            let mut open = lock.lock().unwrap();
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+        }
+        self.inner.invoke(tool, request, sink)
+    }
+    fn dispatch(&self, index: usize) -> quiver_catalog::Dispatch {
+        self.inner.dispatch(index)
+    }
+}
+
+/// Thread-execution calls run on the router's bounded pool of threads (as many as the host's
+/// call slots, here 2). Two calls stuck past their deadline get their callers a `timeout` at
+/// the deadline, and the pool starts threads in their place: with both stuck threads still
+/// running, calls of other thread tools keep answering (three at once on two slots), a
+/// plugin's panic is a tool error and the pool keeps serving; the stuck calls' overruns are
+/// counted until they return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_thread_calls_are_replaced_in_the_pool_and_panics_leave_it_serving() {
+    let _timing = crate::TIMING.read().await;
+    let (_p, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let open = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let backend = Stuck { inner: plugin.backend.clone(), open: open.clone() };
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(backend));
+    let catalog =
+        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
+    let router =
+        Arc::new(Router::new(Arc::new(catalog), RouterSettings { max_concurrency: 2, ..RouterSettings::default() }));
+    let call = |name: &str, args: Value| {
+        let router = router.clone();
+        let call = Call::new(name, args, everyone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let o = router.call(call).await;
+            (o, started.elapsed())
+        })
+    };
+    // marker_wait's deadline is 300 ms; both calls hang past it.
+    let stuck = [call("marker_wait", json!({"ms": 4242})), call("marker_wait", json!({"ms": 4242}))];
+    for s in stuck {
+        let (o, took) = s.await.unwrap();
+        assert_eq!(code(&o), ErrorCode::TIMEOUT, "{:?}", o.response);
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(330), "timeout after {took:?}");
+    }
+    assert_eq!(router.telemetry().snapshot().tools["marker_wait"].overruns, 2);
+    // Both pool threads are still stuck; their places were taken by new threads.
+    let sleeps = [call("marker_sleep", json!({"ms": 30})), call("marker_sleep", json!({"ms": 30}))];
+    let panic = call("marker_panic", json!({"text": "boom"}));
+    for s in sleeps {
+        let (o, _) = s.await.unwrap();
+        assert_eq!(o.response.status, Status::Ok, "{:?}", o.response);
+    }
+    let (o, _) = panic.await.unwrap();
+    assert_eq!(code(&o), "panic", "{:?}", o.response);
+    let (o, _) = call("marker_sleep", json!({"ms": 1})).await.unwrap();
+    assert_eq!(o.response.status, Status::Ok, "the pool serves after a panic: {:?}", o.response);
+    // The stuck calls return; their overruns end.
+    *open.0.lock().unwrap() = true;
+    open.1.notify_all();
+    let waited = Instant::now();
+    while router.telemetry().snapshot().tools["marker_wait"].overruns != 0 && waited.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(router.telemetry().snapshot().tools["marker_wait"].overruns, 0);
+    let (o, _) = call("marker_wait", json!({"ms": 1})).await.unwrap();
+    assert_eq!(o.response.status, Status::Ok, "{:?}", o.response);
+}
+
+/// The same plugin with every tool inline, its backend taking the call's host services
+/// borrowed (`ToolBackend::invoke_borrowed`, as the in-process backend does).
+struct AllInlineBorrowed(Arc<dyn quiver_catalog::ToolBackend>);
+
+impl quiver_catalog::ToolBackend for AllInlineBorrowed {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        self.0.invoke(tool, request, sink)
+    }
+    fn invoke_borrowed(
+        &self,
+        tool: &str,
+        request: &str,
+        sink: &dyn quiver_catalog::CallSink,
+        answer: &mut dyn FnMut(&str),
+    ) -> bool {
+        self.0.invoke_borrowed(tool, request, sink, answer)
+    }
+    fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
+        quiver_catalog::Dispatch::Inline
+    }
+}
+
+/// An inline call's borrowed host services answer as the owned ones do: elicitation is
+/// refused with the reason and the fix, the deadline shows in `is_cancelled`, logs reach the
+/// client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_call_with_borrowed_host_services_logs_and_cannot_elicit() {
+    let (_p, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let backend = AllInlineBorrowed(plugin.backend.clone());
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(backend));
+    let catalog =
+        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
+    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let bridge = TestBridge::new(true, json!({"action": "accept", "content": {"answer": "blue"}}));
+    let o = router
+        .call(Call::new("marker_ask", json!({"question": "colour?"}), everyone()).with_bridge(bridge.clone()))
+        .await;
+    let e = o.response.error.expect("the tool reports the refused elicitation");
+    assert_eq!(e.code, ErrorCode::TOOL_ERROR);
+    assert!(e.message.contains("not available to a tool with inline execution"), "{}", e.message);
+    // Run inline, marker_wait blocks its caller's task, sees its 300 ms deadline pass through
+    // `is_cancelled` and logs it through the same borrowed services.
+    let o = router.call(Call::new("marker_wait", json!({"ms": 2000}), everyone()).with_bridge(bridge.clone())).await;
+    assert_eq!(code(&o), ErrorCode::TIMEOUT, "{:?}", o.response);
+    let logs = bridge.logs();
+    assert!(logs.iter().any(|l| l.starts_with("marker_wait saw cancellation after")), "{logs:?}");
+}
+
+/// The plugin's own backend, answering an error when it runs outside the caller's tokio
+/// runtime context.
+struct NeedsRuntime(Arc<dyn quiver_catalog::ToolBackend>);
+
+impl quiver_catalog::ToolBackend for NeedsRuntime {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return r#"{"status":"error","error":{"code":"tool_error","message":"no tokio runtime on this thread"}}"#
+                .to_owned();
+        }
+        self.0.invoke(tool, request, sink)
+    }
+    fn dispatch(&self, index: usize) -> quiver_catalog::Dispatch {
+        self.0.dispatch(index)
+    }
+}
+
+/// A thread-execution call runs in the caller's runtime context (as on a tokio blocking
+/// thread), on both kinds of runtime.
+#[test]
+fn a_thread_call_runs_in_the_callers_runtime_context() {
+    let (_p, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(NeedsRuntime(plugin.backend.clone())));
+    let catalog =
+        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
+    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let current = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    for rt in [&current, &multi] {
+        let o = rt.block_on(router.call(Call::new("marker_sleep", json!({"ms": 1}), everyone())));
+        assert_eq!(o.response.status, Status::Ok, "{:?}", o.response);
+    }
+}
