@@ -539,6 +539,11 @@ struct FailedStart {
     message: String,
 }
 
+/// How long the worker of a plugin listed from its kept load report waits before it starts when
+/// no call asks for it first: the host's start and its client's handshake (a few ms) do not
+/// share the CPU with the worker's exec, checks, sandbox and `dlopen`.
+const DEFERRED_START_LINGER: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The file of `start_cache` that keeps the load report of the library `sha256`.
 fn report_file(cache: &Path, sha256: &str) -> PathBuf {
     cache.join(format!("{sha256}.json"))
@@ -605,7 +610,7 @@ impl BundleSource {
                 s.request();
             }
         };
-        let backend = match WorkerBackend::start_deferred(spec, settings, check, on_failure) {
+        let backend = match WorkerBackend::start_deferred(spec, settings, DEFERRED_START_LINGER, check, on_failure) {
             Ok(b) => b,
             Err(_) => return Err(Box::new(bundle)),
         };
