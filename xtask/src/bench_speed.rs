@@ -9,7 +9,8 @@
 //! (`taskset -c 0`); rounds are interleaved (every server once per round); the server's CPU per
 //! call comes from `/proc/PID/stat`, its peak RSS from `VmHWM`. Then: spawn → initialized,
 //! spawn → first `tools/list` and peak RSS of `quiver serve` with the bundled plugins (`cargo xtask build-plugins`, the
-//! repository's `quiver.yaml`); cold start with 10, 100 and 300 signed bundles (generated copies
+//! repository's `quiver.yaml` with a state folder of the bench's own), both at a first start
+//! (empty state folder) and at a warm start (the state the first start kept); cold start with 10, 100 and 300 signed bundles (generated copies
 //! of the marker plugin under `target/bench-speed`); streamable HTTP at 1, 8 and 32 sessions,
 //! bare rmcp against `quiver serve --http` (`http_bench`).
 //!
@@ -116,12 +117,17 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
         }
     }
 
-    // The bundled plugins, as the repository's quiver.yaml serves them.
+    // The bundled plugins, as the repository's quiver.yaml serves them, with a state folder of
+    // the bench's own: per round a first start (empty state) and then a warm start (the state
+    // that first start kept: the rollback record and the plugins' load reports).
     bundle_shipped(ws, &target)?;
-    let repo_cfg = ws.root.join("quiver.yaml");
+    let (bundled_cfg, bundled_state) = bundled_setup(ws, &dir.join("bundled"))?;
     let mut bundled: Rounds = Vec::new();
+    let mut bundled_warm: Rounds = Vec::new();
     for _ in 0..rounds.max(3) {
-        bundled.push(stdio_bench(&programs.stdio_bench, &init_only(), &quiver(&repo_cfg))?);
+        let _ = fs::remove_dir_all(&bundled_state);
+        bundled.push(stdio_bench(&programs.stdio_bench, &init_only(), &quiver(&bundled_cfg))?);
+        bundled_warm.push(stdio_bench(&programs.stdio_bench, &init_only(), &quiver(&bundled_cfg))?);
     }
 
     // Cold start with many signed bundles (generated marker copies), rounds interleaved.
@@ -206,6 +212,7 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
         servers: &servers,
         stdio: &stdio,
         bundled: &bundled,
+        bundled_warm: &bundled_warm,
         counts: &counts,
         cold: &cold,
         sessions: &sessions,
@@ -243,6 +250,26 @@ fn build(ws: &Workspace, target: &Path) -> Result<Programs> {
         http_bench: examples.join("http_bench"),
         python: crate::e2e::python(ws)?,
     })
+}
+
+/// The repository's `quiver.yaml` written into `dir` with its paths made absolute and its state
+/// folder in `dir` (so the bench can empty it without touching the repository's own); gives the
+/// file and that state folder.
+fn bundled_setup(ws: &Workspace, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let mut text = fs::read_to_string(ws.root.join("quiver.yaml"))?;
+    let state = dir.join("state");
+    for (from, to) in [
+        ("\nplugins_dir: plugins\n", format!("\nplugins_dir: {}\n", s(&ws.root.join("plugins")))),
+        ("path: .quiver-dev/dev.pub\n", format!("path: {}\n", s(&ws.dev_key_dir().join("dev.pub")))),
+        ("\nstate_dir: .quiver-state\n", format!("\nstate_dir: {}\n", s(&state))),
+    ] {
+        anyhow::ensure!(text.contains(from), "quiver.yaml no longer has `{}`: update bundled_setup", from.trim());
+        text = text.replacen(from, &to, 1);
+    }
+    fs::create_dir_all(dir)?;
+    let cfg = dir.join("quiver.yaml");
+    fs::write(&cfg, text)?;
+    Ok((cfg, state))
 }
 
 /// The shipped bundles of `plugins/`, as `cargo xtask build-plugins` makes them (stripped
@@ -431,6 +458,7 @@ struct Report<'a> {
     servers: &'a [StdioServer],
     stdio: &'a [Rounds],
     bundled: &'a Rounds,
+    bundled_warm: &'a Rounds,
     counts: &'a [usize],
     cold: &'a [Rounds],
     sessions: &'a [usize],
@@ -493,17 +521,29 @@ impl Report<'_> {
             self.servers[PIPES].calls,
             self.servers[PYTHON].calls,
         );
-        let bundled_init = median(self.bundled.iter().map(|r| field(r, "init_ms")).collect());
-        let bundled_list = median(self.bundled.iter().map(|r| field(r, "list_ms")).collect());
-        let bundled_rss = median(self.bundled.iter().map(|r| field(r, "peak_rss_kib")).collect());
+        let med = |rounds: &Rounds, k: &str| median(rounds.iter().map(|r| field(r, k)).collect());
         let _ = writeln!(
             m,
-            "With the bundled plugins (`cargo xtask build-plugins`, the repository's `quiver.yaml`, fs-tools in a worker): \
-             spawn → initialized **{bundled_init:.1} ms**, spawn → first complete `tools/list` **{bundled_list:.1} ms**, \
-             peak RSS of the host **{:.1} MiB** (median of {}).\n",
-            bundled_rss / 1024.0,
+            "With the bundled plugins (`cargo xtask build-plugins`, the repository's `quiver.yaml` with a state folder of the \
+             bench's own, fs-tools in a worker), median of {} rounds:\n",
             self.bundled.len()
         );
+        let _ =
+            writeln!(m, "| start | spawn → initialized | spawn → first complete `tools/list` | peak RSS of the host |");
+        let _ = writeln!(m, "|---|---|---|---|");
+        for (label, rounds) in [
+            ("first start (empty state folder)", self.bundled),
+            ("warm start (state kept by the start before)", self.bundled_warm),
+        ] {
+            let _ = writeln!(
+                m,
+                "| {label} | **{:.1} ms** | {:.1} ms | **{:.1} MiB** |",
+                med(rounds, "init_ms"),
+                med(rounds, "list_ms"),
+                med(rounds, "peak_rss_kib") / 1024.0
+            );
+        }
+        let _ = writeln!(m);
         let _ = writeln!(m, "| signed bundles | spawn → initialized | per bundle | peak RSS |");
         let _ = writeln!(m, "|---|---|---|---|");
         for (i, n) in self.counts.iter().enumerate() {
@@ -602,6 +642,26 @@ mod tests {
         assert!(text.contains("second") && !text.contains("first"), "{text}");
         assert_eq!(text.matches(BEGIN).count(), 1, "{text}");
         assert!(text.find("second").unwrap() < text.find("## What is left").unwrap(), "{text}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The bundled set-up is the repository's configuration with its three paths made absolute
+    /// and its state folder the bench's own; the result is a valid configuration.
+    #[test]
+    fn the_bundled_setup_keeps_the_repository_configuration_with_its_own_state_folder() {
+        let ws = Workspace { root: Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned() };
+        let dir = std::env::temp_dir().join(format!("xtask-bundled-{}", std::process::id()));
+        let (cfg, state) = bundled_setup(&ws, &dir).unwrap();
+        assert_eq!(state, dir.join("state"));
+        let text = fs::read_to_string(&cfg).unwrap();
+        let config = quiver_manifest::HostConfig::from_yaml(&text, "quiver.yaml").unwrap();
+        assert_eq!(config.plugins_dir, ws.root.join("plugins"));
+        assert_eq!(config.state_dir, state);
+        assert_eq!(config.trusted_keys[0].path, Some(ws.root.join(".quiver-dev/dev.pub")));
+        let repo = fs::read_to_string(ws.root.join("quiver.yaml")).unwrap();
+        let repo = quiver_manifest::HostConfig::from_yaml(&repo, "quiver.yaml").unwrap();
+        assert_eq!(config.profiles, repo.profiles);
+        assert_eq!(config.isolation, repo.isolation);
         fs::remove_dir_all(&dir).unwrap();
     }
 

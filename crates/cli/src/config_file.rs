@@ -1,10 +1,14 @@
 //! Where the host configuration comes from. In order: `--config FILE` (or `QUIVER_CONFIG`),
 //! `./quiver.yaml`, `$XDG_CONFIG_HOME/quiver/quiver.yaml` (`~/.config/quiver/quiver.yaml` when
 //! `XDG_CONFIG_HOME` is unset or not absolute, as the XDG base-directory specification says),
-//! else the built-in defaults. Only finds the file: reading and resolving it is
+//! else the built-in defaults. Finds the file, and parses it once per process
+//! ([`parse`]: the logging set-up and the settings read the same file); resolving it is
 //! [`crate::settings`]'s job.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use quiver_manifest::{HostConfig, ManifestError};
 
 use anyhow::{Result, bail};
 
@@ -75,6 +79,27 @@ pub fn locate(explicit: Option<&Path>, cwd: &Path) -> Result<Option<(PathBuf, Or
 mod tests {
     use super::*;
 
+    /// The logging set-up and the settings read the same file: it is parsed once. Changed text
+    /// is parsed again, and a bad file is not remembered (its error is reported each time).
+    #[test]
+    fn the_same_configuration_text_is_parsed_once() {
+        let path = Path::new("/nowhere/parse-once/quiver.yaml");
+        let parses = || PARSES.with(|n| n.get());
+        let before = parses();
+        let a = parse(path, "rescan_interval_ms: 7\n", "quiver.yaml").unwrap();
+        let b = parse(path, "rescan_interval_ms: 7\n", "quiver.yaml").unwrap();
+        assert_eq!((a.rescan_interval_ms, b.rescan_interval_ms), (7, 7));
+        assert_eq!(parses() - before, 1);
+        let c = parse(path, "rescan_interval_ms: 8\n", "quiver.yaml").unwrap();
+        assert_eq!(c.rescan_interval_ms, 8);
+        assert_eq!(parses() - before, 2);
+        for _ in 0..2 {
+            let e = parse(path, "rescan_interval_ms: soon\n", "quiver.yaml").unwrap_err().to_string();
+            assert!(e.contains("rescan_interval_ms"), "{e}");
+        }
+        assert_eq!(parses() - before, 4);
+    }
+
     #[test]
     fn user_config_follows_the_xdg_rules() {
         assert_eq!(user_config_path(Some("/x/cfg"), Some("/home/u")), Some(PathBuf::from("/x/cfg/quiver/quiver.yaml")));
@@ -89,4 +114,32 @@ mod tests {
         assert_eq!(user_config_path(None, None), None);
         assert_eq!(user_config_path(None, Some("relative")), None);
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Parses run by [`parse`] on this thread.
+    static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The last configuration parsed without error, with the file and text it came from.
+static PARSED: Mutex<Option<(PathBuf, String, HostConfig)>> = Mutex::new(None);
+
+/// Parses the configuration `text` read from `path` (named `origin` in messages). The same
+/// text of the same file parsed before in this process gives that result again without a
+/// second parse; anything else (another file, changed text) is parsed afresh. Errors are never
+/// kept, so a failed parse is reported by the caller that reports errors.
+pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, ManifestError> {
+    let mut last = PARSED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, t, config)) = last.as_ref()
+        && p == path
+        && t == text
+    {
+        return Ok(config.clone());
+    }
+    #[cfg(test)]
+    PARSES.with(|n| n.set(n.get() + 1));
+    let config = HostConfig::from_yaml(text, origin)?;
+    *last = Some((path.to_owned(), text.to_owned(), config.clone()));
+    Ok(config)
 }

@@ -278,7 +278,7 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
 fn read_config(path: &Path) -> Result<HostConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
-    Ok(HostConfig::from_yaml(&text, &path.display().to_string())?)
+    Ok(crate::config_file::parse(path, &text, &path.display().to_string())?)
 }
 
 /// Plugin secrets per plugin id and name.

@@ -18,8 +18,9 @@ static FORMAT: OnceLock<LogFormat> = OnceLock::new();
 fn peek_config(g: &crate::GlobalArgs) -> Option<HostConfig> {
     let cwd = std::env::current_dir().ok()?;
     let (path, _) = crate::config_file::locate(g.config.as_deref(), &cwd).ok()??;
-    let text = std::fs::read_to_string(cwd.join(path)).ok()?;
-    HostConfig::from_yaml(&text, "quiver.yaml").ok()
+    let path = cwd.join(path);
+    let text = std::fs::read_to_string(&path).ok()?;
+    crate::config_file::parse(&path, &text, &path.display().to_string()).ok()
 }
 
 /// The OTLP/HTTP traces URL for a collector base URL (`/v1/traces` appended unless present).

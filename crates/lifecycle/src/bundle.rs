@@ -10,6 +10,7 @@ use std::sync::Arc;
 use quiver_catalog::{Dispatch, PluginEntry, Provenance};
 use quiver_manifest::{Execution, Manifest, Revocations, TrustedKeys, sha256_hex};
 
+use crate::host::StagingDir;
 use crate::host_services::InProcessBackend;
 use crate::library::VerifiedLibrary;
 use crate::rollback::RollbackStore;
@@ -270,6 +271,128 @@ pub fn signature_path(manifest_path: &Path) -> PathBuf {
 /// valid; the library is a regular file of bounded size whose sha256 matches and is not revoked;
 /// the version is not below the rollback record.
 pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<VerifiedBundle, BundleError> {
+    match verify_bundle_with(manifest_path, policy, &|_, _| false)? {
+        Checked::Full(b) => Ok(b),
+        Checked::Deferred(d) => Err(BundleError {
+            bundle: d.manifest_path,
+            stage: Stage::Library,
+            message: "the library was not read".into(),
+        }),
+    }
+}
+
+/// A bundle verified with its library left unread (see [`verify_bundle_with`]): everything of
+/// [`verify_bundle`] passed except reading and hashing the library, which [`DeferredBundle::read`]
+/// does before anything of it is loaded.
+#[derive(Debug)]
+pub(crate) struct DeferredBundle {
+    pub manifest_path: PathBuf,
+    pub manifest: Manifest,
+    pub library_path: PathBuf,
+    /// The sha256 the signed manifest names (revocation and rollback were checked against it).
+    pub sha256: String,
+    pub signer_key_id: Option<String>,
+    /// `max_library_bytes` of the policy it was verified under.
+    pub max_library_bytes: u64,
+    /// `strict` of that policy.
+    pub strict: bool,
+}
+
+impl DeferredBundle {
+    /// Reads the library now, exactly as [`verify_bundle`] would have: a regular file of bounded
+    /// size, not writable by others, hashed while streamed into its sealed memory file, and
+    /// refused at the [`Stage::Checksum`] stage unless its sha256 is the signed one.
+    pub fn read(self) -> Result<VerifiedBundle, BundleError> {
+        let staged_name = staged_name(&self.manifest, &self.sha256);
+        let library = read_library(
+            &self.manifest_path,
+            &self.library_path,
+            &self.sha256,
+            self.max_library_bytes,
+            self.strict,
+            &staged_name,
+        )?;
+        Ok(VerifiedBundle {
+            manifest_path: self.manifest_path,
+            manifest: self.manifest,
+            library_path: self.library_path,
+            library,
+            sha256: self.sha256,
+            signer_key_id: self.signer_key_id,
+        })
+    }
+}
+
+/// What [`verify_bundle_with`] gives back.
+#[derive(Debug)]
+pub(crate) enum Checked {
+    /// Verified with its library bytes read and hashed.
+    Full(VerifiedBundle),
+    /// Verified except for the library bytes, which were left unread as asked.
+    Deferred(DeferredBundle),
+}
+
+fn staged_name(manifest: &Manifest, sha256: &str) -> String {
+    format!("{}-{}-{}", manifest.id, manifest.version, sha256.get(..16).unwrap_or(""))
+}
+
+/// Reads the library at `library_path` into its sealed memory file while hashing it, and checks
+/// it: a regular file inside the bundle folder, at most `cap` bytes, not writable by others
+/// (refused under `strict`), and its sha256 is `expected`.
+fn read_library(
+    manifest_path: &Path,
+    library_path: &Path,
+    expected: &str,
+    cap: u64,
+    strict: bool,
+    staged_name: &str,
+) -> Result<VerifiedLibrary, BundleError> {
+    let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.to_owned(), stage, message };
+    // Hashed while it is read into the sealed memory file it will be loaded from: the bytes
+    // loaded are exactly the bytes hashed, with no copy of the library on the heap.
+    let read = open_capped(library_path, cap).and_then(|(f, meta)| {
+        let len = meta.len();
+        crate::library::read_hashed(f, len, cap, staged_name).map(|(lib, hash)| (lib, hash, meta))
+    });
+    let (library, sha256, library_meta) = read.map_err(|e| library_error(manifest_path, library_path, e))?;
+    check_permissions(library_path, &library_meta, strict).map_err(|e| fail(Stage::Permissions, e))?;
+    if sha256 != expected {
+        return Err(fail(
+            Stage::Checksum,
+            format!(
+                "library {} has sha256 {sha256} but the signed manifest says {expected}; the library was changed after signing: rebuild and re-sign the bundle",
+                library_path.display(),
+            ),
+        ));
+    }
+    Ok(library)
+}
+
+fn library_error(manifest_path: &Path, library_path: &Path, e: std::io::Error) -> BundleError {
+    let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.to_owned(), stage, message };
+    match e.kind() {
+        std::io::ErrorKind::NotFound => fail(Stage::Library, format!("library {} is missing", library_path.display())),
+        std::io::ErrorKind::InvalidInput => fail(
+            Stage::Library,
+            format!("{e}: the library must be a regular file inside the bundle folder, not a link, pipe or device"),
+        ),
+        _ => fail(
+            Stage::Library,
+            format!("cannot read library {}: {e} (max_library_bytes in quiver.yaml)", library_path.display()),
+        ),
+    }
+}
+
+/// [`verify_bundle`], except that the library bytes are left unread when `defer` says so for
+/// the signed manifest and signer (key id): the library file is then only checked as a file
+/// (regular, bounded size, permissions), and revocation and rollback are checked against the
+/// sha256 the signed manifest names. Its bytes must go through [`DeferredBundle::read`] before
+/// any of them is loaded.
+pub(crate) fn verify_bundle_with(
+    manifest_path: &Path,
+    policy: &VerifyPolicy,
+    defer: &dyn Fn(&Manifest, Option<&str>) -> bool,
+) -> Result<Checked, BundleError> {
     let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.to_owned(), stage, message };
     let origin = manifest_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
 
@@ -357,14 +480,14 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
                 .check(&manifest.id, &manifest.version, &manifest_sha256, policy.strict)
                 .map_err(|e| fail(Stage::Downgrade, e))?;
         }
-        return Ok(VerifiedBundle {
+        return Ok(Checked::Full(VerifiedBundle {
             manifest_path: manifest_path.to_owned(),
             manifest,
             library_path: manifest_path.to_owned(),
             library: VerifiedLibrary::from_bytes(manifest_bytes),
             sha256: manifest_sha256,
             signer_key_id: signature.map(|v| v.key_id),
-        });
+        }));
     }
     let Some(artifact) = manifest.artifact.clone() else {
         return Err(fail(
@@ -377,52 +500,62 @@ pub fn verify_bundle(manifest_path: &Path, policy: &VerifyPolicy) -> Result<Veri
     check_signer(&signature, &manifest, &artifact.sha256).map_err(|e| fail(Stage::Signature, e))?;
 
     let library_path = dir.join(&artifact.file);
-    // Hashed while it is read into the sealed memory file it will be loaded from: the bytes
-    // loaded are exactly the bytes hashed, with no copy of the library on the heap.
-    let staged_name = format!("{}-{}-{}", manifest.id, manifest.version, artifact.sha256.get(..16).unwrap_or(""));
-    let read = open_capped(&library_path, policy.max_library_bytes).and_then(|(f, meta)| {
-        let len = meta.len();
-        crate::library::read_hashed(f, len, policy.max_library_bytes, &staged_name).map(|(lib, hash)| (lib, hash, meta))
-    });
-    let (library, sha256, library_meta) = read.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => fail(Stage::Library, format!("library {} is missing", library_path.display())),
-        std::io::ErrorKind::InvalidInput => fail(
-            Stage::Library,
-            format!("{e}: the library must be a regular file inside the bundle folder, not a link, pipe or device"),
-        ),
-        _ => fail(
-            Stage::Library,
-            format!("cannot read library {}: {e} (max_library_bytes in quiver.yaml)", library_path.display()),
-        ),
-    })?;
-    check_permissions(&library_path, &library_meta, policy.strict).map_err(|e| fail(Stage::Permissions, e))?;
-    if sha256 != artifact.sha256 {
-        return Err(fail(
-            Stage::Checksum,
-            format!(
-                "library {} has sha256 {sha256} but the signed manifest says {}; the library was changed after signing: rebuild and re-sign the bundle",
-                library_path.display(),
-                artifact.sha256
-            ),
-        ));
+    let signer_key_id = signature.map(|v| v.key_id);
+    if defer(&manifest, signer_key_id.as_deref()) {
+        let (_, library_meta) = open_capped(&library_path, policy.max_library_bytes)
+            .map_err(|e| library_error(manifest_path, &library_path, e))?;
+        check_permissions(&library_path, &library_meta, policy.strict).map_err(|e| fail(Stage::Permissions, e))?;
+        let sha256 = artifact.sha256;
+        check_revoked_and_rollback(manifest_path, &library_path, &manifest, &sha256, policy)?;
+        return Ok(Checked::Deferred(DeferredBundle {
+            manifest_path: manifest_path.to_owned(),
+            manifest,
+            library_path,
+            sha256,
+            signer_key_id,
+            max_library_bytes: policy.max_library_bytes,
+            strict: policy.strict,
+        }));
     }
-    if policy.revoked.sha256_revoked(&sha256) {
+    let library = read_library(
+        manifest_path,
+        &library_path,
+        &artifact.sha256,
+        policy.max_library_bytes,
+        policy.strict,
+        &staged_name(&manifest, &artifact.sha256),
+    )?;
+    let sha256 = artifact.sha256;
+    check_revoked_and_rollback(manifest_path, &library_path, &manifest, &sha256, policy)?;
+    Ok(Checked::Full(VerifiedBundle {
+        manifest_path: manifest_path.to_owned(),
+        manifest,
+        library_path,
+        library,
+        sha256,
+        signer_key_id,
+    }))
+}
+
+/// The library's sha256 is not revoked and the version is not below the rollback record.
+fn check_revoked_and_rollback(
+    manifest_path: &Path,
+    library_path: &Path,
+    manifest: &Manifest,
+    sha256: &str,
+    policy: &VerifyPolicy,
+) -> Result<(), BundleError> {
+    let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.to_owned(), stage, message };
+    if policy.revoked.sha256_revoked(sha256) {
         return Err(fail(
             Stage::Revoked,
             format!("library {} (sha256 {sha256}) is revoked (revoked.sha256 in quiver.yaml)", library_path.display()),
         ));
     }
     if let Some(store) = &policy.rollback {
-        store.check(&manifest.id, &manifest.version, &sha256, policy.strict).map_err(|e| fail(Stage::Downgrade, e))?;
+        store.check(&manifest.id, &manifest.version, sha256, policy.strict).map_err(|e| fail(Stage::Downgrade, e))?;
     }
-    Ok(VerifiedBundle {
-        manifest_path: manifest_path.to_owned(),
-        manifest,
-        library_path,
-        library,
-        sha256,
-        signer_key_id: signature.map(|v| v.key_id),
-    })
+    Ok(())
 }
 
 /// The signer may sign this plugin id, and the trusted comment names its id, version and
@@ -449,36 +582,56 @@ fn check_signer(
 /// private copy in `cache_dir`), opens them, checks the ABI, and checks that the library's
 /// embedded manifest agrees with the signed one.
 pub fn load_verified(bundle: VerifiedBundle, cache_dir: &Path) -> Result<Arc<PluginEntry>, BundleError> {
-    let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
-    let name = format!("{}-{}-{}", bundle.manifest.id, bundle.manifest.version, &bundle.sha256[..16]);
-    let staged = bundle.library.stage(&name, Some(cache_dir)).map_err(|e| {
-        fail(
-            Stage::Library,
-            format!("cannot stage the library for loading (private folder {}): {e}", cache_dir.display()),
-        )
-    })?;
-    let opened = crate::library::open_plugin(&staged).map_err(|(s, m)| fail(s, m))?;
-    let info = crate::library::parse_info(&opened.info_text)
-        .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+    load_verified_report(bundle, &StagingDir::Fixed(cache_dir.to_owned())).map(|(entry, _)| entry)
+}
+
+/// [`load_verified`], also giving back the library's load report (its `PluginInfo` JSON as the
+/// library wrote it).
+pub(crate) fn load_verified_report(
+    bundle: VerifiedBundle,
+    staging: &StagingDir,
+) -> Result<(Arc<PluginEntry>, String), BundleError> {
+    let VerifiedBundle { manifest_path, manifest, library, sha256, signer_key_id, .. } = bundle;
+    let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.clone(), stage, message };
+    let (backend, info_text) = open_verified(&manifest_path, &manifest, library, &sha256, staging)?;
+    let info = crate::library::parse_info(&info_text)
+        .and_then(|info| crate::library::check_embedded(&manifest, &info).map(|()| info))
         .map_err(|(s, m)| fail(s, m))?;
-    let provenance = Provenance {
-        sha256: bundle.sha256.clone(),
-        signer_key_id: bundle.signer_key_id.clone(),
-        manifest_path: bundle.manifest_path.display().to_string(),
-    };
-    let dispatch = bundle
-        .manifest
+    let provenance = Provenance { sha256, signer_key_id, manifest_path: manifest_path.display().to_string() };
+    let entry = PluginEntry::new(manifest, &info, provenance, Arc::new(backend)).map(Arc::new);
+    let entry = entry.map_err(|e| fail(Stage::Embedded, e.message))?;
+    Ok((entry, info_text))
+}
+
+/// How the router runs each tool of an in-process plugin (manifest order).
+pub(crate) fn in_process_dispatch(manifest: &Manifest) -> Vec<Dispatch> {
+    manifest
         .tools
         .iter()
         .map(|t| match t.policies.effective(t.side_effects).execution {
             Execution::Inline => Dispatch::Inline,
             Execution::Thread => Dispatch::Thread,
         })
-        .collect();
-    let backend = Arc::new(InProcessBackend::new(opened.module, dispatch));
-    PluginEntry::new(bundle.manifest, &info, provenance, backend).map(Arc::new).map_err(|e| BundleError {
-        bundle: bundle.manifest_path.clone(),
-        stage: Stage::Embedded,
-        message: e.message,
-    })
+        .collect()
+}
+
+/// Stages verified library bytes, opens them (`dlopen`: the plugin's constructors run here) and
+/// checks the ABI; gives back the backend and the library's load report (`PluginInfo` JSON).
+pub(crate) fn open_verified(
+    manifest_path: &Path,
+    manifest: &Manifest,
+    library: VerifiedLibrary,
+    sha256: &str,
+    staging: &StagingDir,
+) -> Result<(InProcessBackend, String), BundleError> {
+    let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.to_owned(), stage, message };
+    let name = staged_name(manifest, sha256);
+    // A sealed memory file is loaded as it is; only bytes held otherwise need a private copy.
+    let staged = match library.is_sealed() {
+        true => library.stage(&name, None),
+        false => staging.path().and_then(|dir| library.stage(&name, Some(&dir))),
+    };
+    let staged = staged.map_err(|e| fail(Stage::Library, format!("cannot stage the library for loading: {e}")))?;
+    let opened = crate::library::open_plugin(&staged).map_err(|(s, m)| fail(s, m))?;
+    Ok((InProcessBackend::new(opened.module, in_process_dispatch(manifest)), opened.info_text))
 }

@@ -76,7 +76,6 @@ impl RescanSignal {
 /// [`Host::catalog`] is lock-free.
 pub struct Host {
     settings: HostSettings,
-    _private_cache: Option<tempfile::TempDir>,
     catalog: ArcSwap<Catalog>,
     sources: Vec<Box<dyn ToolSource>>,
     signal: RescanSignal,
@@ -123,6 +122,35 @@ fn clean_stale_private_dirs(tmp: &Path) {
     }
 }
 
+/// Where library copies are written when a library cannot be staged in a sealed memory file:
+/// the configured `cache_dir`, or a private folder in the system's temporary folder made on
+/// first use and removed when the last user is gone.
+pub(crate) enum StagingDir {
+    /// The configured folder.
+    Fixed(PathBuf),
+    /// A private folder, made on first use.
+    Private(std::sync::OnceLock<Result<tempfile::TempDir, String>>),
+}
+
+impl StagingDir {
+    /// The folder, made now if it is a private one not made yet.
+    pub(crate) fn path(&self) -> std::io::Result<PathBuf> {
+        match self {
+            StagingDir::Fixed(p) => Ok(p.clone()),
+            StagingDir::Private(cell) => {
+                let made = cell.get_or_init(|| {
+                    let tmp = std::env::temp_dir();
+                    tempfile::Builder::new()
+                        .prefix(&format!("{PRIVATE_PREFIX}{}-", std::process::id()))
+                        .tempdir_in(&tmp)
+                        .map_err(|e| format!("cannot make a private folder in {}: {e}", tmp.display()))
+                });
+                made.as_ref().map(|t| t.path().to_owned()).map_err(|e| std::io::Error::other(e.clone()))
+            }
+        }
+    }
+}
+
 /// Large transient buffers (a verified library is read whole, often several MB) must go back to
 /// the system when freed. glibc raises its mmap threshold to the size of the largest freed
 /// block, after which such buffers come from the heap and stay resident: over many hot swaps
@@ -143,25 +171,22 @@ impl Host {
     /// Cleans private library folders left by dead hosts.
     pub fn new(settings: HostSettings) -> std::io::Result<Host> {
         return_large_buffers_to_the_system();
-        let (cache_dir, private) = match &settings.cache_dir {
-            Some(d) => (d.clone(), None),
+        // The private folder for library copies is made only if a library cannot be staged in
+        // a sealed memory file (never on Linux with memfds).
+        let staging = Arc::new(match &settings.cache_dir {
+            Some(d) => StagingDir::Fixed(d.clone()),
             None => {
-                let tmp = std::env::temp_dir();
-                clean_stale_private_dirs(&tmp);
-                let t = tempfile::Builder::new()
-                    .prefix(&format!("{PRIVATE_PREFIX}{}-", std::process::id()))
-                    .tempdir_in(&tmp)?;
-                (t.path().to_owned(), Some(t))
+                clean_stale_private_dirs(&std::env::temp_dir());
+                StagingDir::Private(std::sync::OnceLock::new())
             }
-        };
-        let source = BundleSource::new(settings.clone(), cache_dir);
+        });
+        let source = BundleSource::with_staging(settings.clone(), staging);
         let signal = RescanSignal::default();
         // A worker plugin listed before its worker was up asks for the scan that removes it
         // if that worker fails.
         source.attach(signal.clone());
         Ok(Host {
             settings,
-            _private_cache: private,
             catalog: ArcSwap::from_pointee(Catalog::empty()),
             sources: vec![Box::new(source)],
             signal,

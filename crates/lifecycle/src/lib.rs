@@ -26,6 +26,7 @@
 
 pub mod adapter;
 mod bundle;
+mod deferred;
 mod host;
 mod host_services;
 mod isolation;

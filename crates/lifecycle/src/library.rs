@@ -114,6 +114,15 @@ impl VerifiedLibrary {
         }
     }
 
+    /// True when the bytes are in a sealed memory file (staging them needs no folder).
+    pub(crate) fn is_sealed(&self) -> bool {
+        match &self.0 {
+            #[cfg(target_os = "linux")]
+            Held::Sealed { .. } => true,
+            Held::Bytes(_) => false,
+        }
+    }
+
     /// Where the dynamic loader can open these bytes and nothing can change them (see
     /// [`stage_library`]): the sealed memory file itself (kept open for the life of the
     /// process), or a new staged copy.

@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex};
 use quiver_catalog::{Catalog, ConflictPolicy, PluginEntry, Provenance};
 use quiver_manifest::{Isolation, PathAccess, PathDefault, SandboxSpec};
 
-use crate::bundle::{BundleError, Stage, VerifiedBundle, load_verified, signature_path, verify_bundle};
+use crate::bundle::{
+    BundleError, Checked, DeferredBundle, Stage, VerifiedBundle, load_verified_report, signature_path,
+    verify_bundle_with,
+};
 use crate::host::{HostSettings, ScanReport};
 use crate::worker::protocol::{PathRule, SandboxRules};
 use crate::worker::{WorkerBackend, WorkerSpec};
@@ -173,7 +176,7 @@ type CheckHook = Box<dyn FnMut(&Path) + Send>;
 /// The plugins folder as a tool source.
 pub struct BundleSource {
     settings: HostSettings,
-    cache_dir: PathBuf,
+    staging: Arc<crate::host::StagingDir>,
     state: Mutex<ScanState>,
     /// Plugins listed before their worker was up whose worker then failed to start: removed
     /// at the next scan (which the failure requests through `signal`).
@@ -187,9 +190,14 @@ pub struct BundleSource {
 impl BundleSource {
     /// A source over `settings.plugins_dir`; nothing is read until the first refresh.
     pub fn new(settings: HostSettings, cache_dir: PathBuf) -> BundleSource {
+        BundleSource::with_staging(settings, Arc::new(crate::host::StagingDir::Fixed(cache_dir)))
+    }
+
+    /// A source staging library copies (where memory files are unavailable) in `staging`.
+    pub(crate) fn with_staging(settings: HostSettings, staging: Arc<crate::host::StagingDir>) -> BundleSource {
         BundleSource {
             settings,
-            cache_dir,
+            staging,
             state: Mutex::new(ScanState::default()),
             failed: Arc::new(Mutex::new(Vec::new())),
             signal: Mutex::new(None),
@@ -327,6 +335,43 @@ impl BundleSource {
         }
     }
 
+    /// The checks of a verified bundle against the scan so far: not a duplicate id (of a loaded
+    /// plugin or a worker still starting), no name another plugin serves.
+    fn admit(
+        &self,
+        path: &Path,
+        manifest: &quiver_manifest::Manifest,
+        state: &ScanState,
+        previous_id: Option<&str>,
+        claims: &NameClaims<'_>,
+        starting: &BTreeSet<String>,
+    ) -> Result<(), BundleError> {
+        let fail = |stage: Stage, message: String| BundleError { bundle: path.to_owned(), stage, message };
+        let id = manifest.id.clone();
+        // The same id from another bundle file is a duplicate, not a replacement.
+        if previous_id != Some(id.as_str()) && starting.contains(&id) {
+            return Err(fail(Stage::Catalog, format!("plugin id `{id}` is being loaded from another bundle")));
+        }
+        if previous_id != Some(id.as_str())
+            && let Some(other) =
+                state.bundles.iter().find(|(p, b)| p.as_path() != path && b.loaded_id.as_deref() == Some(id.as_str()))
+        {
+            return Err(fail(
+                Stage::Catalog,
+                format!("plugin id `{id}` is already loaded from {}; remove one of the two bundles", other.0.display()),
+            ));
+        }
+        if let Some((name, owner)) = claims.clash(&id, manifest) {
+            return Err(fail(
+                Stage::Catalog,
+                format!(
+                    "tool name `{name}` is already served by plugin `{owner}`; the plugin already serving keeps its names. Rename the tool (or alias) in this bundle's tool.yaml, or set `name_conflicts: namespace` in quiver.yaml to serve both as `plugin-id.{name}`"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Bundle manifests in the plugins folder, sorted.
     pub fn find_manifests(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         Self::find(dir).map(|(m, _)| m)
@@ -346,32 +391,33 @@ impl BundleSource {
         claims: &NameClaims<'_>,
         starting: &BTreeSet<String>,
     ) -> Result<Loaded, (BundleError, Option<String>)> {
-        let verified = verify_bundle(path, &self.settings.verify).map_err(|e| (e, None))?;
+        // A first load of an in-process library whose load report an earlier start kept is
+        // listed from its verified manifest and that report; its library is read, checked and
+        // loaded on the first call (`deferred.rs`). Never for a replacement (hot swap).
+        let defer = |manifest: &quiver_manifest::Manifest, signer: Option<&str>| {
+            self.settings.isolation.start_cache.as_ref().is_some_and(|cache| {
+                manifest.adapter.is_none()
+                    && previous_id.is_none()
+                    && !state.plugins.contains_key(&manifest.id)
+                    && self.settings.isolation.choose(&manifest.id, signer) == Isolation::InProcess
+                    && manifest.artifact.as_ref().is_some_and(|a| report_file(cache, &a.sha256).is_file())
+            })
+        };
+        let verified = match verify_bundle_with(path, &self.settings.verify, &defer).map_err(|e| (e, None))? {
+            Checked::Full(v) => v,
+            Checked::Deferred(d) => {
+                let lib_file = d.manifest.artifact.as_ref().map(|a| a.file.clone());
+                self.admit(path, &d.manifest, state, previous_id, claims, starting)
+                    .map_err(|e| (e, lib_file.clone()))?;
+                return self.list_in_process(d).map(Loaded::Ready).map_err(|e| (e, lib_file));
+            }
+        };
         let lib_file = verified.manifest.artifact.as_ref().map(|a| a.file.clone());
         let fail =
             |stage: Stage, message: String| (BundleError { bundle: path.to_owned(), stage, message }, lib_file.clone());
         let id = verified.manifest.id.clone();
-        // The same id from another bundle file is a duplicate, not a replacement.
-        if previous_id != Some(id.as_str()) && starting.contains(&id) {
-            return Err(fail(Stage::Catalog, format!("plugin id `{id}` is being loaded from another bundle")));
-        }
-        if previous_id != Some(id.as_str())
-            && let Some(other) =
-                state.bundles.iter().find(|(p, b)| p.as_path() != path && b.loaded_id.as_deref() == Some(id.as_str()))
-        {
-            return Err(fail(
-                Stage::Catalog,
-                format!("plugin id `{id}` is already loaded from {}; remove one of the two bundles", other.0.display()),
-            ));
-        }
-        if let Some((name, owner)) = claims.clash(&id, &verified.manifest) {
-            return Err(fail(
-                Stage::Catalog,
-                format!(
-                    "tool name `{name}` is already served by plugin `{owner}`; the plugin already serving keeps its names. Rename the tool (or alias) in this bundle's tool.yaml, or set `name_conflicts: namespace` in quiver.yaml to serve both as `plugin-id.{name}`"
-                ),
-            ));
-        }
+        self.admit(path, &verified.manifest, state, previous_id, claims, starting)
+            .map_err(|e| (e, lib_file.clone()))?;
         if let Some(loaded) = state.plugins.get(&id) {
             if verified.manifest.version < loaded.manifest.version {
                 return Err(fail(
@@ -399,7 +445,7 @@ impl BundleSource {
         }
         match isolation {
             Isolation::InProcess => {
-                load_verified(verified, &self.cache_dir).map(Loaded::Ready).map_err(|e| (e, lib_file.clone()))
+                self.load_in_process(verified).map(Loaded::Ready).map_err(|e| (e, lib_file.clone()))
             }
             Isolation::Process => {
                 // Started before (its load report is kept): listed now, its worker starts
@@ -488,8 +534,15 @@ struct FailedStart {
     bundle: PathBuf,
     plugin: String,
     sha256: String,
+    /// The failed check: [`Stage::Worker`] for a worker, the load's own for a library.
+    stage: Stage,
     message: String,
 }
+
+/// How long the worker of a plugin listed from its kept load report waits before it starts when
+/// no call asks for it first: the host's start and its client's handshake (a few ms) do not
+/// share the CPU with the worker's exec, checks, sandbox and `dlopen`.
+const DEFERRED_START_LINGER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The file of `start_cache` that keeps the load report of the library `sha256`.
 fn report_file(cache: &Path, sha256: &str) -> PathBuf {
@@ -537,6 +590,7 @@ impl BundleSource {
             bundle: bundle.manifest_path.clone(),
             plugin: bundle.manifest.id.clone(),
             sha256: bundle.sha256.clone(),
+            stage: Stage::Worker,
             message: String::new(),
         };
         let plugin = bundle.manifest.id.clone();
@@ -556,7 +610,7 @@ impl BundleSource {
                 s.request();
             }
         };
-        let backend = match WorkerBackend::start_deferred(spec, settings, check, on_failure) {
+        let backend = match WorkerBackend::start_deferred(spec, settings, DEFERRED_START_LINGER, check, on_failure) {
             Ok(b) => b,
             Err(_) => return Err(Box::new(bundle)),
         };
@@ -569,6 +623,64 @@ impl BundleSource {
         PluginEntry::new(bundle.manifest.clone(), &info, provenance, Arc::new(backend))
             .map(Arc::new)
             .map_err(|_| Box::new(bundle))
+    }
+
+    /// Loads a verified in-process bundle now, and keeps its load report for the next start
+    /// when this host keeps them (`IsolationPolicy::start_cache`).
+    fn load_in_process(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, BundleError> {
+        let sha256 = bundle.sha256.clone();
+        let (entry, report) = load_verified_report(bundle, &self.staging)?;
+        if let Some(cache) = &self.settings.isolation.start_cache {
+            keep_report(cache, &sha256, &report);
+        }
+        Ok(entry)
+    }
+
+    /// Lists a verified in-process bundle whose library was left unread, from its verified
+    /// manifest and the load report an earlier start kept for exactly the signed library sha256
+    /// (checked against the manifest as at a load). The library is read, checked and loaded on
+    /// the first call ([`crate::deferred::DeferredInProcess`]); if that fails, calls get
+    /// `plugin_unavailable` and the plugin is removed at the next scan (requested at once).
+    /// Without a usable report, the library is read and loaded now.
+    fn list_in_process(&self, bundle: DeferredBundle) -> Result<Arc<PluginEntry>, BundleError> {
+        let Some(cache) = &self.settings.isolation.start_cache else {
+            return self.load_in_process(bundle.read()?);
+        };
+        let file = report_file(cache, &bundle.sha256);
+        let usable = fs::read_to_string(&file).ok().and_then(|report| {
+            crate::library::parse_info(&report)
+                .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+                .ok()
+                .map(|info| (report, info))
+        });
+        let Some((report, info)) = usable else {
+            let _ = fs::remove_file(&file);
+            return self.load_in_process(bundle.read()?);
+        };
+        let failed = self.failed.clone();
+        let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (plugin, sha256) = (bundle.manifest.id.clone(), bundle.sha256.clone());
+        let on_failure: crate::deferred::OnFailure = Box::new(move |e: BundleError| {
+            let start = FailedStart { bundle: e.bundle, plugin, sha256, stage: e.stage, message: e.message };
+            failed.lock().unwrap_or_else(|e| e.into_inner()).push(start);
+            if let Some(s) = signal {
+                s.request();
+            }
+        });
+        let provenance = Provenance {
+            sha256: bundle.sha256.clone(),
+            signer_key_id: bundle.signer_key_id.clone(),
+            manifest_path: bundle.manifest_path.display().to_string(),
+        };
+        let manifest = bundle.manifest.clone();
+        let manifest_path = bundle.manifest_path.clone();
+        let backend = crate::deferred::DeferredInProcess::new(bundle, self.staging.clone(), report, file, on_failure);
+        tracing::info!(plugin = %manifest.id, "plugin listed; its library is loaded on first use");
+        PluginEntry::new(manifest, &info, provenance, Arc::new(backend)).map(Arc::new).map_err(|e| BundleError {
+            bundle: manifest_path,
+            stage: Stage::Embedded,
+            message: e.message,
+        })
     }
 
     /// Removes the plugins whose worker failed to start after they were listed: their tools go,
@@ -586,9 +698,9 @@ impl BundleSource {
             report.removed.push(f.plugin.clone());
             if let Some(b) = state.bundles.get_mut(&f.bundle) {
                 b.loaded_id = None;
-                b.last_error = Some((Stage::Worker, f.message.clone()));
+                b.last_error = Some((f.stage, f.message.clone()));
             }
-            report.rejected.push(BundleError { bundle: f.bundle, stage: Stage::Worker, message: f.message });
+            report.rejected.push(BundleError { bundle: f.bundle, stage: f.stage, message: f.message });
         }
     }
 }

@@ -106,3 +106,181 @@ fn a_worker_plugin_started_before_is_listed_and_callable_right_after_initialize(
     assert_eq!(call["result"]["isError"], json!(false), "{call}");
     assert!(call.to_string().contains("hello from the sandbox"), "{call}");
 }
+
+/// A project with the real library of `package` (plugin id the same), signed by a key that is
+/// not first-party and run in-process by the operator's choice.
+fn in_process_project(package: &str, manifest: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let q = |args: &[&str]| {
+        let out = Command::new(QUIVER).current_dir(dir.path()).args(args).env_remove("RUST_LOG").output().unwrap();
+        assert!(out.status.success(), "quiver {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    q(&["keygen", "--out-dir", "keys", "--name", "test"]);
+    std::fs::write(
+        dir.path().join("quiver.yaml"),
+        format!("plugins_dir: plugins\nstate_dir: state\ntrusted_keys:\n  - path: keys/test.pub\nisolation:\n  plugins:\n    {package}: in_process\nprofiles:\n  all: {{mode: full, scopes: [\"*\"]}}\ndefault_profile: all\n"),
+    )
+    .unwrap();
+    let lib = quiver_tests::plugin_library(package, &[]);
+    let bundle = dir.path().join("plugins").join(package);
+    std::fs::create_dir_all(&bundle).unwrap();
+    let lib_copy = bundle.join(lib.file_name().unwrap());
+    std::fs::copy(&lib, &lib_copy).unwrap();
+    let manifest_copy = bundle.join(format!("{package}.tool.yaml"));
+    std::fs::copy(manifest, &manifest_copy).unwrap();
+    q(&["sign", manifest_copy.to_str().unwrap(), "--key", "keys/test.key", "--library", lib_copy.to_str().unwrap()]);
+    dir
+}
+
+/// A stdio session of `quiver serve` over `dir` (with `env`), for a test to drive line by line.
+struct Serve {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    /// Messages [`Serve::until`] passed over (notifications, mostly).
+    skipped: Vec<Value>,
+}
+
+impl Serve {
+    fn start(dir: &Path, env: &[(&str, &str)]) -> Serve {
+        let mut child = Command::new(QUIVER)
+            .current_dir(dir)
+            .args(["serve"])
+            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut s = Serve { child, stdin, lines, skipped: Vec::new() };
+        s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "startup", "version": "1"}}}));
+        let init = s.next();
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+    }
+
+    fn next(&mut self) -> Value {
+        serde_json::from_str(&self.lines.next().unwrap().unwrap()).unwrap()
+    }
+
+    /// The next message for which `pick` is true (others are skipped).
+    fn until(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let v = self.next();
+            if pick(&v) {
+                break v;
+            }
+            self.skipped.push(v);
+        }
+    }
+
+    fn reply(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.until(|v| v["id"] == id)
+    }
+
+    fn tool_names(&mut self, id: u64) -> Vec<String> {
+        let list = self.reply(id, "tools/list", json!({}));
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    }
+
+    /// Ends the session; the host's log.
+    fn finish(self) -> String {
+        let Serve { mut child, stdin, .. } = self;
+        drop(stdin);
+        let mut log = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+        child.wait().unwrap();
+        log
+    }
+}
+
+#[test]
+fn an_in_process_plugin_loaded_before_is_listed_at_once_and_loaded_on_its_first_call() {
+    let dir = in_process_project("text-tools", &super::repo_root().join("plugins/text-tools/tool.yaml"));
+    let stats = json!({"name": "text_stats", "arguments": {"text": "one two three"}});
+    // The first start loads the library and keeps its load report.
+    let mut s = Serve::start(dir.path(), &[]);
+    let first = s.tool_names(2);
+    let call = s.reply(3, "tools/call", stats.clone());
+    let log = s.finish();
+    assert!(!log.contains("its library is loaded on first use"), "{log}");
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    let reports: Vec<_> = std::fs::read_dir(dir.path().join("state/worker-info")).unwrap().flatten().collect();
+    assert_eq!(reports.len(), 1, "one load report kept for the one plugin library: {reports:?}");
+    // The second start lists every tool right after `initialize` without loading the library;
+    // the first call loads it and succeeds.
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut s = Serve::start(dir.path(), &[("TMPDIR", tmp.to_str().unwrap())]);
+    let second = s.tool_names(2);
+    let call = s.reply(3, "tools/call", stats);
+    // The library went into a sealed memory file: no private folder was made for it.
+    let private: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.file_name()).collect();
+    let log = s.finish();
+    assert!(private.is_empty(), "{private:?}");
+    assert!(log.contains("plugin listed; its library is loaded on first use"), "{log}");
+    assert!(log.contains("plugin library loaded on first use"), "{log}");
+    assert_eq!(second, first);
+    for tool in ["json_query", "json_format", "text_stats", "text_diff", "text_transform"] {
+        assert!(second.iter().any(|n| n == tool), "{tool} missing from {second:?}");
+    }
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    assert_eq!(call["result"]["structuredContent"]["words"], json!(3), "{call}");
+}
+
+#[test]
+fn a_listed_in_process_library_changed_on_disk_is_refused_by_name_never_loaded_and_removed() {
+    let manifest = quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml");
+    let dir = in_process_project("marker-plugin", &manifest);
+    let echo = json!({"name": "marker_echo", "arguments": {"text": "hi"}});
+    let mut s = Serve::start(dir.path(), &[]);
+    let call = s.reply(2, "tools/call", echo.clone());
+    s.finish();
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    let reports = dir.path().join("state/worker-info");
+    assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 1);
+    // The library changes after its report was kept: the signed manifest no longer matches it.
+    let bundle = dir.path().join("plugins/marker-plugin");
+    let lib = std::fs::read_dir(&bundle)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "so"))
+        .unwrap();
+    let mut bytes = std::fs::read(&lib).unwrap();
+    bytes.extend_from_slice(b"changed after signing");
+    std::fs::write(&lib, bytes).unwrap();
+    let marker = dir.path().join("constructor-ran");
+    let mut s = Serve::start(dir.path(), &[("QUIVER_TEST_MARKER", marker.to_str().unwrap())]);
+    assert!(s.tool_names(2).iter().any(|n| n == "marker_echo"), "listed from its verified manifest");
+    let call = s.reply(3, "tools/call", echo);
+    assert_eq!(call["result"]["isError"], json!(true), "{call}");
+    let text = call.to_string();
+    assert!(
+        text.contains("plugin_unavailable") && text.contains("marker-plugin") && text.contains("checksum"),
+        "{call}"
+    );
+    let list_changed = |v: &Value| v["method"] == "notifications/tools/list_changed";
+    if !s.skipped.iter().any(list_changed) {
+        s.until(list_changed);
+    }
+    let after = s.tool_names(4);
+    assert!(!after.iter().any(|n| n == "marker_echo"), "{after:?}");
+    let log = s.finish();
+    assert!(!marker.exists(), "no code of the changed library ran");
+    assert!(
+        log.contains("the library of a listed plugin failed to load") && log.contains("marker-plugin.tool.yaml"),
+        "{log}"
+    );
+    assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 0, "its kept report is deleted");
+}

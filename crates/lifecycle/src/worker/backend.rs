@@ -196,6 +196,8 @@ struct Supervisor {
     settings: WorkerSettings,
     state: Mutex<SupState>,
     changed: Notify,
+    /// Set (and signalled) when a call waits for a deferred start: the start begins at once.
+    kick: (Mutex<bool>, std::sync::Condvar),
 }
 
 /// Calls of one plugin, run in a worker process of its own.
@@ -246,6 +248,22 @@ fn signal_name(sig: i32) -> &'static str {
 }
 
 impl Supervisor {
+    fn new(spec: WorkerSpec, settings: WorkerSettings, state: SupState) -> Supervisor {
+        Supervisor {
+            spec,
+            settings,
+            state: Mutex::new(state),
+            changed: Notify::new(),
+            kick: (Mutex::new(false), std::sync::Condvar::new()),
+        }
+    }
+
+    /// A call is waiting: a deferred start waits no longer.
+    fn kick(&self) {
+        *self.kick.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.kick.1.notify_all();
+    }
+
     /// Starts a worker and completes the handshake. Blocking.
     fn spawn(self: &Arc<Self>) -> Result<(Arc<Proc>, Ready), String> {
         let s = &self.settings;
@@ -368,6 +386,9 @@ impl Supervisor {
                 }
                 st.starting
             };
+            if starting {
+                self.kick();
+            }
             if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
                 if starting {
                     return Err(ToolError::new(
@@ -554,30 +575,36 @@ impl WorkerBackend {
     /// Starts the worker for `spec` and waits for it to load the plugin; returns the backend and
     /// the plugin's `PluginInfo` JSON as the worker reported it.
     pub fn start(spec: WorkerSpec, settings: WorkerSettings) -> Result<(WorkerBackend, Ready), String> {
-        let sup =
-            Arc::new(Supervisor { spec, settings, state: Mutex::new(SupState::default()), changed: Notify::new() });
+        let sup = Arc::new(Supervisor::new(spec, settings, SupState::default()));
         let (proc, ready) = sup.spawn()?;
         sup.state.lock().unwrap_or_else(|e| e.into_inner()).current = Some(proc);
         Ok((WorkerBackend { sup }, ready))
     }
 
-    /// Starts the worker for `spec` on a thread of its own and returns at once. Calls wait
+    /// Starts the worker for `spec` on a thread of its own and returns at once. The process is
+    /// started at the first call or after `linger`, whichever comes first (so a host answering
+    /// its client's handshake does not share the CPU with the worker's start). Calls wait
     /// (within their deadline) until the worker has loaded the plugin and `check` accepted its
     /// handshake; if the start or the check fails, calls get `plugin_unavailable` with the
     /// reason and `failed` is called with it (once, on that thread).
     pub fn start_deferred(
         spec: WorkerSpec,
         settings: WorkerSettings,
+        linger: Duration,
         check: impl FnOnce(&Ready) -> Result<(), String> + Send + 'static,
         failed: impl FnOnce(String) + Send + 'static,
     ) -> Result<WorkerBackend, String> {
         let state = SupState { starting: true, ..SupState::default() };
-        let sup = Arc::new(Supervisor { spec, settings, state: Mutex::new(state), changed: Notify::new() });
+        let sup = Arc::new(Supervisor::new(spec, settings, state));
         let starter = sup.clone();
         std::thread::Builder::new()
             .name(format!("quiver-start-{}", sup.spec.plugin))
             .spawn(move || {
                 let sup = starter;
+                {
+                    let kicked = sup.kick.0.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = sup.kick.1.wait_timeout_while(kicked, linger, |k| !*k);
+                }
                 let outcome = sup.spawn().and_then(|(proc, ready)| match check(&ready) {
                     Ok(()) => Ok(proc),
                     Err(e) => {

@@ -50,7 +50,9 @@ pub struct Hello {
     pub plugin: String,
     /// sha256 of `library`, as verified by the host.
     pub sha256: String,
-    /// The verified library bytes: exactly what the worker loads.
+    /// The verified library bytes: exactly what the worker loads. Read as one byte string (the
+    /// same wire format as a sequence of bytes, without a per-byte visit of megabytes).
+    #[serde(with = "serde_bytes")]
     pub library: Vec<u8>,
     /// The sandbox to enter before loading.
     pub sandbox: SandboxRules,
@@ -101,6 +103,7 @@ pub enum HelloRef<'a> {
         /// See [`Hello::sha256`].
         sha256: &'a str,
         /// See [`Hello::library`].
+        #[serde(with = "serde_bytes")]
         library: &'a [u8],
         /// See [`Hello::sandbox`].
         sandbox: &'a SandboxRules,
