@@ -69,6 +69,8 @@ pub use http::{
 pub use http_sessions::HttpSessionId;
 pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
 pub use sessions::{MAX_SESSION_KEY_LEN, SESSION_META_KEY, SessionStore, StoreError, StoredSession, valid_session_key};
+#[doc(hidden)]
+pub use stdio::lane_calls;
 pub use stdio::{serve_io, serve_stdio};
 #[doc(hidden)]
 pub use wire::fuzzing;
