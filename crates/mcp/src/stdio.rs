@@ -438,10 +438,17 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Outbox<W> {
     }
 }
 
+/// Room for a typical response line up front (a tool result with its `_meta` is a few hundred
+/// bytes), so serializing it does not grow the buffer step by step.
+const FRAME_CAPACITY: usize = 1024;
+
 fn encode(message: &ServerJsonRpcMessage) -> io::Result<Vec<u8>> {
     let mut frame = match message {
         rmcp::model::JsonRpcMessage::Error(e) => crate::wire::error_json(e),
-        other => serde_json::to_vec(other),
+        other => {
+            let mut frame = Vec::with_capacity(FRAME_CAPACITY);
+            serde_json::to_writer(&mut frame, other).map(|()| frame)
+        }
     }
     .map_err(io::Error::other)?;
     frame.push(b'\n');
