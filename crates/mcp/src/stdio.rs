@@ -321,7 +321,11 @@ impl CallLane {
         cx: &mut Context<'_>,
         outbox: &mut Outbox<W>,
     ) -> Poll<()> {
-        while let Poll::Ready(Some((id, serial, frame))) = self.in_flight.poll_next_unpin(cx) {
+        // Polled only with calls in it: an empty `FuturesUnordered` still registers the waker
+        // on every poll, and this runs once per line read.
+        while !self.in_flight.is_empty()
+            && let Poll::Ready(Some((id, serial, frame))) = self.in_flight.poll_next_unpin(cx)
+        {
             match self.pending.get(&id) {
                 Some((s, _)) if *s == serial => {
                     self.pending.remove(&id);
