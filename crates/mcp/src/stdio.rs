@@ -14,8 +14,10 @@
 //! Notifications a call emits go through `rmcp` as before and each is awaited until written,
 //! so they reach the client before the call's response; requests to the client
 //! (elicitation, sampling) go out through `rmcp` and their answers come back through it.
+//! While the input already holds the next request, the lane's response lines are held back
+//! (a few KiB at most) and written together once the input runs dry.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -111,6 +113,12 @@ async fn write_frame<W: AsyncWrite + Unpin>(out: &Output<W>, frame: &[u8]) -> io
 }
 
 impl<R: AsyncRead + Unpin> Lines<R> {
+    /// The next line is already read in whole (reading it will not wait; not so while the
+    /// rest of an oversized line is dropped).
+    fn holds_a_line(&self) -> bool {
+        !self.discarding && self.reader.buffer().contains(&b'\n')
+    }
+
     /// Reads one `\n`-terminated line into `self.line`, never buffering more than
     /// `max_bytes`. Cancellation-safe: a partial line stays in `self.line`.
     async fn read_line(&mut self) -> LineRead {
@@ -294,18 +302,20 @@ impl CallLane {
         Ok(Started { id, serial, token, future })
     }
 
-    /// Polls a call once: a ready answer goes out now, else the call joins those in flight.
+    /// Polls a call once: a ready answer goes out now (or with the next ones, `more_input`:
+    /// another line is already read), else the call joins those in flight.
     fn poll_started<W: AsyncWrite + Send + Unpin + 'static>(
         &mut self,
         mut call: Started,
         cx: &mut Context<'_>,
         outbox: &mut Outbox<W>,
+        more_input: bool,
     ) {
         match call.future.as_mut().poll(cx) {
             Poll::Ready((_, _, frame)) => {
                 if let Some(frame) = frame {
                     outbox.push(frame);
-                    let _ = outbox.poll_drain(cx);
+                    let _ = outbox.poll_send(cx, more_input);
                 }
             }
             Poll::Pending => {
@@ -315,11 +325,13 @@ impl CallLane {
         }
     }
 
-    /// Drives the calls in flight and the output; never ready (it is one branch of a select).
+    /// Drives the calls in flight and the output (held back while `more_input`); never ready
+    /// (it is one branch of a select).
     fn poll_progress<W: AsyncWrite + Send + Unpin + 'static>(
         &mut self,
         cx: &mut Context<'_>,
         outbox: &mut Outbox<W>,
+        more_input: bool,
     ) -> Poll<()> {
         // Polled only with calls in it: an empty `FuturesUnordered` still registers the waker
         // on every poll, and this runs once per line read.
@@ -339,7 +351,7 @@ impl CallLane {
                 outbox.push(frame);
             }
         }
-        let _ = outbox.poll_drain(cx);
+        let _ = outbox.poll_send(cx, more_input);
         Poll::Pending
     }
 
@@ -368,12 +380,15 @@ impl Drop for CallLane {
 /// Waiting for the output's lock.
 type Locking<W> = Pin<Box<dyn Future<Output = OwnedMutexGuard<Option<W>>> + Send>>;
 
-/// Lines waiting to be written by the lane, each written whole under the output's lock (so a
-/// line never interleaves with one `rmcp` sends), from the task that polls `receive`.
+/// Response lines waiting to be written by the lane, from the task that polls `receive`. They
+/// are written whole under the output's lock (so a line never interleaves with one `rmcp`
+/// sends); while the input already holds the next line, lines are held back (up to
+/// [`HOLD_BYTES`]) and go out together in one write.
 struct Outbox<W> {
     out: Output<W>,
-    lines: VecDeque<Vec<u8>>,
-    /// Bytes of the first line already written.
+    /// Whole lines, one after the other.
+    lines: Vec<u8>,
+    /// Bytes of `lines` already written.
     written: usize,
     guard: Option<OwnedMutexGuard<Option<W>>>,
     /// Waiting for the lock (another line is being written).
@@ -382,11 +397,24 @@ struct Outbox<W> {
 
 impl<W: AsyncWrite + Send + Unpin + 'static> Outbox<W> {
     fn new(out: Output<W>) -> Self {
-        Outbox { out, lines: VecDeque::new(), written: 0, guard: None, locking: None }
+        Outbox { out, lines: Vec::new(), written: 0, guard: None, locking: None }
     }
 
     fn push(&mut self, line: Vec<u8>) {
-        self.lines.push_back(line);
+        if self.lines.is_empty() {
+            self.lines = line;
+        } else {
+            self.lines.extend_from_slice(&line);
+        }
+    }
+
+    /// [`Self::poll_drain`], unless lines may wait for the next ones (`hold`: the next request
+    /// is already read) and there are not many yet (or a write is under way).
+    fn poll_send(&mut self, cx: &mut Context<'_>, hold: bool) -> Poll<()> {
+        if hold && self.guard.is_none() && self.locking.is_none() && self.lines.len() < HOLD_BYTES {
+            return Poll::Ready(());
+        }
+        self.poll_drain(cx)
     }
 
     /// Writes and flushes what is queued; ready when it all went out (or the output is gone,
@@ -410,26 +438,27 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Outbox<W> {
                 continue;
             };
             let Some(w) = guard.as_mut() else {
-                tracing::debug!(lines = self.lines.len(), "the output is closed; dropping responses");
+                tracing::debug!(bytes = self.lines.len(), "the output is closed; dropping responses");
                 self.lines.clear();
                 self.written = 0;
                 self.guard = None;
                 return Poll::Ready(());
             };
-            let result = match self.lines.front() {
-                Some(line) => match std::task::ready!(Pin::new(&mut *w).poll_write(cx, &line[self.written..])) {
+            let result = if self.written < self.lines.len() {
+                match std::task::ready!(Pin::new(&mut *w).poll_write(cx, &self.lines[self.written..])) {
                     Ok(0) => Err(io::Error::from(io::ErrorKind::WriteZero)),
                     Ok(n) => {
                         self.written += n;
-                        if self.written == line.len() {
-                            self.lines.pop_front();
+                        if self.written == self.lines.len() {
+                            self.lines.clear();
                             self.written = 0;
                         }
                         continue;
                     }
                     Err(e) => Err(e),
-                },
-                None => std::task::ready!(Pin::new(&mut *w).poll_flush(cx)),
+                }
+            } else {
+                std::task::ready!(Pin::new(&mut *w).poll_flush(cx))
             };
             if let Err(e) = result {
                 tracing::debug!(error = %e, "cannot send a response");
@@ -445,6 +474,9 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Outbox<W> {
 /// Room for a typical response line up front (a tool result with its `_meta` is a few hundred
 /// bytes), so serializing it does not grow the buffer step by step.
 const FRAME_CAPACITY: usize = 1024;
+
+/// At most this many bytes of response lines are held back for the next ones.
+const HOLD_BYTES: usize = 16 * 1024;
 
 fn encode(message: &ServerJsonRpcMessage) -> io::Result<Vec<u8>> {
     let mut frame = match message {
@@ -479,11 +511,12 @@ where
         loop {
             let read = {
                 let LineTransport { lines, lane, outbox, .. } = self;
+                let more_input = lines.holds_a_line();
                 // The lane's calls and output make progress whenever the serve loop polls
                 // this future (its branch never completes); the read ends the select.
                 tokio::select! {
                     biased;
-                    () = poll_fn(|cx| lane.poll_progress(cx, outbox)) => continue,
+                    () = poll_fn(|cx| lane.poll_progress(cx, outbox, more_input)) => continue,
                     read = lines.read_line() => read,
                 }
             };
@@ -515,11 +548,12 @@ where
                         // Polled once in place; this `poll_fn` is ready at once, so `receive`
                         // never waits between taking the line and handing the call over (it
                         // stays cancellation-safe).
-                        let LineTransport { lane, outbox, .. } = self;
+                        let LineTransport { lines, lane, outbox, .. } = self;
+                        let more_input = lines.holds_a_line();
                         let mut started = Some(started);
                         poll_fn(|cx| {
                             if let Some(call) = started.take() {
-                                lane.poll_started(call, cx, outbox);
+                                lane.poll_started(call, cx, outbox, more_input);
                             }
                             Poll::Ready(())
                         })

@@ -665,3 +665,41 @@ async fn eight_lane_calls_in_flight_are_all_answered_and_one_cancelled() {
     assert_eq!(c.quiet_for(Duration::from_millis(300)).await, None);
     assert_eq!(c.call("marker_echo", json!({ "text": "after" })).await["result"]["structuredContent"]["text"], "after");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_lane_calls_are_each_answered_once_in_whole_lines() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("lane-pipeline-test", json!({})).await;
+    // Twenty inline calls and a ping in one write: the lane holds answers back while the next
+    // request is already read, then writes them together; each is a whole line, once.
+    let mut batch = String::new();
+    for i in 0..20 {
+        batch.push_str(
+            &json!({ "jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": { "name": "marker_echo", "arguments": { "text": format!("t{i}") } } })
+            .to_string(),
+        );
+        batch.push('\n');
+        if i == 10 {
+            batch.push_str("{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}\n");
+        }
+    }
+    c.send_raw(batch.as_bytes()).await;
+    let mut texts = std::collections::BTreeMap::new();
+    let mut pinged = false;
+    for _ in 0..21 {
+        let m = c.recv().await;
+        if m["id"] == "p" {
+            pinged = true;
+            continue;
+        }
+        let id = m["id"].as_i64().unwrap_or_else(|| panic!("{m}"));
+        let text = m["result"]["structuredContent"]["text"].as_str().unwrap_or_else(|| panic!("{m}")).to_owned();
+        assert!(texts.insert(id, text).is_none(), "answered twice: {m}");
+    }
+    assert!(pinged);
+    assert_eq!(texts.len(), 20);
+    assert!(texts.iter().all(|(id, text)| *text == format!("t{id}")), "{texts:?}");
+    assert_eq!(c.quiet_for(Duration::from_millis(200)).await, None);
+}
