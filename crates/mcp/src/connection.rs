@@ -239,6 +239,12 @@ impl Connection {
         self.live.get().ok_or_else(not_initialized)
     }
 
+    /// The client of an initialized session (the peer `rmcp` gives this session's handlers),
+    /// for the stdio call lane's request contexts; `None` before `initialize`.
+    pub(crate) fn peer(&self) -> Option<rmcp::service::Peer<RoleServer>> {
+        self.live.get().map(|l| l.client.peer.clone())
+    }
+
     fn start(
         &self,
         request: &InitializeRequestParams,

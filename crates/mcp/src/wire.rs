@@ -31,8 +31,8 @@ pub mod fuzzing {
 }
 
 pub(crate) fn parse(bytes: &[u8]) -> Result<Option<ClientJsonRpcMessage>, Refusal> {
-    if let Some(call) = parse_call(bytes) {
-        return Ok(Some(call));
+    if let Some((id, call)) = parse_call(bytes) {
+        return Ok(Some(call_message(id, call)));
     }
     match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
         Ok(ClientJsonRpcMessage::Request(r)) => {
@@ -68,8 +68,8 @@ struct CallLine {
 /// message `rmcp`'s general parse gives (the request's `_meta` in its extensions). That parse
 /// buffers the message and tries every request type in turn (an error built per miss): about
 /// a tenth of the server's CPU per call. Anything else (or any doubt) returns `None` and takes
-/// the general parse.
-fn parse_call(bytes: &[u8]) -> Option<ClientJsonRpcMessage> {
+/// the general parse. [`call_message`] makes the message of what it returns.
+pub(crate) fn parse_call(bytes: &[u8]) -> Option<(RequestId, CallToolRequest)> {
     const METHOD: &[u8] = b"\"tools/call\"";
     if !bytes.windows(METHOD.len()).any(|w| w == METHOD) {
         return None;
@@ -84,7 +84,12 @@ fn parse_call(bytes: &[u8]) -> Option<ClientJsonRpcMessage> {
     if let Some(meta) = meta {
         request.extensions.insert(meta);
     }
-    Some(ClientJsonRpcMessage::Request(JsonRpcRequest::new(line.id, ClientRequest::CallToolRequest(request))))
+    Some((line.id, request))
+}
+
+/// The message of a `tools/call` request read by [`parse_call`].
+pub(crate) fn call_message(id: RequestId, request: CallToolRequest) -> ClientJsonRpcMessage {
+    ClientJsonRpcMessage::Request(JsonRpcRequest::new(id, ClientRequest::CallToolRequest(request)))
 }
 
 /// Requests of the MCP methods clients send to servers (2025-11-25).
@@ -281,7 +286,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","requestState":"s","extra":true}}"#,
         ];
         for line in lines {
-            let fast = parse_call(line.as_bytes()).expect(line);
+            let (id, call) = parse_call(line.as_bytes()).expect(line);
+            let fast = call_message(id, call);
             let general = serde_json::from_slice::<ClientJsonRpcMessage>(line.as_bytes()).unwrap();
             assert_eq!(serde_json::to_value(&fast).unwrap(), serde_json::to_value(&general).unwrap(), "{line}");
             let ClientJsonRpcMessage::Request(r) = fast else { panic!("{line}") };

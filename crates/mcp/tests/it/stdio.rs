@@ -547,3 +547,159 @@ async fn a_call_through_run_tool_makes_the_tool_typed_in_adaptive_and_hybrid() {
     assert!(c.notes.is_empty(), "{:?}", c.notes);
     assert!(!names(&c.list_all().await).contains(&"test_deferred_echo".to_owned()));
 }
+
+/// A response with the parts that differ from call to call (request id, duration) blanked.
+fn comparable(mut m: Value) -> Value {
+    if let Some(call) = m["result"]["_meta"].get_mut("io.github.quiver/call") {
+        call["request_id"] = json!("-");
+        call["duration_ms"] = json!(0);
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_call_answers_as_the_rmcp_path_does() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    // Before initialize a call is refused as any request (the lane takes no call yet).
+    c.send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"marker_echo","arguments":{"text":"x"}}}"#,
+    )
+    .await;
+    let m = c.recv().await;
+    assert_eq!((error_code(&m), &m["id"]), (-32600, &json!(1)), "{m}");
+    assert_eq!(m["error"]["message"], "the session is not initialized: send `initialize` before `tools/call`", "{m}");
+    c.initialize("lane-test", json!({})).await;
+    // The same requests through the lane (a plain `tools/call` line) and, in a second session
+    // (repeated failures are remembered per session), through rmcp's dispatch (the method
+    // written with an escaped slash, which the lane's reader leaves to the general parse):
+    // the same answers, results and errors.
+    let mut other = RawClient::start(&f.server);
+    other.initialize("lane-test", json!({})).await;
+    let calls = [
+        json!({ "name": "marker_echo", "arguments": { "text": "same" } }),
+        json!({ "name": "test_error_handling", "arguments": {} }),
+        json!({ "name": "no_such_tool", "arguments": {} }),
+        json!({ "name": "marker_echo", "arguments": { "wrong": 1 } }),
+        json!({ "name": "test_multiple_content_types", "arguments": {} }),
+    ];
+    for params in calls {
+        let line = json!({ "jsonrpc": "2.0", "id": "same-id", "method": "tools/call", "params": params }).to_string();
+        let before = quiver_mcp::lane_calls();
+        c.send(&line).await;
+        let lane = c.recv().await;
+        assert!(quiver_mcp::lane_calls() > before, "the lane did not take {line}");
+        other.send(&line.replace("tools/call", "tools\\/call")).await;
+        let rmcp = other.recv().await;
+        assert_eq!(lane["id"], "same-id", "{lane}");
+        assert_eq!(comparable(lane), comparable(rmcp), "{line}");
+    }
+    assert!(c.notes.is_empty() && other.notes.is_empty(), "no stray messages: {:?} {:?}", c.notes, other.notes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_call_sends_its_notifications_before_its_response() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("lane-order-test", json!({})).await;
+    assert_eq!(c.request("logging/setLevel", json!({ "level": "debug" })).await["result"], json!({}));
+    for (id, name) in [(1, "test_tool_with_progress"), (2, "test_tool_with_logging")] {
+        let before = quiver_mcp::lane_calls();
+        c.send_json(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": name, "arguments": {}, "_meta": { "progressToken": "t" } } }))
+            .await;
+        // Every line up to the response, in the order written.
+        let mut seen = Vec::new();
+        loop {
+            let m = c.recv().await;
+            let done = m.get("id") == Some(&json!(id));
+            seen.push(m);
+            if done {
+                break;
+            }
+        }
+        assert!(quiver_mcp::lane_calls() > before, "the lane did not take {name}");
+        let response = seen.pop().expect("the response");
+        assert_eq!(response["result"]["isError"], false, "{response}");
+        let method = if id == 1 { "notifications/progress" } else { "notifications/message" };
+        assert_eq!(seen.len(), 3, "three notifications, all before the response: {seen:?}");
+        assert!(seen.iter().all(|n| n["method"] == method), "{seen:?}");
+        // Nothing of this call comes after its response.
+        assert_eq!(c.quiet_for(Duration::from_millis(200)).await, None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_lane_calls_in_flight_are_all_answered_and_one_cancelled() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("lane-flight-test", json!({})).await;
+    let before = quiver_mcp::lane_calls();
+    // Eight sleeps sent at once, the first ones sleeping longest: answered out of order, each
+    // with its own id; a ninth, long one is cancelled and never answered.
+    c.send(r#"{"jsonrpc":"2.0","id":"long","method":"tools/call","params":{"name":"marker_sleep","arguments":{"ms":20000}}}"#).await;
+    for i in 0..8 {
+        let ms = 400 - i * 40;
+        c.send_json(&json!({ "jsonrpc": "2.0", "id": format!("s{i}"), "method": "tools/call",
+            "params": { "name": "marker_sleep", "arguments": { "ms": ms } } }))
+            .await;
+    }
+    c.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long","reason":"test"}}"#)
+        .await;
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        let m = c.recv().await;
+        assert_eq!(m["result"]["isError"], false, "{m}");
+        ids.push(m["id"].as_str().expect("a string id").to_owned());
+    }
+    assert!(quiver_mcp::lane_calls() >= before + 9, "the lane took the calls");
+    assert_eq!(ids.first().map(String::as_str), Some("s7"), "the shortest sleep answered first: {ids:?}");
+    ids.sort();
+    assert_eq!(ids, (0..8).map(|i| format!("s{i}")).collect::<Vec<_>>());
+    // The cancelled call: the router records it cancelled, and it gets no response.
+    let start = std::time::Instant::now();
+    while f.router.telemetry().snapshot().errors.get("cancelled").copied().unwrap_or(0) != 1 {
+        assert!(start.elapsed() < Duration::from_secs(10), "the call was not cancelled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(c.quiet_for(Duration::from_millis(300)).await, None);
+    assert_eq!(c.call("marker_echo", json!({ "text": "after" })).await["result"]["structuredContent"]["text"], "after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_lane_calls_are_each_answered_once_in_whole_lines() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("lane-pipeline-test", json!({})).await;
+    // Twenty inline calls and a ping in one write: the lane holds answers back while the next
+    // request is already read, then writes them together; each is a whole line, once.
+    let mut batch = String::new();
+    for i in 0..20 {
+        batch.push_str(
+            &json!({ "jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": { "name": "marker_echo", "arguments": { "text": format!("t{i}") } } })
+            .to_string(),
+        );
+        batch.push('\n');
+        if i == 10 {
+            batch.push_str("{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}\n");
+        }
+    }
+    c.send_raw(batch.as_bytes()).await;
+    let mut texts = std::collections::BTreeMap::new();
+    let mut pinged = false;
+    for _ in 0..21 {
+        let m = c.recv().await;
+        if m["id"] == "p" {
+            pinged = true;
+            continue;
+        }
+        let id = m["id"].as_i64().unwrap_or_else(|| panic!("{m}"));
+        let text = m["result"]["structuredContent"]["text"].as_str().unwrap_or_else(|| panic!("{m}")).to_owned();
+        assert!(texts.insert(id, text).is_none(), "answered twice: {m}");
+    }
+    assert!(pinged);
+    assert_eq!(texts.len(), 20);
+    assert!(texts.iter().all(|(id, text)| *text == format!("t{id}")), "{texts:?}");
+    assert_eq!(c.quiet_for(Duration::from_millis(200)).await, None);
+}
