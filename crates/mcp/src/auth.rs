@@ -361,10 +361,8 @@ mod tests {
         (jsonwebtoken::EncodingKey::from_ed_der(&pkcs8), jwks.to_string())
     }
 
-    #[test]
-    fn jwts_are_checked_for_key_issuer_audience_and_expiry() {
-        let (key, jwks) = ed25519_jwt_key("k1");
-        let (other_key, _) = ed25519_jwt_key("k1");
+    /// An authenticator taking JWTs of the test issuer and audience, with no leeway.
+    fn jwt_authenticator(jwks: &str) -> Authenticator {
         let cfg = AuthConfig {
             jwt: Some(quiver_manifest::JwtConfig {
                 issuer: "https://issuer.example".into(),
@@ -374,13 +372,24 @@ mod tests {
             }),
             ..AuthConfig::default()
         };
-        let auth = Authenticator::new(&cfg, Some(&jwks)).unwrap();
+        Authenticator::new(&cfg, Some(jwks)).unwrap()
+    }
+
+    /// `claims` signed with `key` under key id `k1`.
+    fn sign_jwt(key: &jsonwebtoken::EncodingKey, claims: &serde_json::Value) -> String {
+        let mut header = jsonwebtoken::Header::new(Algorithm::EdDSA);
+        header.kid = Some("k1".into());
+        jsonwebtoken::encode(&header, claims, key).unwrap()
+    }
+
+    #[test]
+    fn jwts_are_checked_for_key_issuer_audience_and_expiry() {
+        let (key, jwks) = ed25519_jwt_key("k1");
+        let (other_key, _) = ed25519_jwt_key("k1");
+        let auth = jwt_authenticator(&jwks);
         let now = jsonwebtoken::get_current_timestamp();
-        let token = |key: &jsonwebtoken::EncodingKey, claims: serde_json::Value| {
-            let mut header = jsonwebtoken::Header::new(Algorithm::EdDSA);
-            header.kid = Some("k1".into());
-            format!("Bearer {}", jsonwebtoken::encode(&header, &claims, key).unwrap())
-        };
+        let token =
+            |key: &jsonwebtoken::EncodingKey, claims: serde_json::Value| format!("Bearer {}", sign_jwt(key, &claims));
         let good = serde_json::json!({"sub": "alice", "iss": "https://issuer.example", "aud": "https://quiver.example/mcp", "exp": now + 300});
         let p = auth.authenticate(Some(&token(&key, good.clone()))).unwrap();
         assert_eq!((p.name.as_str(), p.method), ("alice", "jwt"));
@@ -416,24 +425,11 @@ mod tests {
     fn a_verified_jwt_is_remembered_until_it_expires() {
         let (key, jwks) = ed25519_jwt_key("k1");
         let (other_key, _) = ed25519_jwt_key("k1");
-        let cfg = AuthConfig {
-            jwt: Some(quiver_manifest::JwtConfig {
-                issuer: "https://issuer.example".into(),
-                audience: "https://quiver.example/mcp".into(),
-                jwks_file: "jwks.json".into(),
-                leeway_s: 0,
-            }),
-            ..AuthConfig::default()
-        };
-        let auth = Authenticator::new(&cfg, Some(&jwks)).unwrap();
+        let auth = jwt_authenticator(&jwks);
         let jwt = auth.jwt.as_ref().unwrap();
         let remembered = || jwt.verified.lock().unwrap().len();
         let now = jsonwebtoken::get_current_timestamp();
-        let sign = |key: &jsonwebtoken::EncodingKey, claims: serde_json::Value| {
-            let mut header = jsonwebtoken::Header::new(Algorithm::EdDSA);
-            header.kid = Some("k1".into());
-            jsonwebtoken::encode(&header, &claims, key).unwrap()
-        };
+        let sign = |key: &jsonwebtoken::EncodingKey, claims: serde_json::Value| sign_jwt(key, &claims);
         let claims = |sub: &str, exp: u64| serde_json::json!({"sub": sub, "iss": "https://issuer.example", "aud": "https://quiver.example/mcp", "exp": exp});
 
         let good = sign(&key, claims("alice", now + 300));
