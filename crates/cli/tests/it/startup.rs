@@ -12,32 +12,8 @@ use super::QUIVER;
 
 /// A project with the real fs-tools library, signed, run in a worker process.
 fn project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let q = |args: &[&str]| {
-        let out = Command::new(QUIVER).current_dir(dir.path()).args(args).env_remove("RUST_LOG").output().unwrap();
-        assert!(out.status.success(), "quiver {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    q(&["keygen", "--out-dir", "keys", "--name", "test"]);
-    std::fs::write(
-        dir.path().join("quiver.yaml"),
-        "plugins_dir: plugins\nstate_dir: state\ntrusted_keys:\n  - path: keys/test.pub\nisolation:\n  plugins:\n    fs-tools: process\nprofiles:\n  all: {mode: full, scopes: [\"*\"]}\ndefault_profile: all\n",
-    )
-    .unwrap();
+    let dir = signed_project("fs-tools", "process", &super::repo_root().join("plugins/fs-tools/tool.yaml"));
     std::fs::write(dir.path().join("hello.txt"), "hello from the sandbox\n").unwrap();
-    let lib = quiver_tests::plugin_library("fs-tools", &[]);
-    let bundle = dir.path().join("plugins/fs-tools");
-    std::fs::create_dir_all(&bundle).unwrap();
-    let lib_copy = bundle.join(lib.file_name().unwrap());
-    std::fs::copy(&lib, &lib_copy).unwrap();
-    std::fs::copy(super::repo_root().join("plugins/fs-tools/tool.yaml"), bundle.join("fs-tools.tool.yaml")).unwrap();
-    q(&[
-        "sign",
-        "plugins/fs-tools/fs-tools.tool.yaml",
-        "--key",
-        "keys/test.key",
-        "--library",
-        lib_copy.to_str().unwrap(),
-    ]);
     dir
 }
 
@@ -110,6 +86,12 @@ fn a_worker_plugin_started_before_is_listed_and_callable_right_after_initialize(
 /// A project with the real library of `package` (plugin id the same), signed by a key that is
 /// not first-party and run in-process by the operator's choice.
 fn in_process_project(package: &str, manifest: &Path) -> tempfile::TempDir {
+    signed_project(package, "in_process", manifest)
+}
+
+/// A project with the real library of `package` and `manifest`, signed by a key that is not
+/// first-party, run as `isolation` says (`process` or `in_process`).
+fn signed_project(package: &str, isolation: &str, manifest: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let q = |args: &[&str]| {
         let out = Command::new(QUIVER).current_dir(dir.path()).args(args).env_remove("RUST_LOG").output().unwrap();
@@ -118,7 +100,7 @@ fn in_process_project(package: &str, manifest: &Path) -> tempfile::TempDir {
     q(&["keygen", "--out-dir", "keys", "--name", "test"]);
     std::fs::write(
         dir.path().join("quiver.yaml"),
-        format!("plugins_dir: plugins\nstate_dir: state\ntrusted_keys:\n  - path: keys/test.pub\nisolation:\n  plugins:\n    {package}: in_process\nprofiles:\n  all: {{mode: full, scopes: [\"*\"]}}\ndefault_profile: all\n"),
+        format!("plugins_dir: plugins\nstate_dir: state\ntrusted_keys:\n  - path: keys/test.pub\nisolation:\n  plugins:\n    {package}: {isolation}\nprofiles:\n  all: {{mode: full, scopes: [\"*\"]}}\ndefault_profile: all\n"),
     )
     .unwrap();
     let lib = quiver_tests::plugin_library(package, &[]);
