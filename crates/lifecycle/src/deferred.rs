@@ -114,6 +114,12 @@ impl ToolBackend for DeferredInProcess {
         }
     }
 
+    /// A loaded library's own borrowed path (the load happens here on the first call); a
+    /// library that failed to load answers through [`ToolBackend::invoke`], with the reason.
+    fn invoke_borrowed(&self, tool: &str, request: &str, sink: &dyn CallSink, answer: &mut dyn FnMut(&str)) -> bool {
+        self.backend().is_ok_and(|b| b.invoke_borrowed(tool, request, sink, answer))
+    }
+
     fn dispatch(&self, index: usize) -> Dispatch {
         self.dispatch.get(index).copied().unwrap_or(Dispatch::Thread)
     }
