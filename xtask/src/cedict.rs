@@ -5,7 +5,9 @@
 //!
 //! One line per Chinese word, `word english...`. Bounded on purpose (the file is compiled into
 //! the host): simplified headwords of [`MIN_CHARS`]-[`MAX_CHARS`] Han characters, and their
-//! traditional spellings where those differ (translated alike); per word, the
+//! traditional spellings where those differ (translated alike), and the Japanese spellings of
+//! those (shinjitai: `変更` for `變更`, from OpenCC's `JPVariants.txt` in the PyPI package
+//! `opencc-python-reimplemented`, always downloaded into `target/cedict`); per word, the
 //! content words of its senses of one or two words, in sense order (`/movie/film/` → `movie
 //! film`, `/web page/` → `web page`), lower case, at most [`MAX_WORDS`]; senses that are
 //! surnames, variants, cross-references, classifiers or proper names are skipped. Function words
