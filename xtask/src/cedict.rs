@@ -168,7 +168,9 @@ fn classifiers_named(sense: &str) -> impl Iterator<Item = &str> {
 const JP_PACKAGE: &str = "opencc-python-reimplemented==0.1.7";
 const JP_MEMBER: &str = "opencc/dictionary/JPVariants.txt";
 
-/// Converts the text of a CC-CEDICT file (`TRAD SIMP [pin1 yin1] /sense/sense/` lines).
+/// Converts the text of a CC-CEDICT file (`TRAD SIMP [pin1 yin1] /sense/sense/` lines), without
+/// Japanese spellings (the tests' entry point; `run` always adds them).
+#[cfg(test)]
 pub fn convert(text: &str) -> Result<String> {
     convert_with_japanese(text, "")
 }
