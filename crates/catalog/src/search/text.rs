@@ -649,10 +649,25 @@ fn is_katakana(c: char) -> bool {
 pub fn loanword_keys(text: &str, mut f: impl FnMut(&str) -> bool) {
     let is_hangul = |c: char| matches!(c as u32, 0xAC00..=0xD7A3);
     let mut key = String::new();
+    // The catalog's words are keyed by their stems, and a stem has lost a silent final e
+    // (`stage` → `stag`, `price` → `pric`), so its last soft g or c reads hard: a key ending in
+    // J or S is tried with K there too.
+    let mut f = |key: &str| {
+        f(key)
+            || (key.ends_with(['J', 'S']) && {
+                let hard = format!("{}K", &key[..key.len() - 1]);
+                f(&hard)
+            })
+    };
     for run in text.split(|c: char| !is_katakana(c)).filter(|r| r.chars().nth(1).is_some()) {
         sound_key_katakana(run, &mut key);
-        if key.len() >= MIN_LOANWORD_KEY {
-            f(&key);
+        if key.len() >= MIN_LOANWORD_KEY && !f(&key) && run.ends_with("ング") {
+            // English -ing is spelled `ング`; the catalog's words are keyed by their stem
+            // (`ステージング` → `stage`).
+            key.truncate(key.len().saturating_sub(2));
+            if key.len() >= MIN_LOANWORD_KEY {
+                f(&key);
+            }
         }
     }
     for run in text.split(|c: char| !is_hangul(c)).filter(|r| !r.is_empty()) {
@@ -664,6 +679,15 @@ pub fn loanword_keys(text: &str, mut f: impl FnMut(&str) -> bool) {
             sound_key_hangul(&run[..end], &mut key);
             if key.len() >= MIN_LOANWORD_KEY && f(&key) {
                 break;
+            }
+            // English -ing is spelled with a final ㅇ (`스테이징`); the catalog's words are keyed
+            // by their stem (`stage`), so the key is tried without that last N too.
+            let last = run[..end].chars().next_back().map_or(0, |c| c as u32);
+            if (0xAC00..=0xD7A3).contains(&last) && (last - 0xAC00) % 28 == 21 && key.ends_with('N') {
+                key.pop();
+                if key.len() >= MIN_LOANWORD_KEY && f(&key) {
+                    break;
+                }
             }
         }
     }
@@ -922,6 +946,29 @@ mod tests {
             k == "KMT"
         });
         assert_eq!(keys, ["LSP", "KMT"], "커밋해 → 커밋해 (KMT, matched), 날씨 is a headword");
+    }
+
+    #[test]
+    fn loanwords_ending_in_ing_meet_the_stem_of_the_english_word() {
+        let mut stage = String::new();
+        sound_key_en(&stem("staging"), &mut stage);
+        assert_eq!(stage, "STK", "the catalog keys `staging` by its stem, `stag`");
+        let mut matched = Vec::new();
+        loanword_keys("ステージング 스테이징된 변경", |k| {
+            let hit = k == stage;
+            if hit {
+                matched.push(k.to_owned());
+            }
+            hit
+        });
+        assert_eq!(matched, ["STK", "STK"], "ステージング and 스테이징 without their -ing, soft g read hard");
+        // A key that matches as spelled is not shortened (`스트링` → `string`, STLN).
+        let mut tried = Vec::new();
+        loanword_keys("스트링", |k| {
+            tried.push(k.to_owned());
+            k == "STLN"
+        });
+        assert_eq!(tried, ["STLN"]);
     }
 
     #[test]
