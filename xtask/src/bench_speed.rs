@@ -2,7 +2,8 @@
 //! `docs/BENCHMARKS.md` (between marker comments, so a re-run replaces it) and `docs/bench/*.svg`.
 //!
 //! Servers, all answering `tools/call echo {"text": <100 bytes>}` to the same raw client
-//! (`stdio_bench`, release): the Python SDK (`MCPServer`, installed in `target/py`), a bare rmcp
+//! (`stdio_bench`, release; the Rust servers, `quiver` and `bare_echo`, all built with one cargo
+//! profile, `--profile NAME`, default `dist`, named in the generated text): the Python SDK (`MCPServer`, installed in `target/py`), a bare rmcp
 //! server over `stdio()` and over `stdio_pipes()` (`bare_echo`), and `quiver serve` with the
 //! marker test plugin's `marker_echo` as an inline tool, as a thread tool (a build whose manifest
 //! says `execution: thread`) and in a worker process. Client and server are pinned to one core
@@ -25,6 +26,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use crate::bench::Profile;
 use crate::workspace::Workspace;
 
 /// Where the generated markdown goes in `docs/BENCHMARKS.md`.
@@ -55,15 +57,15 @@ struct StdioServer {
 /// The measured figures of one server: one JSON object per round.
 type Rounds = Vec<Value>;
 
-/// `cargo xtask bench --speed [--quick]`.
-pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
+/// `cargo xtask bench --speed [--quick] [--profile NAME]`.
+pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
     let target = ws.target_dir()?;
     let dir = target.join("bench-speed");
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
     fs::create_dir_all(&dir)?;
-    let programs = build(ws, &target)?;
+    let programs = build(ws, profile)?;
     let (inline_lib, thread_lib) = marker_libraries(ws, &target, &dir)?;
     let key = quiver_manifest::KeyPair::generate();
     let public = dir.join("bench.pub");
@@ -218,7 +220,8 @@ pub fn run(ws: &Workspace, quick: bool) -> Result<()> {
         sessions: &sessions,
         http: &http,
     };
-    let markdown = report.markdown(quick, rounds, load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    let load = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    let markdown = report.markdown(&header(quick, profile, rounds, &load));
     println!("{markdown}");
     let svg_dir = ws.root.join("docs/bench");
     fs::create_dir_all(&svg_dir)?;
@@ -238,16 +241,29 @@ fn init_only() -> Vec<String> {
     vec!["--init-only".into(), "--json".into()]
 }
 
-/// Release builds of `quiver`, the bare rmcp server and the two clients; the Python venv.
-fn build(ws: &Workspace, target: &Path) -> Result<Programs> {
-    crate::bench::build_release(ws, &["bare_echo", "stdio_bench", "http_bench"])?;
-    let release = target.join("release");
-    let examples = release.join("examples");
+/// The generated section's first paragraph: how it was measured, with which build profile.
+fn header(quick: bool, profile: &Profile, rounds: usize, load: &str) -> String {
+    format!(
+        "Measured by `cargo xtask bench --speed{}{}` ({rounds} interleaved rounds; medians; load average at the end: {load}; \
+         other builds shared the 2 cores, so read the ratios, taken within each round). The Rust servers (`quiver`, \
+         bare rmcp `bare_echo`) are built with the cargo profile `{}`; the clients (`stdio_bench`, `http_bench`) and \
+         the plugin libraries with `release`.",
+        if quick { " --quick" } else { "" },
+        if profile.name() == Profile::DEFAULT { String::new() } else { format!(" --profile {}", profile.name()) },
+        profile.name(),
+    )
+}
+
+/// `quiver` and the bare rmcp server built with `profile`, the two clients with `release`; the
+/// Python venv.
+fn build(ws: &Workspace, profile: &Profile) -> Result<Programs> {
+    let servers = crate::bench::build_servers(ws, profile, &["bare_echo"])?;
+    let clients = crate::bench::build_clients(ws, &["stdio_bench", "http_bench"])?;
     Ok(Programs {
-        quiver: release.join("quiver"),
-        bare: examples.join("bare_echo"),
-        stdio_bench: examples.join("stdio_bench"),
-        http_bench: examples.join("http_bench"),
+        quiver: servers.join("quiver"),
+        bare: servers.join("examples/bare_echo"),
+        stdio_bench: clients.join("stdio_bench"),
+        http_bench: clients.join("http_bench"),
         python: crate::e2e::python(ws)?,
     })
 }
@@ -480,15 +496,10 @@ impl Report<'_> {
         median(self.stdio[server].iter().zip(&self.stdio[base]).map(|(a, b)| field(a, k) / field(b, k)).collect())
     }
 
-    fn markdown(&self, quick: bool, rounds: usize, load: String) -> String {
+    fn markdown(&self, header: &str) -> String {
         let mut m = String::new();
         let _ = writeln!(m, "{BEGIN}");
-        let _ = writeln!(
-            m,
-            "Measured by `cargo xtask bench --speed{}` ({rounds} interleaved rounds; medians; load average at the end: {load}; \
-             other builds shared the 2 cores, so read the ratios, taken within each round).\n",
-            if quick { " --quick" } else { "" }
-        );
+        let _ = writeln!(m, "{header}\n");
         let _ = writeln!(
             m,
             "| server | server CPU per call | vs pipes | sequential calls/s | vs pipes | 8 in flight calls/s | vs pipes | p50 | spawn → initialized | peak RSS |"
@@ -663,6 +674,16 @@ mod tests {
         assert_eq!(config.profiles, repo.profiles);
         assert_eq!(config.isolation, repo.isolation);
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_generated_text_names_the_build_profile_of_the_servers() {
+        let dist = header(false, &Profile::parse("dist").unwrap(), 3, "1.00 2.00 3.00");
+        assert!(dist.starts_with("Measured by `cargo xtask bench --speed --profile dist` (3 interleaved"), "{dist}");
+        assert!(dist.contains("built with the cargo profile `dist`"), "{dist}");
+        let release = header(true, &Profile::parse("release").unwrap(), 2, "1.00 2.00 3.00");
+        assert!(release.starts_with("Measured by `cargo xtask bench --speed --quick` (2 interleaved"), "{release}");
+        assert!(release.contains("built with the cargo profile `release`"), "{release}");
     }
 
     #[test]

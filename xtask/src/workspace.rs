@@ -127,10 +127,14 @@ impl Workspace {
     }
 
     /// A cargo command run from the repository root, through `$CARGO` when cargo started us.
+    /// Without the `CARGO_MANIFEST_DIR` that `cargo run` (the `xtask` alias) sets for us:
+    /// `ring`'s build script reruns when it changes, so passing it on rebuilt `ring` and
+    /// everything above it (rustls, reqwest, rmcp, the Quiver crates) whenever a build from a
+    /// shell and one from xtask alternated.
     pub fn cargo(&self) -> Command {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(&self.root);
+        cmd.current_dir(&self.root).env_remove("CARGO_MANIFEST_DIR");
         cmd
     }
 
@@ -248,4 +252,18 @@ pub fn display_command(cmd: &Command) -> String {
         s.push_str(&a.to_string_lossy());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cargo_runs_without_the_manifest_dir_cargo_run_gave_xtask() {
+        let ws = Workspace { root: Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned() };
+        let cmd = ws.cargo();
+        let removed = cmd.get_envs().any(|(k, v)| k == "CARGO_MANIFEST_DIR" && v.is_none());
+        assert!(removed, "{cmd:?}");
+        assert_eq!(cmd.get_current_dir(), Some(ws.root.as_path()));
+    }
 }
