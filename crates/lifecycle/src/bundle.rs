@@ -303,15 +303,7 @@ impl DeferredBundle {
     /// size, not writable by others, hashed while streamed into its sealed memory file, and
     /// refused at the [`Stage::Checksum`] stage unless its sha256 is the signed one.
     pub fn read(self) -> Result<VerifiedBundle, BundleError> {
-        let staged_name = staged_name(&self.manifest, &self.sha256);
-        let library = read_library(
-            &self.manifest_path,
-            &self.library_path,
-            &self.sha256,
-            self.max_library_bytes,
-            self.strict,
-            &staged_name,
-        )?;
+        let library = self.library_reader()()?;
         Ok(VerifiedBundle {
             manifest_path: self.manifest_path,
             manifest: self.manifest,
@@ -320,6 +312,18 @@ impl DeferredBundle {
             sha256: self.sha256,
             signer_key_id: self.signer_key_id,
         })
+    }
+}
+
+impl DeferredBundle {
+    /// What [`DeferredBundle::read`] does to the library, to run later on another thread: gives
+    /// the library's bytes in their sealed memory file only if their sha256 is the signed one.
+    pub fn library_reader(&self) -> impl FnOnce() -> Result<VerifiedLibrary, BundleError> + Send + 'static {
+        let (manifest_path, library_path, sha256) =
+            (self.manifest_path.clone(), self.library_path.clone(), self.sha256.clone());
+        let (cap, strict, staged_name) =
+            (self.max_library_bytes, self.strict, staged_name(&self.manifest, &self.sha256));
+        move || read_library(&manifest_path, &library_path, &sha256, cap, strict, &staged_name)
     }
 }
 

@@ -391,15 +391,17 @@ impl BundleSource {
         claims: &NameClaims<'_>,
         starting: &BTreeSet<String>,
     ) -> Result<Loaded, (BundleError, Option<String>)> {
-        // A first load of an in-process library whose load report an earlier start kept is
-        // listed from its verified manifest and that report; its library is read, checked and
-        // loaded on the first call (`deferred.rs`). Never for a replacement (hot swap).
+        // A first load of a library whose load report an earlier start kept is listed from its
+        // verified manifest and that report; an in-process library is read, checked and loaded
+        // on the first call (`deferred.rs`), a worker's on its worker's first start (the thread
+        // that starts it). Never for a replacement (hot swap).
+        let policy = &self.settings.isolation;
         let defer = |manifest: &quiver_manifest::Manifest, signer: Option<&str>| {
-            self.settings.isolation.start_cache.as_ref().is_some_and(|cache| {
+            policy.start_cache.as_ref().is_some_and(|cache| {
                 manifest.adapter.is_none()
                     && previous_id.is_none()
                     && !state.plugins.contains_key(&manifest.id)
-                    && self.settings.isolation.choose(&manifest.id, signer) == Isolation::InProcess
+                    && (policy.worker.is_some() || policy.choose(&manifest.id, signer) == Isolation::InProcess)
                     && manifest.artifact.as_ref().is_some_and(|a| report_file(cache, &a.sha256).is_file())
             })
         };
@@ -409,7 +411,14 @@ impl BundleSource {
                 let lib_file = d.manifest.artifact.as_ref().map(|a| a.file.clone());
                 self.admit(path, &d.manifest, state, previous_id, claims, starting)
                     .map_err(|e| (e, lib_file.clone()))?;
-                return self.list_in_process(d).map(Loaded::Ready).map_err(|e| (e, lib_file));
+                if policy.choose(&d.manifest.id, d.signer_key_id.as_deref()) == Isolation::InProcess {
+                    return self.list_in_process(d).map(Loaded::Ready).map_err(|e| (e, lib_file));
+                }
+                match self.list_worker(d) {
+                    Ok(entry) => return Ok(Loaded::Ready(entry)),
+                    // No usable report after all: verified in full and started as at a first start.
+                    Err(d) => d.read().map_err(|e| (e, lib_file))?,
+                }
             }
         };
         let lib_file = verified.manifest.artifact.as_ref().map(|a| a.file.clone());
@@ -564,65 +573,122 @@ fn keep_report(cache: &Path, sha256: &str, report: &str) {
 
 impl BundleSource {
     /// Lists a verified worker bundle at once when its worker's load report for exactly these
-    /// library bytes (sha256) was kept by an earlier start: the entry is built from the
-    /// verified manifest and that report (checked against the manifest as at a load), and the
-    /// worker starts behind it. Calls wait for the worker within their deadline; the worker's
-    /// own report must equal the kept one before any call is sent to it. If the worker then
-    /// fails, the plugin is removed at the next scan (requested at once). Gives the bundle back
-    /// when there is no usable report.
+    /// library bytes (sha256) was kept by an earlier start: see [`BundleSource::list_from_report`].
+    /// Gives the bundle back when there is no usable report.
     fn load_listed(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, Box<VerifiedBundle>> {
+        let library = match bundle.library.try_clone() {
+            Ok(l) => crate::worker::WorkerLibrary::verified(l),
+            Err(_) => return Err(Box::new(bundle)),
+        };
+        let listing = Listing {
+            manifest_path: &bundle.manifest_path,
+            manifest: &bundle.manifest,
+            sha256: &bundle.sha256,
+            signer_key_id: bundle.signer_key_id.as_deref(),
+        };
+        match self.list_from_report(listing, library, None) {
+            Some(entry) => Ok(entry),
+            None => Err(Box::new(bundle)),
+        }
+    }
+
+    /// [`BundleSource::load_listed`] for a worker bundle verified with its library left unread:
+    /// the worker's start reads the library, hashing it while it is streamed into its sealed
+    /// memory file, and refuses it (at its stage, naming the bundle) unless its sha256 is the
+    /// signed one; only those bytes are sent to the worker (which checks their sha256 again).
+    /// Gives the bundle back when there is no usable report.
+    fn list_worker(&self, bundle: DeferredBundle) -> Result<Arc<PluginEntry>, Box<DeferredBundle>> {
+        let reader = bundle.library_reader();
+        let stage = Arc::new(Mutex::new(None));
+        let failed_stage = stage.clone();
+        let read: crate::worker::LibraryRead = Box::new(move || {
+            reader().map_err(|e| {
+                *failed_stage.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.stage);
+                e.message
+            })
+        });
+        let listing = Listing {
+            manifest_path: &bundle.manifest_path,
+            manifest: &bundle.manifest,
+            sha256: &bundle.sha256,
+            signer_key_id: bundle.signer_key_id.as_deref(),
+        };
+        let library = crate::worker::WorkerLibrary::default();
+        match self.list_from_report(listing, library, Some((read, stage))) {
+            Some(entry) => Ok(entry),
+            None => Err(Box::new(bundle)),
+        }
+    }
+
+    /// Lists a verified worker bundle from the load report an earlier start kept for exactly
+    /// its library sha256: the entry is built from the verified manifest and that report
+    /// (checked against the manifest as at a load), and the worker starts behind it. Calls wait
+    /// for the worker within their deadline; the worker's own report must equal the kept one
+    /// before any call is sent to it. If the worker (or, with `read`, the library's read and
+    /// check) then fails, the plugin is removed at the next scan (requested at once). `None`
+    /// when there is no usable report.
+    fn list_from_report(
+        &self,
+        bundle: Listing<'_>,
+        library: crate::worker::WorkerLibrary,
+        read: Option<(crate::worker::LibraryRead, Arc<Mutex<Option<Stage>>>)>,
+    ) -> Option<Arc<PluginEntry>> {
         let policy = &self.settings.isolation;
         let (Some(cache), Some(settings)) = (&policy.start_cache, policy.worker.clone()) else {
-            return Err(Box::new(bundle));
+            return None;
         };
-        let file = report_file(cache, &bundle.sha256);
-        let Ok(report) = fs::read_to_string(&file) else { return Err(Box::new(bundle)) };
+        let file = report_file(cache, bundle.sha256);
+        let report = fs::read_to_string(&file).ok()?;
         let Ok(info) = crate::library::parse_info(&report)
-            .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+            .and_then(|info| crate::library::check_embedded(bundle.manifest, &info).map(|()| info))
         else {
             let _ = fs::remove_file(&file);
-            return Err(Box::new(bundle));
+            return None;
         };
-        let Ok(spec) = worker_spec(&bundle, policy) else { return Err(Box::new(bundle)) };
+        let spec = worker_spec(bundle.manifest, bundle.sha256, library, policy);
         let failed = self.failed.clone();
         let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (read, read_stage) = read.map_or((None, None), |(r, s)| (Some(r), Some(s)));
         let start = FailedStart {
-            bundle: bundle.manifest_path.clone(),
+            bundle: bundle.manifest_path.to_owned(),
             plugin: bundle.manifest.id.clone(),
-            sha256: bundle.sha256.clone(),
+            sha256: bundle.sha256.to_owned(),
             stage: Stage::Worker,
             message: String::new(),
         };
         let plugin = bundle.manifest.id.clone();
+        let kept = file.clone();
         let check = move |ready: &crate::worker::protocol::Ready| {
             if ready.plugin_info == report {
                 announce_sandbox(&plugin, &ready.sandbox);
                 Ok(())
             } else {
-                let _ = fs::remove_file(&file);
+                let _ = fs::remove_file(&kept);
                 Err("the plugin's self-description differs from the one its earlier load reported for the same library bytes".to_owned())
             }
         };
         let on_failure = move |message: String| {
-            tracing::error!(bundle = %start.bundle.display(), plugin = %start.plugin, error = %message, "the worker of a listed plugin failed to start; its tools are removed");
-            failed.lock().unwrap_or_else(|e| e.into_inner()).push(FailedStart { message, ..start });
+            // A library that failed its read or checks: its stage, and the kept report goes.
+            let stage = read_stage.and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
+            if stage.is_some() {
+                let _ = fs::remove_file(&file);
+            }
+            let stage = stage.unwrap_or(Stage::Worker);
+            tracing::error!(bundle = %start.bundle.display(), plugin = %start.plugin, stage = stage.as_str(), error = %message, "the worker of a listed plugin failed to start; its tools are removed");
+            failed.lock().unwrap_or_else(|e| e.into_inner()).push(FailedStart { message, stage, ..start });
             if let Some(s) = signal {
                 s.request();
             }
         };
-        let backend = match WorkerBackend::start_deferred(spec, settings, DEFERRED_START_LINGER, check, on_failure) {
-            Ok(b) => b,
-            Err(_) => return Err(Box::new(bundle)),
-        };
+        let backend =
+            WorkerBackend::start_deferred(spec, settings, DEFERRED_START_LINGER, read, check, on_failure).ok()?;
         let provenance = Provenance {
-            sha256: bundle.sha256.clone(),
-            signer_key_id: bundle.signer_key_id.clone(),
+            sha256: bundle.sha256.to_owned(),
+            signer_key_id: bundle.signer_key_id.map(str::to_owned),
             manifest_path: bundle.manifest_path.display().to_string(),
         };
         tracing::info!(plugin = %bundle.manifest.id, "plugin listed; its worker process is starting");
-        PluginEntry::new(bundle.manifest.clone(), &info, provenance, Arc::new(backend))
-            .map(Arc::new)
-            .map_err(|_| Box::new(bundle))
+        PluginEntry::new(bundle.manifest.clone(), &info, provenance, Arc::new(backend)).map(Arc::new).ok()
     }
 
     /// Loads a verified in-process bundle now, and keeps its load report for the next start
@@ -705,28 +771,29 @@ impl BundleSource {
     }
 }
 
-/// What a worker is sent for a verified bundle, and how it is started.
-fn worker_spec(bundle: &VerifiedBundle, policy: &crate::IsolationPolicy) -> Result<WorkerSpec, BundleError> {
-    let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
-    let sandbox =
-        sandbox_rules(&bundle.manifest.sandbox, policy.plugin_config.get(&bundle.manifest.id), &policy.working_dir);
-    let inline = bundle
-        .manifest
+/// The parts of a verified bundle a worker listed from its kept report needs.
+struct Listing<'a> {
+    manifest_path: &'a Path,
+    manifest: &'a quiver_manifest::Manifest,
+    sha256: &'a str,
+    signer_key_id: Option<&'a str>,
+}
+
+/// What a worker is sent for a verified bundle (its verified `library`), and how it is started.
+fn worker_spec(
+    manifest: &quiver_manifest::Manifest,
+    sha256: &str,
+    library: crate::worker::WorkerLibrary,
+    policy: &crate::IsolationPolicy,
+) -> WorkerSpec {
+    let sandbox = sandbox_rules(&manifest.sandbox, policy.plugin_config.get(&manifest.id), &policy.working_dir);
+    let inline = manifest
         .tools
         .iter()
         .filter(|t| t.policies.effective(t.side_effects).execution == quiver_manifest::Execution::Inline)
         .map(|t| t.name.clone())
         .collect();
-    Ok(WorkerSpec {
-        plugin: bundle.manifest.id.clone(),
-        library: Arc::new(bundle.library.try_clone().map_err(|e| {
-            fail(Stage::Library, format!("cannot keep the verified library to send it to the worker: {e}"))
-        })?),
-        sha256: bundle.sha256.clone(),
-        sandbox,
-        inline,
-        adapter: None,
-    })
+    WorkerSpec { plugin: manifest.id.clone(), library, sha256: sha256.to_owned(), sandbox, inline, adapter: None }
 }
 
 /// The load check of `quiver verify`: a verified bundle is opened in a worker process of its
@@ -748,7 +815,11 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
             "this bundle must run in a worker process, but this host has no worker program configured; run it with the `quiver` binary, or set `isolation.plugins.<id>: in_process` for a plugin you trust".into(),
         ));
     };
-    let spec = worker_spec(&bundle, policy)?;
+    let library = bundle
+        .library
+        .try_clone()
+        .map_err(|e| fail(Stage::Library, format!("cannot keep the verified library to send it to the worker: {e}")))?;
+    let spec = worker_spec(&bundle.manifest, &bundle.sha256, crate::worker::WorkerLibrary::verified(library), policy);
     let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
     let info = crate::library::parse_info(&ready.plugin_info)
         .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
@@ -820,7 +891,7 @@ impl BundleSource {
                 };
                 let spec = WorkerSpec {
                     plugin: manifest.id.clone(),
-                    library: Arc::new(crate::library::VerifiedLibrary::from_bytes(Vec::new())),
+                    library: crate::worker::WorkerLibrary::default(),
                     sha256: bundle.sha256.clone(),
                     sandbox,
                     inline: Vec::new(),

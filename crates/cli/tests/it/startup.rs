@@ -266,3 +266,54 @@ fn a_listed_in_process_library_changed_on_disk_is_refused_by_name_never_loaded_a
     );
     assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 0, "its kept report is deleted");
 }
+
+#[test]
+fn a_listed_worker_library_changed_on_disk_is_refused_by_the_host_never_sent_and_removed() {
+    let manifest = quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml");
+    let dir = signed_project("marker-plugin", "process", &manifest);
+    let echo = json!({"name": "marker_echo", "arguments": {"text": "hi"}});
+    let mut s = Serve::start(dir.path(), &[]);
+    let call = s.reply(2, "tools/call", echo.clone());
+    s.finish();
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    let reports = dir.path().join("state/worker-info");
+    assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 1);
+    // The library changes after its report was kept: the signed manifest no longer matches it.
+    let bundle = dir.path().join("plugins/marker-plugin");
+    let lib = std::fs::read_dir(&bundle)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "so"))
+        .unwrap();
+    let mut bytes = std::fs::read(&lib).unwrap();
+    bytes.extend_from_slice(b"changed after signing");
+    std::fs::write(&lib, bytes).unwrap();
+    // Listed from its verified manifest and the kept report, its library not read at the scan;
+    // the worker's start reads it and the host refuses it before any byte goes to a worker.
+    let mut s = Serve::start(dir.path(), &[]);
+    assert!(s.tool_names(2).iter().any(|n| n == "marker_echo"), "listed from its verified manifest");
+    let call = s.reply(3, "tools/call", echo);
+    assert_eq!(call["result"]["isError"], json!(true), "{call}");
+    let text = call.to_string();
+    assert!(
+        text.contains("plugin_unavailable") && text.contains("marker-plugin") && text.contains("changed after signing"),
+        "the host's checksum check names the library: {call}"
+    );
+    assert!(!text.contains("the host verified"), "refused by the host, not by a worker it was sent to: {call}");
+    let list_changed = |v: &Value| v["method"] == "notifications/tools/list_changed";
+    if !s.skipped.iter().any(list_changed) {
+        s.until(list_changed);
+    }
+    let after = s.tool_names(4);
+    assert!(!after.iter().any(|n| n == "marker_echo"), "{after:?}");
+    let log = s.finish();
+    assert!(
+        log.contains("the worker of a listed plugin failed to start")
+            && log.contains("checksum")
+            && log.contains("marker-plugin.tool.yaml"),
+        "{log}"
+    );
+    assert!(!log.contains("plugin runs in a worker process"), "no worker loaded it: {log}");
+    assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 0, "its kept report is deleted");
+}

@@ -16,12 +16,37 @@ use quiver_catalog::{AbortReason, CallSink, Dispatch, LogLevel, Placement, Remot
 use tokio::sync::{Notify, oneshot};
 
 use super::protocol::{self, HelloRef, PROTOCOL_VERSION, Ready, SandboxRules, ToHost, ToWorker};
+use crate::library::VerifiedLibrary;
+
+/// The library bytes a worker is sent: verified bytes kept in their sealed memory file (not
+/// copied: a restart sends them again from there). A worker listed before its library was read
+/// ([`WorkerBackend::start_deferred`] with a `read`) starts with none: its `read` checks the
+/// library against the signed sha256 and only those bytes are set, once; a worker is never
+/// started without them.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerLibrary(Arc<std::sync::OnceLock<VerifiedLibrary>>);
+
+impl WorkerLibrary {
+    /// Bytes verified already.
+    pub fn verified(library: VerifiedLibrary) -> WorkerLibrary {
+        let slot = std::sync::OnceLock::new();
+        let _ = slot.set(library);
+        WorkerLibrary(Arc::new(slot))
+    }
+
+    fn get(&self) -> Option<&VerifiedLibrary> {
+        self.0.get()
+    }
+}
+
+/// Reads and checks a worker's library on its first start (see [`WorkerLibrary`]).
+pub type LibraryRead = Box<dyn FnOnce() -> Result<VerifiedLibrary, String> + Send>;
 
 /// Writes the handshake frame without building it in memory first: the frame of the hello
 /// with an empty library, with the library's bytes streamed in where that empty slice's length
 /// byte was (postcard writes a byte slice as its varint length, then the bytes; the sandbox
 /// rules are the only field after it).
-fn write_hello(w: &mut impl std::io::Write, spec: &WorkerSpec) -> std::io::Result<()> {
+fn write_hello(w: &mut impl std::io::Write, spec: &WorkerSpec, library: &VerifiedLibrary) -> std::io::Result<()> {
     let empty = HelloRef::Hello {
         protocol: PROTOCOL_VERSION,
         plugin: &spec.plugin,
@@ -33,7 +58,7 @@ fn write_hello(w: &mut impl std::io::Write, spec: &WorkerSpec) -> std::io::Resul
     let tail = postcard::experimental::serialized_size(&spec.sandbox).map_err(std::io::Error::other)?;
     let split = frame.len() - tail - 1;
     debug_assert_eq!(frame[split], 0, "the empty library's length byte");
-    let n = spec.library.len() as usize;
+    let n = library.len() as usize;
     let length = postcard::to_allocvec(&n).map_err(std::io::Error::other)?;
     let total = frame.len() - 1 + length.len() + n;
     let total = u32::try_from(total)
@@ -41,7 +66,7 @@ fn write_hello(w: &mut impl std::io::Write, spec: &WorkerSpec) -> std::io::Resul
     w.write_all(&total.to_le_bytes())?;
     w.write_all(&frame[..split])?;
     w.write_all(&length)?;
-    spec.library.write_to(w)?;
+    library.write_to(w)?;
     w.write_all(&frame[split + 1..])?;
     w.flush()
 }
@@ -96,9 +121,8 @@ impl WorkerSettings {
 pub struct WorkerSpec {
     /// Plugin id.
     pub plugin: String,
-    /// The verified library bytes (kept in their sealed memory file, not copied: a restart
-    /// sends them again from there).
-    pub library: Arc<crate::library::VerifiedLibrary>,
+    /// The verified library bytes (see [`WorkerLibrary`]).
+    pub library: WorkerLibrary,
     /// Their sha256.
     pub sha256: String,
     /// The sandbox.
@@ -267,6 +291,11 @@ impl Supervisor {
     /// Starts a worker and completes the handshake. Blocking.
     fn spawn(self: &Arc<Self>) -> Result<(Arc<Proc>, Ready), String> {
         let s = &self.settings;
+        let library = match (&self.spec.adapter, self.spec.library.get()) {
+            (Some(_), _) => None,
+            (None, Some(l)) => Some(l),
+            (None, None) => return Err("the plugin's library was not read and verified".to_owned()),
+        };
         let mut cmd = Command::new(&s.program);
         cmd.args(&s.args)
             .env_clear()
@@ -324,10 +353,11 @@ impl Supervisor {
         let sent = {
             let mut g = proc.writer.lock().unwrap_or_else(|e| e.into_inner());
             let (w, _) = &mut *g;
-            match &self.spec.adapter {
+            match (&self.spec.adapter, library) {
                 // Written straight to the pipe (no frame buffer the size of the library).
-                None => write_hello(w, &self.spec),
-                Some(a) => {
+                (None, Some(library)) => write_hello(w, &self.spec, library),
+                (None, None) => Err(std::io::Error::other("no verified library")),
+                (Some(a), _) => {
                     let hello = ToWorker::HelloAdapter(protocol::HelloAdapter {
                         protocol: PROTOCOL_VERSION,
                         plugin: self.spec.plugin.clone(),
@@ -586,11 +616,14 @@ impl WorkerBackend {
     /// its client's handshake does not share the CPU with the worker's start). Calls wait
     /// (within their deadline) until the worker has loaded the plugin and `check` accepted its
     /// handshake; if the start or the check fails, calls get `plugin_unavailable` with the
-    /// reason and `failed` is called with it (once, on that thread).
+    /// reason and `failed` is called with it (once, on that thread). With `read`, the spec's
+    /// library is empty and `read` reads and checks it on that thread before the process starts
+    /// (a failed read fails the start).
     pub fn start_deferred(
         spec: WorkerSpec,
         settings: WorkerSettings,
         linger: Duration,
+        read: Option<LibraryRead>,
         check: impl FnOnce(&Ready) -> Result<(), String> + Send + 'static,
         failed: impl FnOnce(String) + Send + 'static,
     ) -> Result<WorkerBackend, String> {
@@ -605,7 +638,13 @@ impl WorkerBackend {
                     let kicked = sup.kick.0.lock().unwrap_or_else(|e| e.into_inner());
                     let _ = sup.kick.1.wait_timeout_while(kicked, linger, |k| !*k);
                 }
-                let outcome = sup.spawn().and_then(|(proc, ready)| match check(&ready) {
+                let library = match read {
+                    Some(read) => read().map(|library| {
+                        let _ = sup.spec.library.0.set(library);
+                    }),
+                    None => Ok(()),
+                };
+                let outcome = library.and_then(|()| sup.spawn()).and_then(|(proc, ready)| match check(&ready) {
                     Ok(()) => Ok(proc),
                     Err(e) => {
                         proc.shared.kill("failed its load check".into());
@@ -796,7 +835,6 @@ impl ToolBackend for WorkerBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::library::VerifiedLibrary;
     use protocol::{PathRule, ToWorker};
 
     /// The hello streamed from the library's sealed memory file (and from bytes in memory) is
@@ -812,14 +850,14 @@ mod tests {
         for library in [sealed, VerifiedLibrary::from_bytes(bytes.clone())] {
             let spec = WorkerSpec {
                 plugin: "p".into(),
-                library: Arc::new(library),
+                library: WorkerLibrary::default(),
                 sha256: sha256.clone(),
                 sandbox: sandbox.clone(),
                 inline: Vec::new(),
                 adapter: None,
             };
             let mut wire = Vec::new();
-            write_hello(&mut wire, &spec).unwrap();
+            write_hello(&mut wire, &spec, &library).unwrap();
             let mut input = wire.as_slice();
             let decoded = protocol::read_frame::<ToWorker>(&mut input, &mut Vec::new()).unwrap();
             assert!(input.is_empty(), "one frame, {} bytes left over", input.len());

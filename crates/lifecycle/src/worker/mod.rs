@@ -17,5 +17,8 @@ mod child;
 pub mod protocol;
 mod sandbox;
 
-pub use backend::{AdapterLoad, PLUGIN_CRASHED, PLUGIN_UNAVAILABLE, WorkerBackend, WorkerSettings, WorkerSpec};
+pub use backend::{
+    AdapterLoad, LibraryRead, PLUGIN_CRASHED, PLUGIN_UNAVAILABLE, WorkerBackend, WorkerLibrary, WorkerSettings,
+    WorkerSpec,
+};
 pub use child::run as run_child;
