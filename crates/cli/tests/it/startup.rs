@@ -224,24 +224,7 @@ fn an_in_process_plugin_loaded_before_is_listed_at_once_and_loaded_on_its_first_
 fn a_listed_in_process_library_changed_on_disk_is_refused_by_name_never_loaded_and_removed() {
     let manifest = quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml");
     let dir = in_process_project("marker-plugin", &manifest);
-    let echo = json!({"name": "marker_echo", "arguments": {"text": "hi"}});
-    let mut s = Serve::start(dir.path(), &[]);
-    let call = s.reply(2, "tools/call", echo.clone());
-    s.finish();
-    assert_eq!(call["result"]["isError"], json!(false), "{call}");
-    let reports = dir.path().join("state/worker-info");
-    assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 1);
-    // The library changes after its report was kept: the signed manifest no longer matches it.
-    let bundle = dir.path().join("plugins/marker-plugin");
-    let lib = std::fs::read_dir(&bundle)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "so"))
-        .unwrap();
-    let mut bytes = std::fs::read(&lib).unwrap();
-    bytes.extend_from_slice(b"changed after signing");
-    std::fs::write(&lib, bytes).unwrap();
+    let (echo, reports) = keep_a_report_then_change_the_library(dir.path());
     let marker = dir.path().join("constructor-ran");
     let mut s = Serve::start(dir.path(), &[("QUIVER_TEST_MARKER", marker.to_str().unwrap())]);
     assert!(s.tool_names(2).iter().any(|n| n == "marker_echo"), "listed from its verified manifest");
@@ -252,12 +235,7 @@ fn a_listed_in_process_library_changed_on_disk_is_refused_by_name_never_loaded_a
         text.contains("plugin_unavailable") && text.contains("marker-plugin") && text.contains("checksum"),
         "{call}"
     );
-    let list_changed = |v: &Value| v["method"] == "notifications/tools/list_changed";
-    if !s.skipped.iter().any(list_changed) {
-        s.until(list_changed);
-    }
-    let after = s.tool_names(4);
-    assert!(!after.iter().any(|n| n == "marker_echo"), "{after:?}");
+    assert_removed_after_list_changed(&mut s);
     let log = s.finish();
     assert!(!marker.exists(), "no code of the changed library ran");
     assert!(
@@ -271,24 +249,7 @@ fn a_listed_in_process_library_changed_on_disk_is_refused_by_name_never_loaded_a
 fn a_listed_worker_library_changed_on_disk_is_refused_by_the_host_never_sent_and_removed() {
     let manifest = quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml");
     let dir = signed_project("marker-plugin", "process", &manifest);
-    let echo = json!({"name": "marker_echo", "arguments": {"text": "hi"}});
-    let mut s = Serve::start(dir.path(), &[]);
-    let call = s.reply(2, "tools/call", echo.clone());
-    s.finish();
-    assert_eq!(call["result"]["isError"], json!(false), "{call}");
-    let reports = dir.path().join("state/worker-info");
-    assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 1);
-    // The library changes after its report was kept: the signed manifest no longer matches it.
-    let bundle = dir.path().join("plugins/marker-plugin");
-    let lib = std::fs::read_dir(&bundle)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "so"))
-        .unwrap();
-    let mut bytes = std::fs::read(&lib).unwrap();
-    bytes.extend_from_slice(b"changed after signing");
-    std::fs::write(&lib, bytes).unwrap();
+    let (echo, reports) = keep_a_report_then_change_the_library(dir.path());
     // Listed from its verified manifest and the kept report, its library not read at the scan;
     // the worker's start reads it and the host refuses it before any byte goes to a worker.
     let mut s = Serve::start(dir.path(), &[]);
@@ -301,12 +262,7 @@ fn a_listed_worker_library_changed_on_disk_is_refused_by_the_host_never_sent_and
         "the host's checksum check names the library: {call}"
     );
     assert!(!text.contains("the host verified"), "refused by the host, not by a worker it was sent to: {call}");
-    let list_changed = |v: &Value| v["method"] == "notifications/tools/list_changed";
-    if !s.skipped.iter().any(list_changed) {
-        s.until(list_changed);
-    }
-    let after = s.tool_names(4);
-    assert!(!after.iter().any(|n| n == "marker_echo"), "{after:?}");
+    assert_removed_after_list_changed(&mut s);
     let log = s.finish();
     assert!(
         log.contains("the worker of a listed plugin failed to start")
@@ -316,4 +272,37 @@ fn a_listed_worker_library_changed_on_disk_is_refused_by_the_host_never_sent_and
     );
     assert!(!log.contains("plugin runs in a worker process"), "no worker loaded it: {log}");
     assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 0, "its kept report is deleted");
+}
+
+/// A first start of the marker plugin's project at `dir` whose call succeeds and keeps its load
+/// report; then its library changes on disk, so the signed manifest no longer matches it.
+/// Gives the echo call and the kept reports' folder.
+fn keep_a_report_then_change_the_library(dir: &std::path::Path) -> (Value, std::path::PathBuf) {
+    let echo = json!({"name": "marker_echo", "arguments": {"text": "hi"}});
+    let mut s = Serve::start(dir, &[]);
+    let call = s.reply(2, "tools/call", echo.clone());
+    s.finish();
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    let reports = dir.join("state/worker-info");
+    assert_eq!(std::fs::read_dir(&reports).unwrap().count(), 1);
+    let lib = std::fs::read_dir(dir.join("plugins/marker-plugin"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "so"))
+        .unwrap();
+    let mut bytes = std::fs::read(&lib).unwrap();
+    bytes.extend_from_slice(b"changed after signing");
+    std::fs::write(&lib, bytes).unwrap();
+    (echo, reports)
+}
+
+/// Waits for `tools/list_changed` (unless it came already) and checks `marker_echo` is gone.
+fn assert_removed_after_list_changed(s: &mut Serve) {
+    let list_changed = |v: &Value| v["method"] == "notifications/tools/list_changed";
+    if !s.skipped.iter().any(list_changed) {
+        s.until(list_changed);
+    }
+    let after = s.tool_names(4);
+    assert!(!after.iter().any(|n| n == "marker_echo"), "{after:?}");
 }
