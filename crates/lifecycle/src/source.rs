@@ -598,15 +598,7 @@ impl BundleSource {
     /// signed one; only those bytes are sent to the worker (which checks their sha256 again).
     /// Gives the bundle back when there is no usable report.
     fn list_worker(&self, bundle: DeferredBundle) -> Result<Arc<PluginEntry>, Box<DeferredBundle>> {
-        let reader = bundle.library_reader();
-        let stage = Arc::new(Mutex::new(None));
-        let failed_stage = stage.clone();
-        let read: crate::worker::LibraryRead = Box::new(move || {
-            reader().map_err(|e| {
-                *failed_stage.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.stage);
-                e.message
-            })
-        });
+        let read: crate::worker::LibraryRead = Box::new(bundle.library_reader());
         let listing = Listing {
             manifest_path: &bundle.manifest_path,
             manifest: &bundle.manifest,
@@ -614,7 +606,7 @@ impl BundleSource {
             signer_key_id: bundle.signer_key_id.as_deref(),
         };
         let library = crate::worker::WorkerLibrary::default();
-        match self.list_from_report(listing, library, Some((read, stage))) {
+        match self.list_from_report(listing, library, Some(read)) {
             Some(entry) => Ok(entry),
             None => Err(Box::new(bundle)),
         }
@@ -631,7 +623,7 @@ impl BundleSource {
         &self,
         bundle: Listing<'_>,
         library: crate::worker::WorkerLibrary,
-        read: Option<(crate::worker::LibraryRead, Arc<Mutex<Option<Stage>>>)>,
+        read: Option<crate::worker::LibraryRead>,
     ) -> Option<Arc<PluginEntry>> {
         let policy = &self.settings.isolation;
         let (Some(cache), Some(settings)) = (&policy.start_cache, policy.worker.clone()) else {
@@ -648,7 +640,6 @@ impl BundleSource {
         let spec = worker_spec(bundle.manifest, bundle.sha256, library, policy);
         let failed = self.failed.clone();
         let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let (read, read_stage) = read.map_or((None, None), |(r, s)| (Some(r), Some(s)));
         let start = FailedStart {
             bundle: bundle.manifest_path.to_owned(),
             plugin: bundle.manifest.id.clone(),
@@ -667,9 +658,8 @@ impl BundleSource {
                 Err("the plugin's self-description differs from the one its earlier load reported for the same library bytes".to_owned())
             }
         };
-        let on_failure = move |message: String| {
+        let on_failure = move |stage: Option<Stage>, message: String| {
             // A library that failed its read or checks: its stage, and the kept report goes.
-            let stage = read_stage.and_then(|s| s.lock().unwrap_or_else(|p| p.into_inner()).take());
             if stage.is_some() {
                 let _ = fs::remove_file(&file);
             }

@@ -39,8 +39,9 @@ impl WorkerLibrary {
     }
 }
 
-/// Reads and checks a worker's library on its first start (see [`WorkerLibrary`]).
-pub type LibraryRead = Box<dyn FnOnce() -> Result<VerifiedLibrary, String> + Send>;
+/// Reads and checks a worker's library on its first start (see [`WorkerLibrary`]); a refusal
+/// names its stage.
+pub type LibraryRead = Box<dyn FnOnce() -> Result<VerifiedLibrary, crate::BundleError> + Send>;
 
 /// Writes the handshake frame without building it in memory first: the frame of the hello
 /// with an empty library, with the library's bytes streamed in where that empty slice's length
@@ -618,14 +619,15 @@ impl WorkerBackend {
     /// handshake; if the start or the check fails, calls get `plugin_unavailable` with the
     /// reason and `failed` is called with it (once, on that thread). With `read`, the spec's
     /// library is empty and `read` reads and checks it on that thread before the process starts
-    /// (a failed read fails the start).
+    /// (a failed read fails the start, and `failed` gets the stage it failed at; `None` for a
+    /// worker that failed to start or its check).
     pub fn start_deferred(
         spec: WorkerSpec,
         settings: WorkerSettings,
         linger: Duration,
         read: Option<LibraryRead>,
         check: impl FnOnce(&Ready) -> Result<(), String> + Send + 'static,
-        failed: impl FnOnce(String) + Send + 'static,
+        failed: impl FnOnce(Option<crate::Stage>, String) + Send + 'static,
     ) -> Result<WorkerBackend, String> {
         let state = SupState { starting: true, ..SupState::default() };
         let sup = Arc::new(Supervisor::new(spec, settings, state));
@@ -644,12 +646,16 @@ impl WorkerBackend {
                     }),
                     None => Ok(()),
                 };
-                let outcome = library.and_then(|()| sup.spawn()).and_then(|(proc, ready)| match check(&ready) {
-                    Ok(()) => Ok(proc),
-                    Err(e) => {
-                        proc.shared.kill("failed its load check".into());
-                        Err(e)
-                    }
+                let outcome = library.map_err(|e| (Some(e.stage), e.message)).and_then(|()| {
+                    sup.spawn()
+                        .and_then(|(proc, ready)| match check(&ready) {
+                            Ok(()) => Ok(proc),
+                            Err(e) => {
+                                proc.shared.kill("failed its load check".into());
+                                Err(e)
+                            }
+                        })
+                        .map_err(|e| (None, e))
                 });
                 let mut st = sup.state.lock().unwrap_or_else(|e| e.into_inner());
                 st.starting = false;
@@ -660,15 +666,15 @@ impl WorkerBackend {
                         None
                     }
                     Ok(_) => None,
-                    Err(e) => {
+                    Err((stage, e)) => {
                         st.disabled = Some(format!("its worker could not be started: {e}"));
-                        Some(e)
+                        Some((stage, e))
                     }
                 };
                 drop(st);
                 sup.changed.notify_waiters();
-                if let Some(e) = error {
-                    failed(e);
+                if let Some((stage, e)) = error {
+                    failed(stage, e);
                 }
             })
             .map_err(|e| format!("cannot start a thread for the worker: {e}"))?;
