@@ -34,8 +34,8 @@ const BEGIN: &str = "<!-- cargo xtask bench --speed: begin (generated; re-run to
 const END: &str = "<!-- cargo xtask bench --speed: end -->";
 
 /// The marker plugin's manifest line that the thread build replaces (see its `lib.rs`).
-const INLINE_LINE: &str = "    policies: {execution: inline}";
-const THREAD_LINE: &str = "    policies: {execution: thread}";
+pub(crate) const INLINE_LINE: &str = "    policies: {execution: inline}";
+pub(crate) const THREAD_LINE: &str = "    policies: {execution: thread}";
 
 /// Built programs the comparison runs.
 struct Programs {
@@ -233,7 +233,7 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
     Ok(())
 }
 
-fn s(p: &Path) -> String {
+pub(crate) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
@@ -271,7 +271,7 @@ fn build(ws: &Workspace, profile: &Profile) -> Result<Programs> {
 /// The repository's `quiver.yaml` written into `dir` with its paths made absolute and its state
 /// folder in `dir` (so the bench can empty it without touching the repository's own); gives the
 /// file and that state folder.
-fn bundled_setup(ws: &Workspace, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn bundled_setup(ws: &Workspace, dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let mut text = fs::read_to_string(ws.root.join("quiver.yaml"))?;
     let state = dir.join("state");
     for (from, to) in [
@@ -291,7 +291,7 @@ fn bundled_setup(ws: &Workspace, dir: &Path) -> Result<(PathBuf, PathBuf)> {
 /// The shipped bundles of `plugins/`, as `cargo xtask build-plugins` makes them (stripped
 /// release libraries, signed with the development key), without its load check through a debug
 /// `quiver` (the benchmark's own release `quiver` loads them next, with every check).
-fn bundle_shipped(ws: &Workspace, target: &Path) -> Result<()> {
+pub(crate) fn bundle_shipped(ws: &Workspace, target: &Path) -> Result<()> {
     use crate::build_plugins::{DevKey, bundle, bundle_adapter, strip_config};
     let key = DevKey::load_or_create(&ws.dev_key_dir())?;
     let (plugins, adapters) = ws.select_all(&[])?;
@@ -310,7 +310,7 @@ fn bundle_shipped(ws: &Workspace, target: &Path) -> Result<()> {
 
 /// Stripped release builds of the marker plugin: as written (`marker_echo` inline) and with
 /// `marker_echo` declared `execution: thread`; copied into `dir`.
-fn marker_libraries(ws: &Workspace, target: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn marker_libraries(ws: &Workspace, target: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let built = target.join("release/libmarker_plugin.so");
     let thread = dir.join("libmarker_plugin_thread.so");
     let mut cmd = ws.cargo();
@@ -333,7 +333,7 @@ fn marker_libraries(ws: &Workspace, target: &Path, dir: &Path) -> Result<(PathBu
 /// `copies` bundles whose plugin id and tool names are rewritten in the library bytes and the
 /// manifest alike (same lengths: `marker-plugin` → `mk-00042-plug`, `marker_echo` →
 /// `m00042_echo`), each signed with `key`. Returns the configuration file.
-fn quiver_setup(
+pub(crate) fn quiver_setup(
     root: &Path,
     key: &quiver_manifest::KeyPair,
     public: &Path,

