@@ -113,14 +113,14 @@ fn functions_of(profile: &str, object: &str, out: &mut BTreeSet<String>) {
             ob = o.trim();
         } else if let Some(o) = line.strip_prefix("cob=") {
             cob = Some(o.trim());
-        } else if let Some(f) = line.strip_prefix("fn=") {
-            if ob == object {
-                out.insert(plain(f).to_owned());
-            }
-        } else if let Some(f) = line.strip_prefix("cfn=") {
-            if cob.take().unwrap_or(ob) == object {
-                out.insert(plain(f).to_owned());
-            }
+        } else if let Some(f) = line.strip_prefix("fn=")
+            && ob == object
+        {
+            out.insert(plain(f).to_owned());
+        } else if let Some(f) = line.strip_prefix("cfn=")
+            && cob.take().unwrap_or(ob) == object
+        {
+            out.insert(plain(f).to_owned());
         }
     }
 }
