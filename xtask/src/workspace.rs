@@ -130,11 +130,18 @@ impl Workspace {
     /// Without the `CARGO_MANIFEST_DIR` that `cargo run` (the `xtask` alias) sets for us:
     /// `ring`'s build script reruns when it changes, so passing it on rebuilt `ring` and
     /// everything above it (rustls, reqwest, rmcp, the Quiver crates) whenever a build from a
-    /// shell and one from xtask alternated.
+    /// shell and one from xtask alternated. The same for the `CARGO_PKG_*` variables (`ring`'s
+    /// build script also reruns when `CARGO_PKG_NAME` or `CARGO_PKG_VERSION_*` change) and
+    /// `CARGO_MANIFEST_PATH`.
     pub fn cargo(&self) -> Command {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(&self.root).env_remove("CARGO_MANIFEST_DIR");
+        cmd.current_dir(&self.root).env_remove("CARGO_MANIFEST_DIR").env_remove("CARGO_MANIFEST_PATH");
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(|n| n.starts_with("CARGO_PKG_")) {
+                cmd.env_remove(name);
+            }
+        }
         cmd
     }
 
