@@ -581,9 +581,15 @@ fn write_replace(dir: &Path, file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
-/// The file of `start_cache` that keeps the digest of the check of the report of `sha256`.
+/// The folder next to `start_cache` (`state_dir/checked` for `serve`) that keeps the records of
+/// checks: the kept folder holds the load reports alone.
+pub(crate) fn checked_dir(cache: &Path) -> PathBuf {
+    cache.with_file_name("checked")
+}
+
+/// The file that keeps the digest of the check of the kept report of `sha256`.
 fn checked_file(cache: &Path, sha256: &str) -> PathBuf {
-    cache.join(format!("{sha256}.checked"))
+    checked_dir(cache).join(format!("{sha256}.report"))
 }
 
 /// What a kept report's check is recorded as: the sha256 of this host's version and ABI, the
@@ -606,8 +612,10 @@ fn checked_digest(report: &str, manifest_sha256: &str) -> String {
 /// Records that the kept report of `sha256` agrees with the signed manifest `manifest_sha256`
 /// (best effort: without it the next start checks the report in full).
 fn keep_checked(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) {
-    let file = checked_file(cache, sha256);
-    if let Err(e) = write_replace(cache, &file, checked_digest(report, manifest_sha256).as_bytes()) {
+    let (dir, file) = (checked_dir(cache), checked_file(cache, sha256));
+    let written = fs::create_dir_all(&dir)
+        .and_then(|()| write_replace(&dir, &file, checked_digest(report, manifest_sha256).as_bytes()));
+    if let Err(e) = written {
         tracing::debug!(file = %file.display(), error = %e, "cannot keep the check of the load report");
     }
 }
@@ -1242,7 +1250,7 @@ mod tests {
         let start = || {
             let mut src = source(&plugins, &key);
             src.settings.isolation.start_cache = Some(cache.clone());
-            src.settings.verify.checked_manifests = Some(cache.clone());
+            src.settings.verify.checked_manifests = Some(checked_dir(&cache));
             let report = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
             (src, report)
         };
@@ -1262,7 +1270,8 @@ mod tests {
         let recorded = fs::read_to_string(checked_file(&cache, &sha256)).unwrap();
         assert_eq!(recorded, checked_digest(&report, &manifest_sha256), "the first load records its check");
         assert_ne!(recorded, checked_digest(&report, &"0".repeat(64)), "the record is bound to the manifest");
-        let manifest_record = cache.join(format!("{manifest_sha256}.manifest"));
+        assert_eq!(fs::read_dir(&cache).unwrap().count(), 1, "the kept folder holds the load report alone");
+        let manifest_record = checked_dir(&cache).join(format!("{manifest_sha256}.manifest"));
         assert_eq!(
             fs::read_to_string(&manifest_record).unwrap(),
             crate::bundle::manifest_check_digest(&manifest_sha256),
@@ -1283,14 +1292,17 @@ mod tests {
         let changed = write_bundle(&plugins, "marker-plugin", &lib, Some(&text), Some(&key));
         let changed_sha256 = quiver_manifest::sha256_hex(&fs::read(&changed.manifest).unwrap());
         assert_ne!(changed_sha256, manifest_sha256);
-        assert!(!cache.join(format!("{changed_sha256}.manifest")).exists());
+        assert!(!checked_dir(&cache).join(format!("{changed_sha256}.manifest")).exists());
         let (_, refused) = start();
         assert!(refused.added.is_empty(), "{refused:?}");
         assert_eq!(refused.rejected.len(), 1, "{refused:?}");
         assert_eq!(refused.rejected[0].stage, Stage::Embedded, "{refused:?}");
         assert!(refused.rejected[0].message.contains("display_name"), "{}", refused.rejected[0].message);
         assert!(!report_file(&cache, &sha256).exists(), "a report that does not agree is deleted");
-        assert!(cache.join(format!("{changed_sha256}.manifest")).exists(), "each manifest has its own record");
+        assert!(
+            checked_dir(&cache).join(format!("{changed_sha256}.manifest")).exists(),
+            "each manifest has its own record"
+        );
 
         // A forged record for the changed manifest: the scan lists it, but the first call checks
         // the report in full before the call reaches the library, and refuses it.
