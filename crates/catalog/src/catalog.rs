@@ -202,8 +202,11 @@ pub struct Catalog {
     /// Descriptor and its serialized size, parallel to `tools`; each built on first use (a
     /// deferred tool that is never surfaced never pays for one).
     descriptors: Vec<OnceLock<(Arc<serde_json::Value>, usize)>>,
-    /// Search index over visible tools; document `i` is tool `search_tools[i]`.
-    search: SearchIndex,
+    /// Search index over visible tools; document `i` is tool `search_tools[i]`. Built on the
+    /// first search that needs it (most starts and rebuilds never search before the next
+    /// rebuild), from `search_setup`.
+    search: OnceLock<SearchIndex>,
+    search_setup: SearchSetup,
     search_tools: Vec<usize>,
 }
 
@@ -225,7 +228,8 @@ impl Catalog {
             names: HashMap::default(),
             warnings: Vec::new(),
             descriptors: Vec::new(),
-            search: SearchIndex::build(Vec::new()),
+            search: OnceLock::new(),
+            search_setup: SearchSetup::default(),
             search_tools: Vec::new(),
         }
     }
@@ -293,15 +297,10 @@ impl Catalog {
         let mut catalog = Catalog { plugins, tools, names, ..Catalog::empty() };
         catalog.warnings = catalog.check_replacements();
         catalog.descriptors = (0..catalog.tools.len()).map(|_| OnceLock::new()).collect();
-        let mut docs = Vec::new();
-        for (i, r) in catalog.tools.iter().enumerate() {
-            let def = catalog.def(r);
-            if def.spec.lifecycle.state.is_visible() {
-                docs.push(search_doc(&r.name, def));
-                catalog.search_tools.push(i);
-            }
-        }
-        catalog.search = search.index(docs);
+        catalog.search_tools = (0..catalog.tools.len())
+            .filter(|&i| catalog.def(&catalog.tools[i]).spec.lifecycle.state.is_visible())
+            .collect();
+        catalog.search_setup = search.clone();
         Ok(catalog)
     }
 
@@ -406,7 +405,16 @@ impl Catalog {
 
     /// The search index over visible tools, and the tool index of each of its documents.
     pub fn search_index(&self) -> (&SearchIndex, &[usize]) {
-        (&self.search, &self.search_tools)
+        let index = self.search.get_or_init(|| {
+            let docs = self.search_tools.iter().map(|&i| search_doc(&self.tools[i].name, self.def(&self.tools[i])));
+            self.search_setup.index(docs.collect())
+        });
+        (index, &self.search_tools)
+    }
+
+    /// True once the search index has been built (by the first search that needed it).
+    pub fn search_index_built(&self) -> bool {
+        self.search.get().is_some()
     }
 
     /// A compact, deterministic index of what the caller can find: domains with tool counts

@@ -226,6 +226,24 @@ fn hidden_deprecated_and_removed_names_never_reach_a_surface_or_search() {
 }
 
 #[test]
+fn the_search_index_is_built_on_the_first_search_and_only_over_visible_tools() {
+    let c = sample();
+    let full = session(ExposureMode::Full, &["*"]).surface(&c);
+    assert!(full.contains("fs_read"));
+    assert!(!c.search_index_built(), "building the catalog and a surface without intent builds no index");
+    let r =
+        search_catalog(&c, &Access::unrestricted(), &SearchRequest { query: "read".into(), ..Default::default() }, 50)
+            .unwrap();
+    assert!(c.search_index_built(), "the first search builds it");
+    assert_eq!(r.tools.first().map(|t| t.name.as_str()), Some("fs_read"));
+    let (index, tools) = c.search_index();
+    let visible: Vec<&str> = c.visible_tools().map(|t| t.name.as_str()).collect();
+    assert_eq!(index.len(), visible.len());
+    assert_eq!(tools.iter().map(|&i| c.tools()[i].name.as_str()).collect::<Vec<_>>(), visible);
+    assert_eq!(index.docs().iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), visible);
+}
+
+#[test]
 fn surfaces_per_mode() {
     let c = sample();
     let p = |mode| {

@@ -100,6 +100,33 @@ mod tests {
         assert_eq!(parses() - before, 4);
     }
 
+    /// A configuration that passed the schema check is recorded in its existing state folder
+    /// (and the next process skips that check for exactly that text); no state folder, no record.
+    #[test]
+    fn a_configuration_that_passed_the_schema_check_is_recorded_in_its_state_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("quiver.yaml");
+        let text = "state_dir: state\nrescan_interval_ms: 9\n";
+        let record = dir.path().join("state").join(SCHEMA_CHECK_RECORD);
+        parse(&path, text, "quiver.yaml").unwrap();
+        assert!(!record.exists(), "no state folder is created for the record");
+        std::fs::create_dir(dir.path().join("state")).unwrap();
+        let text = "state_dir: state\nrescan_interval_ms: 10\n";
+        assert_eq!(parse(&path, text, "quiver.yaml").unwrap().rescan_interval_ms, 10);
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), schema_check_digest(text));
+        assert_ne!(schema_check_digest(text), schema_check_digest("state_dir: state\nrescan_interval_ms: 11\n"));
+        // A recorded text parses to the same configuration; a bad one is still refused by field.
+        assert_eq!(parse(&path, text, "quiver.yaml").unwrap().rescan_interval_ms, 10);
+        let bad = "state_dir: state\nrescan_interval_ms: -1\n";
+        let e = parse(&path, bad, "quiver.yaml").unwrap_err().to_string();
+        assert!(e.contains("rescan_interval_ms"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&record).unwrap(),
+            schema_check_digest(text),
+            "a refused text is not recorded"
+        );
+    }
+
     #[test]
     fn user_config_follows_the_xdg_rules() {
         assert_eq!(user_config_path(Some("/x/cfg"), Some("/home/u")), Some(PathBuf::from("/x/cfg/quiver/quiver.yaml")));
@@ -139,7 +166,37 @@ pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, Manife
     }
     #[cfg(test)]
     PARSES.with(|n| n.set(n.get() + 1));
-    let config = HostConfig::from_yaml(text, origin)?;
+    let digest = schema_check_digest(text);
+    let record =
+        |config: &HostConfig| path.parent().unwrap_or(Path::new("")).join(&config.state_dir).join(SCHEMA_CHECK_RECORD);
+    let (config, checked_now) = HostConfig::from_yaml_with(text, origin, |config| {
+        std::fs::read(record(config)).is_ok_and(|kept| kept == digest.as_bytes())
+    })?;
+    if checked_now {
+        keep_schema_check(&record(&config), &digest);
+    }
     *last = Some((path.to_owned(), text.to_owned(), config.clone()));
     Ok(config)
+}
+
+/// The file in the state folder that records the last configuration text that passed the JSON
+/// Schema check (its [`schema_check_digest`]).
+pub const SCHEMA_CHECK_RECORD: &str = "config-checked";
+
+/// The record of a configuration text that passed the schema check in this host build: the
+/// sha256 of the build's version and the text. Another text or another build never matches.
+fn schema_check_digest(text: &str) -> String {
+    let mut bytes = format!("quiver configuration schema check\0{}\0", env!("CARGO_PKG_VERSION")).into_bytes();
+    bytes.extend_from_slice(text.as_bytes());
+    quiver_manifest::sha256_hex(&bytes)
+}
+
+/// Keeps the record (best effort: without it the next start checks the schema again), only in
+/// a state folder that exists (a command never creates one just for this).
+fn keep_schema_check(file: &Path, digest: &str) {
+    let Some(dir) = file.parent().filter(|d| d.is_dir()) else { return };
+    let tmp = dir.join(format!(".{SCHEMA_CHECK_RECORD}.{}.tmp", std::process::id()));
+    if std::fs::write(&tmp, digest).and_then(|()| std::fs::rename(&tmp, file)).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
 }

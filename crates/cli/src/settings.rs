@@ -101,6 +101,9 @@ impl Settings {
                         .map_err(|e| anyhow::anyhow!("{origin}: state_dir: {e}"))?,
                 )),
                 secrets: secret_status,
+                // `serve` records checked manifests in its state folder; other commands check
+                // every manifest in full.
+                checked_manifests: None,
             },
             cache_dir: config.cache_dir.as_ref().map(|d| base_dir.join(d)),
             conflicts: match config.name_conflicts {

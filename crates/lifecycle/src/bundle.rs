@@ -122,6 +122,11 @@ pub struct VerifyPolicy {
     /// read. A bundle whose tools declare a secret that is missing here or `Err` is refused
     /// before loading.
     pub secrets: BTreeMap<String, BTreeMap<String, Result<(), String>>>,
+    /// Where this host records the signed manifests that passed their checks (one small file
+    /// per manifest sha256, see [`manifest_check_digest`]), so a later scan of the same manifest
+    /// skips its JSON Schema check; `None`: every manifest is checked in full (`quiver serve`
+    /// sets it, in its state folder).
+    pub checked_manifests: Option<PathBuf>,
 }
 
 impl Default for VerifyPolicy {
@@ -136,8 +141,43 @@ impl Default for VerifyPolicy {
             revoked: Revocations::default(),
             rollback: None,
             secrets: BTreeMap::new(),
+            checked_manifests: None,
         }
     }
+}
+
+/// What a signed manifest that passed its checks is recorded as: the sha256 of this host's
+/// version and the manifest file's sha256. Another manifest or another host build never matches.
+pub(crate) fn manifest_check_digest(manifest_sha256: &str) -> String {
+    quiver_manifest::sha256_hex(
+        format!("quiver manifest check\0{}\0{manifest_sha256}", env!("CARGO_PKG_VERSION")).as_bytes(),
+    )
+}
+
+/// Reads a manifest, skipping its schema check when `policy` records that exactly these bytes
+/// passed before, and records a manifest that passed now (best effort).
+fn read_manifest(
+    text: &str,
+    origin: &str,
+    manifest_sha256: &str,
+    policy: &VerifyPolicy,
+) -> Result<Manifest, quiver_manifest::ManifestError> {
+    let Some(dir) = &policy.checked_manifests else {
+        return Manifest::from_yaml(text, origin);
+    };
+    let record = dir.join(format!("{manifest_sha256}.manifest"));
+    let digest = manifest_check_digest(manifest_sha256);
+    let checked_before = fs::read(&record).is_ok_and(|kept| kept == digest.as_bytes());
+    let manifest = Manifest::from_yaml_with(text, origin, checked_before)?;
+    if !checked_before {
+        let tmp = dir.join(format!(".{manifest_sha256}.{}.tmp", std::process::id()));
+        let written =
+            fs::create_dir_all(dir).and_then(|()| fs::write(&tmp, &digest)).and_then(|()| fs::rename(&tmp, &record));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+    }
+    Ok(manifest)
 }
 
 /// A bundle whose signature, manifest and checksum have been checked. Holds the exact library
@@ -157,6 +197,8 @@ pub struct VerifiedBundle {
     pub sha256: String,
     /// Key id of the signer; `None` when loaded unsigned under the development switch.
     pub signer_key_id: Option<String>,
+    /// The sha256 of the signed manifest file's bytes.
+    pub manifest_sha256: String,
 }
 
 /// What kind of file system object a non-regular file is, for messages.
@@ -292,6 +334,8 @@ pub(crate) struct DeferredBundle {
     /// The sha256 the signed manifest names (revocation and rollback were checked against it).
     pub sha256: String,
     pub signer_key_id: Option<String>,
+    /// The sha256 of the signed manifest file's bytes.
+    pub manifest_sha256: String,
     /// `max_library_bytes` of the policy it was verified under.
     pub max_library_bytes: u64,
     /// `strict` of that policy.
@@ -311,6 +355,7 @@ impl DeferredBundle {
             library,
             sha256: self.sha256,
             signer_key_id: self.signer_key_id,
+            manifest_sha256: self.manifest_sha256,
         })
     }
 }
@@ -456,7 +501,8 @@ pub(crate) fn verify_bundle_with(
     }
     let text = std::str::from_utf8(&manifest_bytes)
         .map_err(|_| fail(Stage::Manifest, format!("{origin} is not UTF-8 text")))?;
-    let manifest = Manifest::from_yaml(text, &origin).map_err(|e| fail(Stage::Manifest, e.to_string()))?;
+    let manifest =
+        read_manifest(text, &origin, &manifest_sha256, policy).map_err(|e| fail(Stage::Manifest, e.to_string()))?;
     let supplied = policy.secrets.get(&manifest.id);
     for tool in &manifest.tools {
         for name in &tool.secrets {
@@ -489,8 +535,9 @@ pub(crate) fn verify_bundle_with(
             manifest,
             library_path: manifest_path.to_owned(),
             library: VerifiedLibrary::from_bytes(manifest_bytes),
-            sha256: manifest_sha256,
+            sha256: manifest_sha256.clone(),
             signer_key_id: signature.map(|v| v.key_id),
+            manifest_sha256,
         }));
     }
     let Some(artifact) = manifest.artifact.clone() else {
@@ -517,6 +564,7 @@ pub(crate) fn verify_bundle_with(
             library_path,
             sha256,
             signer_key_id,
+            manifest_sha256,
             max_library_bytes: policy.max_library_bytes,
             strict: policy.strict,
         }));
@@ -538,6 +586,7 @@ pub(crate) fn verify_bundle_with(
         library,
         sha256,
         signer_key_id,
+        manifest_sha256,
     }))
 }
 

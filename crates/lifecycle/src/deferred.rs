@@ -3,8 +3,10 @@
 //! report (see `BundleSource::list_in_process`). The first call reads the library, checks its
 //! sha256 against the signed one, stages exactly those bytes in a sealed memory file and
 //! `dlopen`s them; the library's own load report must equal the kept one byte for byte before
-//! any call reaches it. A load that fails answers every call `plugin_unavailable` with the
-//! reason and reports the failure once (the plugin is then removed at the next scan).
+//! any call reaches it, and is checked against the signed manifest in full (the scan may have
+//! listed it on a recorded check of the kept report, see `source.rs`, `usable_report`). A load
+//! that fails answers every call `plugin_unavailable` with the reason and reports the failure
+//! once (the plugin is then removed at the next scan).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -78,6 +80,11 @@ impl DeferredInProcess {
                     message: "the plugin's self-description differs from the one its earlier load reported for the same library bytes".into(),
                 });
             }
+            // The scan may have listed it on the recorded check of this report: checked against
+            // the signed manifest in full here, before the call reaches the library.
+            crate::library::parse_info(&info)
+                .and_then(|parsed| crate::library::check_embedded(&manifest, &parsed))
+                .map_err(|(stage, message)| BundleError { bundle: manifest_path.clone(), stage, message })?;
             Ok(backend)
         });
         match outcome {

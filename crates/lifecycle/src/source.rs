@@ -558,16 +558,99 @@ fn report_file(cache: &Path, sha256: &str) -> PathBuf {
     cache.join(format!("{sha256}.json"))
 }
 
-/// Keeps a worker's load report for the library `sha256` (best effort: without it the next
-/// start waits for the worker).
-fn keep_report(cache: &Path, sha256: &str, report: &str) {
+/// Keeps a load report for the library `sha256` (best effort: without it the next start loads
+/// the library, or waits for the worker, before `initialize`), with the digest of its check
+/// against the signed manifest `manifest_sha256` (see [`checked_digest`]).
+fn keep_report(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) {
     let file = report_file(cache, sha256);
-    let tmp = cache.join(format!(".{sha256}.{}.tmp", std::process::id()));
-    let written =
-        fs::create_dir_all(cache).and_then(|()| fs::write(&tmp, report)).and_then(|()| fs::rename(&tmp, &file));
-    if let Err(e) = written {
+    let written = fs::create_dir_all(cache).and_then(|()| write_replace(cache, &file, report.as_bytes()));
+    match written {
+        Ok(()) => keep_checked(cache, sha256, report, manifest_sha256),
+        Err(e) => tracing::debug!(file = %file.display(), error = %e, "cannot keep the load report"),
+    }
+}
+
+/// Writes `file` whole through a temporary file in `dir` and a rename.
+fn write_replace(dir: &Path, file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = fs::write(&tmp, bytes).and_then(|()| fs::rename(&tmp, file));
+    if written.is_err() {
         let _ = fs::remove_file(&tmp);
-        tracing::debug!(file = %file.display(), error = %e, "cannot keep the worker's load report");
+    }
+    written
+}
+
+/// The folder next to `start_cache` (`state_dir/checked` for `serve`) that keeps the records of
+/// checks: the kept folder holds the load reports alone.
+pub(crate) fn checked_dir(cache: &Path) -> PathBuf {
+    cache.with_file_name("checked")
+}
+
+/// The file that keeps the digest of the check of the kept report of `sha256`.
+fn checked_file(cache: &Path, sha256: &str) -> PathBuf {
+    checked_dir(cache).join(format!("{sha256}.report"))
+}
+
+/// What a kept report's check is recorded as: the sha256 of this host's version and ABI, the
+/// sha256 of the signed manifest file the report was checked against, and the report's bytes.
+/// Any change to one of them (a re-signed or edited manifest, another report, another host
+/// build) gives another digest, and the report is checked in full again.
+fn checked_digest(report: &str, manifest_sha256: &str) -> String {
+    let mut text = String::with_capacity(report.len() + 160);
+    text.push_str("quiver kept report check\0");
+    text.push_str(env!("CARGO_PKG_VERSION"));
+    text.push('\0');
+    text.push_str(&quiver_abi::ABI_VERSION.to_string());
+    text.push('\0');
+    text.push_str(manifest_sha256);
+    text.push('\0');
+    text.push_str(report);
+    quiver_manifest::sha256_hex(text.as_bytes())
+}
+
+/// Records that the kept report of `sha256` agrees with the signed manifest `manifest_sha256`
+/// (best effort: without it the next start checks the report in full).
+fn keep_checked(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) {
+    let (dir, file) = (checked_dir(cache), checked_file(cache, sha256));
+    let written = fs::create_dir_all(&dir)
+        .and_then(|()| write_replace(&dir, &file, checked_digest(report, manifest_sha256).as_bytes()));
+    if let Err(e) = written {
+        tracing::debug!(file = %file.display(), error = %e, "cannot keep the check of the load report");
+    }
+}
+
+/// The kept report of the library `sha256` and its parsed `PluginInfo`, when it is usable for
+/// the signed manifest `manifest` (whose file's sha256 is `manifest_sha256`). When this host
+/// recorded the check of exactly this report against exactly this manifest file, the embedded
+/// manifest is not parsed and compared again here: the library's own report must still equal
+/// this one byte for byte, and is checked against the signed manifest in full, before any call
+/// is sent (at the first call's load, or the worker's start). Otherwise it is checked in full
+/// now (and the check recorded). A report that fails is deleted; `None` then.
+fn usable_report(
+    cache: &Path,
+    sha256: &str,
+    manifest: &quiver_manifest::Manifest,
+    manifest_sha256: &str,
+) -> Option<(String, quiver_abi::PluginInfo)> {
+    let file = report_file(cache, sha256);
+    let report = fs::read_to_string(&file).ok()?;
+    let checked = fs::read(checked_file(cache, sha256))
+        .is_ok_and(|digest| digest == checked_digest(&report, manifest_sha256).as_bytes());
+    let info = crate::library::parse_info(&report).and_then(|info| {
+        if !checked {
+            crate::library::check_embedded(manifest, &info)?;
+            keep_checked(cache, sha256, &report, manifest_sha256);
+        }
+        Ok(info)
+    });
+    match info {
+        Ok(info) => Some((report, info)),
+        Err(_) => {
+            let _ = fs::remove_file(&file);
+            let _ = fs::remove_file(checked_file(cache, sha256));
+            None
+        }
     }
 }
 
@@ -585,6 +668,7 @@ impl BundleSource {
             manifest: &bundle.manifest,
             sha256: &bundle.sha256,
             signer_key_id: bundle.signer_key_id.as_deref(),
+            manifest_sha256: &bundle.manifest_sha256,
         };
         match self.list_from_report(listing, library, None) {
             Some(entry) => Ok(entry),
@@ -604,6 +688,7 @@ impl BundleSource {
             manifest: &bundle.manifest,
             sha256: &bundle.sha256,
             signer_key_id: bundle.signer_key_id.as_deref(),
+            manifest_sha256: &bundle.manifest_sha256,
         };
         let library = crate::worker::WorkerLibrary::default();
         match self.list_from_report(listing, library, Some(read)) {
@@ -630,13 +715,7 @@ impl BundleSource {
             return None;
         };
         let file = report_file(cache, bundle.sha256);
-        let report = fs::read_to_string(&file).ok()?;
-        let Ok(info) = crate::library::parse_info(&report)
-            .and_then(|info| crate::library::check_embedded(bundle.manifest, &info).map(|()| info))
-        else {
-            let _ = fs::remove_file(&file);
-            return None;
-        };
+        let (report, info) = usable_report(cache, bundle.sha256, bundle.manifest, bundle.manifest_sha256)?;
         let spec = worker_spec(bundle.manifest, bundle.sha256, library, policy);
         let failed = self.failed.clone();
         let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -649,14 +728,22 @@ impl BundleSource {
         };
         let plugin = bundle.manifest.id.clone();
         let kept = file.clone();
+        let manifest = bundle.manifest.clone();
         let check = move |ready: &crate::worker::protocol::Ready| {
-            if ready.plugin_info == report {
-                announce_sandbox(&plugin, &ready.sandbox);
-                Ok(())
-            } else {
+            if ready.plugin_info != report {
                 let _ = fs::remove_file(&kept);
-                Err("the plugin's self-description differs from the one its earlier load reported for the same library bytes".to_owned())
+                return Err("the plugin's self-description differs from the one its earlier load reported for the same library bytes".to_owned());
             }
+            // The scan may have listed it on the recorded check of this report: checked in full
+            // here, before any call is sent.
+            let checked =
+                crate::library::parse_info(&report).and_then(|info| crate::library::check_embedded(&manifest, &info));
+            if let Err((_, message)) = checked {
+                let _ = fs::remove_file(&kept);
+                return Err(message);
+            }
+            announce_sandbox(&plugin, &ready.sandbox);
+            Ok(())
         };
         let on_failure = move |stage: Option<Stage>, message: String| {
             // A library that failed its read or checks: its stage, and the kept report goes.
@@ -684,10 +771,10 @@ impl BundleSource {
     /// Loads a verified in-process bundle now, and keeps its load report for the next start
     /// when this host keeps them (`IsolationPolicy::start_cache`).
     fn load_in_process(&self, bundle: VerifiedBundle) -> Result<Arc<PluginEntry>, BundleError> {
-        let sha256 = bundle.sha256.clone();
+        let (sha256, manifest_sha256) = (bundle.sha256.clone(), bundle.manifest_sha256.clone());
         let (entry, report) = load_verified_report(bundle, &self.staging)?;
         if let Some(cache) = &self.settings.isolation.start_cache {
-            keep_report(cache, &sha256, &report);
+            keep_report(cache, &sha256, &report, &manifest_sha256);
         }
         Ok(entry)
     }
@@ -703,14 +790,8 @@ impl BundleSource {
             return self.load_in_process(bundle.read()?);
         };
         let file = report_file(cache, &bundle.sha256);
-        let usable = fs::read_to_string(&file).ok().and_then(|report| {
-            crate::library::parse_info(&report)
-                .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
-                .ok()
-                .map(|info| (report, info))
-        });
+        let usable = usable_report(cache, &bundle.sha256, &bundle.manifest, &bundle.manifest_sha256);
         let Some((report, info)) = usable else {
-            let _ = fs::remove_file(&file);
             return self.load_in_process(bundle.read()?);
         };
         let failed = self.failed.clone();
@@ -767,6 +848,7 @@ struct Listing<'a> {
     manifest: &'a quiver_manifest::Manifest,
     sha256: &'a str,
     signer_key_id: Option<&'a str>,
+    manifest_sha256: &'a str,
 }
 
 /// What a worker is sent for a verified bundle (its verified `library`), and how it is started.
@@ -824,7 +906,7 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
         .map(Arc::new)
         .map_err(|e| fail(Stage::Embedded, e.message))?;
     if let Some(cache) = &policy.start_cache {
-        keep_report(cache, &bundle.sha256, &ready.plugin_info);
+        keep_report(cache, &bundle.sha256, &ready.plugin_info, &bundle.manifest_sha256);
     }
     Ok(entry)
 }
@@ -1151,5 +1233,85 @@ mod tests {
         let second = src.refresh(&mut NameClaims::new(&serving, ConflictPolicy::Error));
         assert!(!second.changed(), "{second:?}");
         assert_eq!(store.writes.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+    /// A kept load report is listed on the recorded check of exactly that report against
+    /// exactly that signed manifest file. A manifest re-signed with other content gets the report
+    /// checked in full at the scan (it no longer agrees: refused and deleted, the library loaded
+    /// and refused by name); and even a forged record that lets the scan list it cannot reach the
+    /// library: the first call checks the report against the signed manifest in full first.
+    #[test]
+    fn a_kept_report_is_listed_on_its_recorded_check_only_for_the_manifest_it_was_checked_against() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        let cache = dir.path().join("worker-info");
+        let key = TestKey::generate();
+        let lib = plugin_library("marker-plugin", &[]);
+        let bundle = write_bundle(&plugins, "marker-plugin", &lib, None, Some(&key));
+        let start = || {
+            let mut src = source(&plugins, &key);
+            src.settings.isolation.start_cache = Some(cache.clone());
+            src.settings.verify.checked_manifests = Some(checked_dir(&cache));
+            let report = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+            (src, report)
+        };
+        let echo = serde_json::to_string(&quiver_abi::ToolRequest {
+            request_id: "t".into(),
+            tool_id: "marker_echo".into(),
+            tool_version: "0.1.0".into(),
+            inputs: serde_json::json!({"text": "hi there"}),
+            ..quiver_abi::ToolRequest::default()
+        })
+        .unwrap();
+        let (first, added) = start();
+        assert_eq!(added.added.len(), 1, "{added:?}");
+        let sha256 = first.entries()[0].provenance.sha256.clone();
+        let report = fs::read_to_string(report_file(&cache, &sha256)).unwrap();
+        let manifest_sha256 = quiver_manifest::sha256_hex(&fs::read(&bundle.manifest).unwrap());
+        let recorded = fs::read_to_string(checked_file(&cache, &sha256)).unwrap();
+        assert_eq!(recorded, checked_digest(&report, &manifest_sha256), "the first load records its check");
+        assert_ne!(recorded, checked_digest(&report, &"0".repeat(64)), "the record is bound to the manifest");
+        assert_eq!(fs::read_dir(&cache).unwrap().count(), 1, "the kept folder holds the load report alone");
+        let manifest_record = checked_dir(&cache).join(format!("{manifest_sha256}.manifest"));
+        assert_eq!(
+            fs::read_to_string(&manifest_record).unwrap(),
+            crate::bundle::manifest_check_digest(&manifest_sha256),
+            "the signed manifest's check is recorded by its sha256"
+        );
+
+        // A warm start: listed from the report, and the first call loads and answers.
+        let (warm, listed) = start();
+        assert_eq!(listed.added.len(), 1, "{listed:?}");
+        let answer = warm.entries()[0].backend.invoke("marker_echo", &echo, Arc::new(quiver_catalog::NullSink));
+        assert!(answer.contains("hi there") && !answer.contains("plugin_unavailable"), "{answer}");
+
+        // The manifest re-signed with other content (same library, same version): the record
+        // does not match, the report is checked in full, refused and deleted.
+        let text = fs::read_to_string(quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml"))
+            .unwrap()
+            .replacen("display_name: Marker (test)", "display_name: Marker (changed)", 1);
+        let changed = write_bundle(&plugins, "marker-plugin", &lib, Some(&text), Some(&key));
+        let changed_sha256 = quiver_manifest::sha256_hex(&fs::read(&changed.manifest).unwrap());
+        assert_ne!(changed_sha256, manifest_sha256);
+        assert!(!checked_dir(&cache).join(format!("{changed_sha256}.manifest")).exists());
+        let (_, refused) = start();
+        assert!(refused.added.is_empty(), "{refused:?}");
+        assert_eq!(refused.rejected.len(), 1, "{refused:?}");
+        assert_eq!(refused.rejected[0].stage, Stage::Embedded, "{refused:?}");
+        assert!(refused.rejected[0].message.contains("display_name"), "{}", refused.rejected[0].message);
+        assert!(!report_file(&cache, &sha256).exists(), "a report that does not agree is deleted");
+        assert!(
+            checked_dir(&cache).join(format!("{changed_sha256}.manifest")).exists(),
+            "each manifest has its own record"
+        );
+
+        // A forged record for the changed manifest: the scan lists it, but the first call checks
+        // the report in full before the call reaches the library, and refuses it.
+        fs::write(report_file(&cache, &sha256), &report).unwrap();
+        fs::write(checked_file(&cache, &sha256), checked_digest(&report, &changed_sha256)).unwrap();
+        let (forged, listed) = start();
+        assert_eq!(listed.added.len(), 1, "{listed:?}");
+        let answer = forged.entries()[0].backend.invoke("marker_echo", &echo, Arc::new(quiver_catalog::NullSink));
+        assert!(answer.contains("plugin_unavailable") && answer.contains("display_name"), "{answer}");
+        assert!(!report_file(&cache, &sha256).exists(), "the refused report is deleted");
     }
 }

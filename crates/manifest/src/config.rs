@@ -541,15 +541,25 @@ impl HostConfig {
     /// Reads and checks a configuration. `origin` names the file in messages (`quiver.yaml`).
     /// An empty file gives [`HostConfig::default`].
     pub fn from_yaml(text: &str, origin: &str) -> Result<HostConfig, ManifestError> {
+        Self::from_yaml_with(text, origin, |_| false).map(|(config, _)| config)
+    }
+
+    /// [`HostConfig::from_yaml`] for a caller that records which texts passed the JSON Schema
+    /// check: `checked_before` is asked, with the configuration read from the text, whether
+    /// exactly this text passed it before (in this host build); if so the schema check (and
+    /// compiling the configuration schema) is skipped. The configuration model and the semantic
+    /// checks always run. Also says whether the schema check ran now (and passed).
+    pub fn from_yaml_with(
+        text: &str,
+        origin: &str,
+        checked_before: impl FnOnce(&HostConfig) -> bool,
+    ) -> Result<(HostConfig, bool), ManifestError> {
         let mut value = yaml::parse(text).map_err(|issues| ManifestError::new(origin, issues))?;
         if value.is_null() {
             value = serde_json::Value::Object(serde_json::Map::new());
         }
-        let issues = config_schema().check(&value);
-        if !issues.is_empty() {
-            return Err(ManifestError::new(origin, issues));
-        }
-        let config: HostConfig = serde_json::from_value(value).map_err(|e| {
+        let read = HostConfig::deserialize(&value);
+        let model_error = |e: serde_json::Error| {
             ManifestError::single(
                 origin,
                 Issue::new(
@@ -558,9 +568,19 @@ impl HostConfig {
                     format!("see {SCHEMA_FILE}"),
                 ),
             )
-        })?;
+        };
+        if read.as_ref().is_ok_and(checked_before) {
+            let config = read.map_err(model_error)?;
+            config.validate(origin)?;
+            return Ok((config, false));
+        }
+        let issues = config_schema().check(&value);
+        if !issues.is_empty() {
+            return Err(ManifestError::new(origin, issues));
+        }
+        let config = read.map_err(model_error)?;
         config.validate(origin)?;
-        Ok(config)
+        Ok((config, true))
     }
 
     /// The semantic checks (also run by [`HostConfig::from_yaml`]), for configurations built in
@@ -908,6 +928,35 @@ mod tests {
         assert!(err.contains("revoked.keys[1]") && err.contains("not a key id"), "{err}");
         assert!(err.contains("revoked.sha256[1]") && err.contains("not a sha256"), "{err}");
         assert!(!err.contains("revoked.keys[0]") && !err.contains("revoked.sha256[0]"), "{err}");
+    }
+
+    /// A text recorded as checked before skips only the JSON Schema check: the configuration
+    /// model and the semantic checks still run; any other answer checks the schema as before.
+    #[test]
+    fn a_text_checked_before_skips_only_the_schema_check() {
+        // A plugin id that is not one fits the model (a map key) but not the schema's pattern.
+        let text = "rescan_interval_ms: 7\nisolation:\n  plugins:\n    Not_An_Id: process\n";
+        let schema = HostConfig::from_yaml(text, "quiver.yaml").unwrap_err().to_string();
+        assert!(schema.contains("isolation.plugins"), "{schema}");
+        let mut seen = None;
+        let err = HostConfig::from_yaml_with(text, "quiver.yaml", |c| {
+            seen = Some(c.rescan_interval_ms);
+            false
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), schema);
+        assert_eq!(seen, Some(7), "asked with the configuration read from the text");
+        let (config, checked_now) = HostConfig::from_yaml_with(text, "quiver.yaml", |_| true).unwrap();
+        assert!(!checked_now);
+        assert_eq!(config.rescan_interval_ms, 7);
+        let (_, checked_now) = HostConfig::from_yaml_with("rescan_interval_ms: 7\n", "quiver.yaml", |_| false).unwrap();
+        assert!(checked_now);
+        // The model and the semantic checks run whatever the record says.
+        let model = HostConfig::from_yaml_with("rescan_interval_ms: soon\n", "quiver.yaml", |_| true).unwrap_err();
+        assert!(model.to_string().contains("rescan_interval_ms"), "{model}");
+        let semantic = "revoked:\n  keys: [\"E7620F18-42B4\"]\n";
+        let semantic = HostConfig::from_yaml_with(semantic, "quiver.yaml", |_| true).unwrap_err().to_string();
+        assert!(semantic.contains("revoked.keys[0]") && semantic.contains("not a key id"), "{semantic}");
     }
 
     #[test]

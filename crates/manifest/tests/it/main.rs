@@ -552,3 +552,31 @@ fn rate_limits_are_declared_in_policies_and_overridden_by_the_config() {
     assert_eq!(merged.session.map(|l| l.per_minute), Some(3));
     assert_eq!(merged.tool.map(|l| l.per_minute), Some(120), "scopes the config leaves out keep the manifest's");
 }
+
+/// A manifest text recorded as checked before skips only the JSON Schema check: the YAML rules,
+/// the typed model and the semantic checks still run.
+#[test]
+fn a_manifest_checked_before_skips_only_the_schema_check() {
+    let good = repo_file("tests/plugins/marker-plugin/tool.yaml");
+    assert_eq!(
+        Manifest::from_yaml_with(&good, "m.tool.yaml", true).unwrap(),
+        Manifest::from_yaml(&good, "m.tool.yaml").unwrap()
+    );
+    // A relative sandbox path fits the model (a string) but not the schema (`^/`).
+    let relative =
+        good.replacen("tools:\n", "sandbox:\n  filesystem:\n    - path: relative/dir\n      access: read\ntools:\n", 1);
+    let schema = Manifest::from_yaml(&relative, "m.tool.yaml").unwrap_err().to_string();
+    assert!(schema.contains("sandbox.filesystem[0].path"), "{schema}");
+    assert_eq!(Manifest::from_yaml_with(&relative, "m.tool.yaml", false).unwrap_err().to_string(), schema);
+    assert!(Manifest::from_yaml_with(&relative, "m.tool.yaml", true).is_ok());
+    // The YAML rules (no anchors), the model and the semantic checks (unique tool names) run
+    // whatever the record says.
+    let anchors = format!("{good}\nx: &a 1\n");
+    assert!(Manifest::from_yaml_with(&anchors, "m.tool.yaml", true).is_err());
+    let model = good.replacen("version: 0.1.0", "version: [1]", 1);
+    assert!(Manifest::from_yaml_with(&model, "m.tool.yaml", true).is_err());
+    let mut twice = Manifest::from_yaml(&good, "m.tool.yaml").unwrap();
+    twice.tools.push(twice.tools[0].clone());
+    let semantic = Manifest::from_yaml_with(&twice.to_yaml(), "m.tool.yaml", true).unwrap_err().to_string();
+    assert!(semantic.contains(&twice.tools[0].name), "{semantic}");
+}
