@@ -243,11 +243,11 @@ fn huge_queries_are_bounded() {
     let index = catalog();
     let mut text: String = (0..20_000).map(|i| format!("word{i}x ")).collect();
     text.push_str("weather");
-    let start = std::time::Instant::now();
     let result = index.search(&Query::text(text), &|_| true).unwrap();
-    // Only the first words count; the late "weather" is ignored, and the search stays quick.
+    // Only the first words count: the late "weather" (a word of the catalog) is ignored. How
+    // fast a long query is belongs in the search bench, not in a timed test.
     assert_eq!(result.total, 0);
-    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(index.search(&Query::text("weather"), &|_| true).unwrap().total, 1);
 }
 
 #[test]
