@@ -51,7 +51,15 @@ fn main() {
     }
 }
 
+/// Whether the glibc this build script runs with is `major.minor` or newer (a build script is
+/// compiled for the build machine, so `target_env` here is that machine's: no glibc, no check).
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn glibc_at_least(_major: u32, _minor: u32) -> bool {
+    false
+}
+
 /// Whether the glibc this build script runs with is `major.minor` or newer.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn glibc_at_least(major: u32, minor: u32) -> bool {
     unsafe extern "C" {
         fn gnu_get_libc_version() -> *const std::ffi::c_char;
