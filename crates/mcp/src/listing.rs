@@ -63,8 +63,13 @@ impl ToolCache {
     }
 }
 
+/// `io.github.quiver/<name>`, put together without the formatting machinery (once per key of
+/// every call result).
 fn key(name: &str) -> String {
-    format!("{META_PREFIX}{name}")
+    let mut key = String::with_capacity(META_PREFIX.len() + name.len());
+    key.push_str(META_PREFIX);
+    key.push_str(name);
+    key
 }
 
 /// An MCP output schema must describe an object; other derived schemas (e.g. a tool returning

@@ -3,7 +3,7 @@
 use quiver_abi::{Status, ToolError};
 use quiver_manifest::LifecycleState;
 use quiver_router::codes::Code;
-use quiver_router::{CallMeta, CallOutcome, Truncation};
+use quiver_router::{CallMeta, CallOutcome, Lane, Truncation};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -56,11 +56,14 @@ fn blocks(raw: Vec<Value>) -> Vec<ContentBlock> {
 
 /// What `_meta` says about a call: who served it and how (the full record, with policy
 /// decisions and provenance, is in telemetry and transcripts; provenance is in `tools/list`).
-fn call_json(meta: &CallMeta) -> Value {
+/// Compact: what a call has in the usual case is left out, so every result does not repeat it:
+/// `tool` when it is the name called (it differs for an alias or a replacement), `lane` when
+/// `typed` (`generic` for `run_tool`), `state` when `active`.
+fn call_json(meta: &mut CallMeta) -> Value {
     let mut m = Map::new();
-    m.insert("request_id".into(), Value::String(meta.request_id.clone()));
-    if let Some(t) = &meta.tool {
-        m.insert("tool".into(), Value::String(t.to_string()));
+    m.insert("request_id".into(), Value::String(std::mem::take(&mut meta.request_id)));
+    if let Some(t) = meta.tool.as_deref().filter(|t| *t != meta.called_name) {
+        m.insert("tool".into(), Value::String(t.to_owned()));
     }
     if let Some(a) = &meta.action {
         m.insert("action".into(), Value::String(a.clone()));
@@ -72,10 +75,14 @@ fn call_json(meta: &CallMeta) -> Value {
         m.insert("version".into(), Value::String(v.to_string()));
     }
     // A hidden-compatibility name dispatches with no visible trace (telemetry records it).
-    if let Some(s) = meta.lifecycle_state.filter(|s| *s != LifecycleState::HiddenCompatibility) {
+    if let Some(s) =
+        meta.lifecycle_state.filter(|s| !matches!(s, LifecycleState::HiddenCompatibility | LifecycleState::Active))
+    {
         m.insert("state".into(), Value::String(s.as_str().to_owned()));
     }
-    m.insert("lane".into(), Value::String(meta.lane.as_str().to_owned()));
+    if meta.lane != Lane::Typed {
+        m.insert("lane".into(), Value::String(meta.lane.as_str().to_owned()));
+    }
     // Whole microseconds: `0.083`, not `0.08265199999999999`.
     m.insert("duration_ms".into(), json!(meta.duration.as_micros() as f64 / 1000.0));
     if meta.retries > 0 {
@@ -117,14 +124,15 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
 /// [`call_result`]; with `structured_text` false, structured content is not repeated as text
 /// (profile `structured_text`).
 pub(crate) fn call_result_with(outcome: CallOutcome, structured_text: bool) -> CallToolResult {
-    let CallOutcome { response, meta } = outcome;
+    let CallOutcome { response, mut meta } = outcome;
     let mut pairs = Vec::with_capacity(3);
-    pairs.push(("call", call_json(&meta)));
+    pairs.push(("call", call_json(&mut meta)));
     let mut result = match response.status {
         Status::Ok | Status::Partial => {
             let mut content = blocks(response.content);
             if content.is_empty() && !response.outputs.is_null() && (structured_text || !response.outputs.is_object()) {
-                content.push(ContentBlock::text(response.outputs.to_string()));
+                // Written straight into a string (`Display` goes through the formatter).
+                content.push(ContentBlock::text(serde_json::to_string(&response.outputs).unwrap_or_default()));
             }
             let mut r = CallToolResult::success(content);
             if response.outputs.is_object() {
@@ -184,7 +192,6 @@ mod tests {
 
     use quiver_abi::ToolResponse;
     use quiver_catalog::Notice;
-    use quiver_router::Lane;
 
     use super::*;
 
@@ -233,6 +240,32 @@ mod tests {
         let r = serde_json::to_value(call_result(outcome(LifecycleState::Deprecated))).unwrap();
         assert!(r["_meta"]["io.github.quiver/notice"].is_object(), "{r}");
         assert_eq!(r["content"].as_array().unwrap().len(), 2, "{r}");
+    }
+
+    #[test]
+    fn call_meta_leaves_out_what_a_call_has_in_the_usual_case() {
+        let call =
+            |o: CallOutcome| serde_json::to_value(call_result(o)).unwrap()["_meta"]["io.github.quiver/call"].clone();
+        // Called by its own name, typed lane, active: no `tool`, `lane` or `state`.
+        let mut o = outcome(LifecycleState::Active);
+        o.meta.notice = None;
+        o.meta.called_name = "new_name".into();
+        let usual = call(o.clone());
+        assert_eq!(
+            usual,
+            json!({ "request_id": "r1", "plugin": "p", "version": "1.0.0", "duration_ms": 1.0 }),
+            "{usual}"
+        );
+        // Each one is there when it says something.
+        o.meta.called_name = "old_name".into();
+        o.meta.lane = Lane::Generic;
+        o.meta.lifecycle_state = Some(LifecycleState::Deprecated);
+        let unusual = call(o);
+        assert_eq!(
+            (&unusual["tool"], &unusual["lane"], &unusual["state"]),
+            (&json!("new_name"), &json!("generic"), &json!("deprecated")),
+            "{unusual}"
+        );
     }
 
     #[test]

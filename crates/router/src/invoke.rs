@@ -108,7 +108,9 @@ impl Router {
             plugin: target.plugin(),
             tool: target.resolved.tool.tool,
             state: &target.state,
-            deadline: Instant::now() + timeout,
+            // From the call's start (no clock read of its own): the time the earlier stages
+            // took counts against the tool's timeout, as the caller's wait does.
+            deadline: cx.started + timeout,
         };
         let body = self.request_body(cx, target)?;
         self.invoke_with_retries(cx, &inv, body, policies.retries).await
