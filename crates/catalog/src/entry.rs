@@ -1,7 +1,7 @@
 //! A loaded plugin as the catalog sees it: its signed manifest, its tools with their schemas
 //! compiled once, and the backend that runs them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::Validator;
 use quiver_abi::PluginInfo;
@@ -58,10 +58,10 @@ pub struct ToolDef {
     pub input_schema: Arc<Value>,
     /// The effective output schema, if any.
     pub output_schema: Option<Arc<Value>>,
-    /// Compiled input validator.
-    pub input_validator: Arc<Validator>,
-    /// Compiled output validator.
-    pub output_validator: Option<Arc<Validator>>,
+    /// Input validator (see [`ToolValidator`] for when it is compiled).
+    pub input_validator: ToolValidator,
+    /// Output validator, when the tool has an output schema.
+    pub output_validator: Option<ToolValidator>,
     /// Policies with defaults applied.
     pub policies: Policies,
 }
@@ -121,6 +121,48 @@ pub fn compile_schema(schema: &Value) -> Result<Validator, String> {
     jsonschema::options().with_draft(jsonschema::Draft::Draft202012).build(schema).map_err(|e| e.to_string())
 }
 
+/// A tool's schema validator, compiled once. [`PluginEntry::new`] compiles it while building the
+/// entry (a schema that does not compile refuses the plugin, by name, at load).
+/// [`PluginEntry::new_compiled_on_use`] leaves it to the first call that needs it: for a plugin
+/// listed from the load report of an earlier load of exactly these bytes by this host build,
+/// whose schemas compiled then (a start then pays only for the tools it calls).
+pub struct ToolValidator {
+    schema: Arc<Value>,
+    compiled: OnceLock<Result<Arc<Validator>, String>>,
+}
+
+impl ToolValidator {
+    /// A validator compiled already, for `schema`.
+    pub fn ready(validator: Arc<Validator>, schema: Arc<Value>) -> ToolValidator {
+        ToolValidator { schema, compiled: OnceLock::from(Ok(validator)) }
+    }
+
+    /// Compiles `schema` now.
+    pub fn compile(schema: Arc<Value>) -> Result<ToolValidator, String> {
+        let validator = compile_schema(&schema)?;
+        Ok(ToolValidator::ready(Arc::new(validator), schema))
+    }
+
+    /// A validator for `schema` compiled on its first [`ToolValidator::get`].
+    pub fn on_use(schema: Arc<Value>) -> ToolValidator {
+        ToolValidator { schema, compiled: OnceLock::new() }
+    }
+
+    /// The compiled validator (compiled now if this is its first use), or why the schema does
+    /// not compile.
+    pub fn get(&self) -> Result<&Validator, &str> {
+        match self.compiled.get_or_init(|| compile_schema(&self.schema).map(Arc::new)) {
+            Ok(v) => Ok(v),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether it has been compiled (or tried).
+    pub fn is_compiled(&self) -> bool {
+        self.compiled.get().is_some()
+    }
+}
+
 impl PluginEntry {
     /// Builds the entry: checks that the plugin implements exactly the manifest's tools, picks
     /// each effective schema and compiles it.
@@ -129,6 +171,29 @@ impl PluginEntry {
         info: &PluginInfo,
         provenance: Provenance,
         backend: Arc<dyn ToolBackend>,
+    ) -> Result<PluginEntry, EntryError> {
+        PluginEntry::build(manifest, info, provenance, backend, true)
+    }
+
+    /// Like [`PluginEntry::new`], but each schema is compiled on its first use, not now: only
+    /// for a plugin whose exact manifest and self-description this host build already built an
+    /// entry from (a kept load report with its recorded check), so the schemas are known to
+    /// compile. Every other check runs as in `new`.
+    pub fn new_compiled_on_use(
+        manifest: Manifest,
+        info: &PluginInfo,
+        provenance: Provenance,
+        backend: Arc<dyn ToolBackend>,
+    ) -> Result<PluginEntry, EntryError> {
+        PluginEntry::build(manifest, info, provenance, backend, false)
+    }
+
+    fn build(
+        manifest: Manifest,
+        info: &PluginInfo,
+        provenance: Provenance,
+        backend: Arc<dyn ToolBackend>,
+        compile_now: bool,
     ) -> Result<PluginEntry, EntryError> {
         let err = |message: String| EntryError { plugin: manifest.id.clone(), message };
         for t in &info.tools {
@@ -150,21 +215,24 @@ impl PluginEntry {
             crate::actions::check_tool_actions(spec, derived).map_err(err)?;
             let input_schema = spec.input_schema.clone().unwrap_or_else(|| derived.input_schema.clone());
             let output_schema = spec.output_schema.clone().or_else(|| Some(derived.output_schema.clone()));
-            let input_validator = compile_schema(&input_schema)
-                .map_err(|e| err(format!("tool `{}`: input schema does not compile: {e}", spec.name)))?;
-            let output_validator = match &output_schema {
-                Some(s) => Some(Arc::new(
-                    compile_schema(s)
-                        .map_err(|e| err(format!("tool `{}`: output schema does not compile: {e}", spec.name)))?,
-                )),
-                None => None,
+            let input_schema = Arc::new(input_schema);
+            let output_schema = output_schema.map(Arc::new);
+            let validator = |schema: &Arc<Value>, which: &str| {
+                if compile_now {
+                    ToolValidator::compile(schema.clone())
+                        .map_err(|e| err(format!("tool `{}`: {which} schema does not compile: {e}", spec.name)))
+                } else {
+                    Ok(ToolValidator::on_use(schema.clone()))
+                }
             };
+            let input_validator = validator(&input_schema, "input")?;
+            let output_validator = output_schema.as_ref().map(|s| validator(s, "output")).transpose()?;
             tools.push(ToolDef {
                 policies: spec.policies.effective(spec.side_effects),
                 spec: spec.clone(),
-                input_schema: Arc::new(input_schema),
-                output_schema: output_schema.map(Arc::new),
-                input_validator: Arc::new(input_validator),
+                input_schema,
+                output_schema,
+                input_validator,
                 output_validator,
             });
         }

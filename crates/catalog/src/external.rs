@@ -28,7 +28,8 @@ impl ToolBackend for NotCallable {
 /// them share one permissive validator and a call gets the backend's clear refusal; their input
 /// schemas are still kept whole for surfaces and search.
 pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState) -> Result<Catalog, String> {
-    let permissive = Arc::new(compile_schema(&json!({}))?);
+    let permissive_schema = Arc::new(json!({}));
+    let permissive = Arc::new(compile_schema(&permissive_schema)?);
     let mut seen: HashMap<String, usize> = HashMap::with_capacity(tools.len());
     let mut defs = Vec::with_capacity(tools.len());
     for (i, mut t) in tools.into_iter().enumerate() {
@@ -78,7 +79,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
             input_schema: Arc::new(input),
             // Output schemas of external tools are unknown: do not advertise one.
             output_schema: None,
-            input_validator: permissive.clone(),
+            input_validator: crate::ToolValidator::ready(permissive.clone(), permissive_schema.clone()),
             output_validator: None,
         });
     }

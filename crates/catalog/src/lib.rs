@@ -28,7 +28,7 @@ pub use backend::{
     ToolBackend,
 };
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
-pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, compile_schema};
+pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, ToolValidator, compile_schema};
 pub use external::catalog_from_tool_list;
 pub use meta_args::{
     Detail, ListToolsArgs, MetaSchema, QueryMode, RunToolArgs, ToolSearchArgs, list_tools_schema, meta_schema,

@@ -516,3 +516,27 @@ fn calls_count_as_intent_in_adaptive_and_hybrid() {
     assert_eq!(lazy.note_call(&c, "date_diff"), None);
     assert!(!lazy.surface(&c).contains("date_diff"));
 }
+
+/// A schema compiled on use is compiled once, at its first `get`, and validates like one
+/// compiled at once; one that does not compile is refused by `PluginEntry::new` at load, and by
+/// `get` (never panicking) when it was left for its first use.
+#[test]
+fn a_validator_compiled_on_use_compiles_once_at_its_first_use() {
+    use crate::ToolValidator;
+    let schema =
+        Arc::new(json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"]}));
+    let lazy = ToolValidator::on_use(schema.clone());
+    assert!(!lazy.is_compiled());
+    let v = lazy.get().unwrap();
+    assert!(v.is_valid(&json!({"n": 2})) && !v.is_valid(&json!({"n": 0})) && !v.is_valid(&json!({})));
+    assert!(lazy.is_compiled());
+    assert!(std::ptr::eq(lazy.get().unwrap(), v), "compiled once");
+    let now = ToolValidator::compile(schema).unwrap();
+    assert!(now.is_compiled());
+
+    let bad = Arc::new(json!({"type": "no such type"}));
+    assert!(ToolValidator::compile(bad.clone()).is_err());
+    let lazy_bad = ToolValidator::on_use(bad);
+    let e = lazy_bad.get().unwrap_err();
+    assert!(e.contains("no such type"), "{e}");
+}

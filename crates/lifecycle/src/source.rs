@@ -632,7 +632,7 @@ fn usable_report(
     sha256: &str,
     manifest: &quiver_manifest::Manifest,
     manifest_sha256: &str,
-) -> Option<(String, quiver_abi::PluginInfo)> {
+) -> Option<KeptReport> {
     let file = report_file(cache, sha256);
     let report = fs::read_to_string(&file).ok()?;
     let checked = fs::read(checked_file(cache, sha256))
@@ -645,12 +645,39 @@ fn usable_report(
         Ok(info)
     });
     match info {
-        Ok(info) => Some((report, info)),
+        Ok(info) => Some(KeptReport { report, info, recorded: checked }),
         Err(_) => {
             let _ = fs::remove_file(&file);
             let _ = fs::remove_file(checked_file(cache, sha256));
             None
         }
+    }
+}
+
+/// A usable kept load report ([`usable_report`]).
+struct KeptReport {
+    /// The report's text, as the library gave it.
+    report: String,
+    /// The report parsed.
+    info: quiver_abi::PluginInfo,
+    /// Whether this host build recorded its check against exactly this signed manifest file
+    /// (it built an entry from both before, so their schemas compile).
+    recorded: bool,
+}
+
+/// The entry listed from a kept report's `info`: its schemas compiled on first use when the
+/// report's check was `recorded` (they compiled at the load that kept it), else now.
+fn listed_entry(
+    recorded: bool,
+    manifest: quiver_manifest::Manifest,
+    info: &quiver_abi::PluginInfo,
+    provenance: Provenance,
+    backend: Arc<dyn quiver_catalog::ToolBackend>,
+) -> Result<PluginEntry, quiver_catalog::EntryError> {
+    if recorded {
+        PluginEntry::new_compiled_on_use(manifest, info, provenance, backend)
+    } else {
+        PluginEntry::new(manifest, info, provenance, backend)
     }
 }
 
@@ -715,7 +742,8 @@ impl BundleSource {
             return None;
         };
         let file = report_file(cache, bundle.sha256);
-        let (report, info) = usable_report(cache, bundle.sha256, bundle.manifest, bundle.manifest_sha256)?;
+        let KeptReport { report, info, recorded } =
+            usable_report(cache, bundle.sha256, bundle.manifest, bundle.manifest_sha256)?;
         let spec = worker_spec(bundle.manifest, bundle.sha256, library, policy);
         let failed = self.failed.clone();
         let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -765,7 +793,7 @@ impl BundleSource {
             manifest_path: bundle.manifest_path.display().to_string(),
         };
         tracing::info!(plugin = %bundle.manifest.id, "plugin listed; its worker process is starting");
-        PluginEntry::new(bundle.manifest.clone(), &info, provenance, Arc::new(backend)).map(Arc::new).ok()
+        listed_entry(recorded, bundle.manifest.clone(), &info, provenance, Arc::new(backend)).map(Arc::new).ok()
     }
 
     /// Loads a verified in-process bundle now, and keeps its load report for the next start
@@ -791,7 +819,7 @@ impl BundleSource {
         };
         let file = report_file(cache, &bundle.sha256);
         let usable = usable_report(cache, &bundle.sha256, &bundle.manifest, &bundle.manifest_sha256);
-        let Some((report, info)) = usable else {
+        let Some(KeptReport { report, info, recorded }) = usable else {
             return self.load_in_process(bundle.read()?);
         };
         let failed = self.failed.clone();
@@ -813,7 +841,7 @@ impl BundleSource {
         let manifest_path = bundle.manifest_path.clone();
         let backend = crate::deferred::DeferredInProcess::new(bundle, self.staging.clone(), report, file, on_failure);
         tracing::info!(plugin = %manifest.id, "plugin listed; its library is loaded on first use");
-        PluginEntry::new(manifest, &info, provenance, Arc::new(backend)).map(Arc::new).map_err(|e| BundleError {
+        listed_entry(recorded, manifest, &info, provenance, Arc::new(backend)).map(Arc::new).map_err(|e| BundleError {
             bundle: manifest_path,
             stage: Stage::Embedded,
             message: e.message,
@@ -1264,6 +1292,8 @@ mod tests {
         .unwrap();
         let (first, added) = start();
         assert_eq!(added.added.len(), 1, "{added:?}");
+        let compiled = |src: &BundleSource| src.entries()[0].tools.iter().all(|t| t.input_validator.is_compiled());
+        assert!(compiled(&first), "a first load compiles every schema (a bad one refuses the plugin there)");
         let sha256 = first.entries()[0].provenance.sha256.clone();
         let report = fs::read_to_string(report_file(&cache, &sha256)).unwrap();
         let manifest_sha256 = quiver_manifest::sha256_hex(&fs::read(&bundle.manifest).unwrap());
@@ -1281,6 +1311,13 @@ mod tests {
         // A warm start: listed from the report, and the first call loads and answers.
         let (warm, listed) = start();
         assert_eq!(listed.added.len(), 1, "{listed:?}");
+        let tools = &warm.entries()[0].tools;
+        assert!(tools.iter().all(|t| !t.input_validator.is_compiled()), "listed on its record: compiled on use");
+        let echo_def = tools.iter().find(|t| t.spec.name == "marker_echo").unwrap();
+        let validator = echo_def.input_validator.get().expect("the schema compiled at the first load compiles");
+        assert!(validator.is_valid(&serde_json::json!({"text": "hi"})));
+        assert!(!validator.is_valid(&serde_json::json!({"text": 3})));
+        assert!(echo_def.input_validator.is_compiled());
         let answer = warm.entries()[0].backend.invoke("marker_echo", &echo, Arc::new(quiver_catalog::NullSink));
         assert!(answer.contains("hi there") && !answer.contains("plugin_unavailable"), "{answer}");
 

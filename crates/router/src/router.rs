@@ -750,8 +750,9 @@ fn shorten(cut: &mut Value, def: &ToolDef, max: usize, uri: &str) -> (bool, Opti
             Vec::new(),
         );
     };
-    match &def.output_validator {
-        Some(v) if !v.is_valid(cut) => {
+    match def.output_validator.as_ref().map(|v| v.get()) {
+        Some(Err(e)) => (false, Some(format!("the output schema does not compile ({e})")), Vec::new()),
+        Some(Ok(v)) if !v.is_valid(cut) => {
             let why = v
                 .iter_errors(cut)
                 .next()

@@ -236,7 +236,8 @@ fn summary(issues: &[Issue], total: usize) -> String {
 /// Checks call arguments against the tool's input schema. With `include_schema` (the generic
 /// lane, where the model may never have seen the schema) the error carries the schema too.
 pub(crate) fn arguments(tool: &str, def: &ToolDef, args: &Value, include_schema: bool) -> Result<(), ToolError> {
-    let Some((list, total)) = issues(&def.input_validator, &def.input_schema, args) else {
+    let validator = def.input_validator.get().map_err(|e| uncompiled(tool, "input", e))?;
+    let Some((list, total)) = issues(validator, &def.input_schema, args) else {
         return Ok(());
     };
     let message = format!(
@@ -249,6 +250,14 @@ pub(crate) fn arguments(tool: &str, def: &ToolDef, args: &Value, include_schema:
         details["input_schema"] = (*def.input_schema).clone();
     }
     Err(Code::InvalidArguments.error(message).with_details(details))
+}
+
+/// A tool whose schema, compiled on its first use, does not compile (the host compiled it at an
+/// earlier load of the same bytes, so this is a fault of the host, not of the caller).
+fn uncompiled(tool: &str, which: &str, error: &str) -> ToolError {
+    Code::Protocol.error(format!(
+        "the {which} schema of `{tool}` does not compile ({error}); the host cannot check this call. Report it to the host's operator."
+    ))
 }
 
 /// Checks a meta tool's arguments against its derived schema: the same validator and the same
@@ -271,6 +280,7 @@ pub(crate) fn output(tool: &str, def: &ToolDef, outputs: &Value) -> Result<(), T
     let (Some(validator), Some(schema)) = (&def.output_validator, &def.output_schema) else {
         return Ok(());
     };
+    let validator = validator.get().map_err(|e| uncompiled(tool, "output", e))?;
     let Some((list, total)) = issues(validator, schema, outputs) else {
         return Ok(());
     };

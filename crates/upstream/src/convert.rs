@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use quiver_abi::{ErrorCode, PluginInfo, ToolError};
-use quiver_catalog::{PluginEntry, Provenance, ToolBackend, ToolDef, compile_schema};
+use quiver_catalog::{PluginEntry, Provenance, ToolBackend, ToolDef, ToolValidator, compile_schema};
 use quiver_manifest::{
     LifecycleSpec, MAX_NAME_LEN, Manifest, PolicySpec, SideEffects, ToolSpec, UpstreamConfig, sha256_hex,
 };
@@ -102,7 +102,7 @@ pub(crate) fn build_entry(
                 skipped.push(format!("`{upstream}`: alias `{}` is already the name of `{first}`", a.name));
             }
         }
-        let input = Value::Object(t.input_schema.as_ref().clone());
+        let input = Arc::new(Value::Object(t.input_schema.as_ref().clone()));
         let input_validator = match compile_schema(&input) {
             Ok(v) => Arc::new(v),
             Err(e) => {
@@ -115,7 +115,10 @@ pub(crate) fn build_entry(
             Some(s) => {
                 let v = Value::Object(s.as_ref().clone());
                 match compile_schema(&v) {
-                    Ok(c) => (Some(Arc::new(v)), Some(Arc::new(c))),
+                    Ok(c) => {
+                        let v = Arc::new(v);
+                        (Some(v.clone()), Some(ToolValidator::ready(Arc::new(c), v)))
+                    }
                     Err(e) => {
                         skipped.push(format!("`{upstream}`: its output schema does not compile ({e})"));
                         continue;
@@ -139,7 +142,7 @@ pub(crate) fn build_entry(
             title,
             description,
             // As the server wrote them: surfaces keep a `$schema` they declare.
-            input_schema: Some(input.clone()),
+            input_schema: Some(input.as_ref().clone()),
             output_schema: output_schema.as_deref().cloned(),
             domain: o.domain.clone().unwrap_or_default(),
             capabilities: o.capabilities.clone(),
@@ -177,9 +180,9 @@ pub(crate) fn build_entry(
         defs.push(ToolDef {
             policies: spec.policies.effective(spec.side_effects),
             spec,
-            input_schema: Arc::new(input),
+            input_validator: ToolValidator::ready(input_validator, input.clone()),
+            input_schema: input,
             output_schema,
-            input_validator,
             output_validator,
         });
     }

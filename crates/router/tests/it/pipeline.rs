@@ -621,7 +621,7 @@ async fn big_results_are_cut_to_fit_their_output_schema_and_retrievable_by_handl
     // The cut result validates against the tool's output schema.
     let catalog = quiver_catalog::CatalogSource::catalog(f.host.as_ref());
     let r = catalog.resolve("marker_big").unwrap();
-    let validator = r.def.output_validator.as_ref().expect("marker_big has an output schema");
+    let validator = r.def.output_validator.as_ref().expect("marker_big has an output schema").get().unwrap();
     assert!(validator.is_valid(out), "{out}");
     assert!(o.response.observations.iter().any(|n| n.contains(&handle)));
     assert!(o.meta.policy.iter().any(|p| p == "result:truncated"));
