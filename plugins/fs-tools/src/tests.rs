@@ -564,7 +564,12 @@ fn swapping_a_folder_for_a_symlink_during_calls_never_escapes() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let swaps = swapper.join().unwrap();
     assert!(swaps > 100, "the swapper ran ({swaps})");
-    assert!(served > 0, "some reads were served");
+    // How many reads landed while `d` was the real folder depends on scheduling (none, once, on
+    // a loaded 2-core CI machine): that the path is right is checked once the swapping stopped.
+    eprintln!("{served} of 1500 reads served during {swaps} swaps");
+    let after = call(&s.root, "fs_read", json!({"path": "d/f.txt"}));
+    assert_eq!(after.status, Status::Ok, "{after:?}");
+    assert!(after.outputs.to_string().contains("inside"), "{:?}", after.outputs);
     assert_eq!(leaked, 0, "{leaked} of 1500 reads returned the outside file");
     assert_eq!(fs::read_to_string(evil.join("f.txt")).unwrap(), "OUTSIDE\n", "an append landed outside");
 }
