@@ -169,9 +169,8 @@ pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, Manife
     let digest = schema_check_digest(text);
     let record =
         |config: &HostConfig| path.parent().unwrap_or(Path::new("")).join(&config.state_dir).join(SCHEMA_CHECK_RECORD);
-    let (config, checked_now) = HostConfig::from_yaml_with(text, origin, |config| {
-        std::fs::read(record(config)).is_ok_and(|kept| kept == digest.as_bytes())
-    })?;
+    let (config, checked_now) =
+        HostConfig::from_yaml_with(text, origin, |config| quiver_lifecycle::record::matches(&record(config), &digest))?;
     if checked_now {
         keep_schema_check(&record(&config), &digest);
     }
@@ -186,17 +185,13 @@ pub const SCHEMA_CHECK_RECORD: &str = "config-checked";
 /// The record of a configuration text that passed the schema check in this host build: the
 /// sha256 of the build's version and the text. Another text or another build never matches.
 fn schema_check_digest(text: &str) -> String {
-    let mut bytes = format!("quiver configuration schema check\0{}\0", env!("CARGO_PKG_VERSION")).into_bytes();
-    bytes.extend_from_slice(text.as_bytes());
-    quiver_manifest::sha256_hex(&bytes)
+    quiver_lifecycle::record::digest("quiver configuration schema check", &[text.as_bytes()])
 }
 
 /// Keeps the record (best effort: without it the next start checks the schema again), only in
 /// a state folder that exists (a command never creates one just for this).
 fn keep_schema_check(file: &Path, digest: &str) {
-    let Some(dir) = file.parent().filter(|d| d.is_dir()) else { return };
-    let tmp = dir.join(format!(".{SCHEMA_CHECK_RECORD}.{}.tmp", std::process::id()));
-    if std::fs::write(&tmp, digest).and_then(|()| std::fs::rename(&tmp, file)).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if file.parent().is_some_and(Path::is_dir) {
+        let _ = quiver_lifecycle::record::write(file, digest.as_bytes());
     }
 }

@@ -146,12 +146,10 @@ impl Default for VerifyPolicy {
     }
 }
 
-/// What a signed manifest that passed its checks is recorded as: the sha256 of this host's
-/// version and the manifest file's sha256. Another manifest or another host build never matches.
+/// What a signed manifest that passed its checks is recorded as (see [`crate::record`]): its
+/// file's sha256, checked by this host build.
 pub(crate) fn manifest_check_digest(manifest_sha256: &str) -> String {
-    quiver_manifest::sha256_hex(
-        format!("quiver manifest check\0{}\0{manifest_sha256}", env!("CARGO_PKG_VERSION")).as_bytes(),
-    )
+    crate::record::digest("quiver manifest check", &[manifest_sha256.as_bytes()])
 }
 
 /// Reads a manifest, skipping its schema check when `policy` records that exactly these bytes
@@ -167,15 +165,10 @@ fn read_manifest(
     };
     let record = dir.join(format!("{manifest_sha256}.manifest"));
     let digest = manifest_check_digest(manifest_sha256);
-    let checked_before = fs::read(&record).is_ok_and(|kept| kept == digest.as_bytes());
+    let checked_before = crate::record::matches(&record, &digest);
     let manifest = Manifest::from_yaml_with(text, origin, checked_before)?;
     if !checked_before {
-        let tmp = dir.join(format!(".{manifest_sha256}.{}.tmp", std::process::id()));
-        let written =
-            fs::create_dir_all(dir).and_then(|()| fs::write(&tmp, &digest)).and_then(|()| fs::rename(&tmp, &record));
-        if written.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
+        let _ = fs::create_dir_all(dir).and_then(|()| crate::record::write(&record, digest.as_bytes()));
     }
     Ok(manifest)
 }

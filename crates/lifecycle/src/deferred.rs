@@ -28,6 +28,9 @@ struct Pending {
     staging: Arc<StagingDir>,
     /// The kept load report (the library's `PluginInfo` JSON from an earlier load).
     report: String,
+    /// Whether the scan listed it on the recorded check of `report` (then not checked against
+    /// the signed manifest yet: done at the load, before any call reaches the library).
+    recorded: bool,
     /// Where it is kept (deleted when the load fails).
     report_file: PathBuf,
     on_failure: OnFailure,
@@ -47,13 +50,14 @@ impl DeferredInProcess {
         bundle: DeferredBundle,
         staging: Arc<StagingDir>,
         report: String,
+        recorded: bool,
         report_file: PathBuf,
         on_failure: OnFailure,
     ) -> DeferredInProcess {
         DeferredInProcess {
             plugin: bundle.manifest.id.clone(),
             dispatch: crate::bundle::in_process_dispatch(&bundle.manifest),
-            pending: Mutex::new(Some(Pending { bundle, staging, report, report_file, on_failure })),
+            pending: Mutex::new(Some(Pending { bundle, staging, report, recorded, report_file, on_failure })),
             loaded: OnceLock::new(),
         }
     }
@@ -68,7 +72,7 @@ impl DeferredInProcess {
         let Some(p) = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return Err("its library load was interrupted".to_owned());
         };
-        let Pending { bundle, staging, report, report_file, on_failure } = p;
+        let Pending { bundle, staging, report, recorded, report_file, on_failure } = p;
         let path = bundle.manifest_path.clone();
         let outcome = bundle.read().and_then(|verified| {
             let VerifiedBundle { manifest_path, manifest, library, sha256, .. } = verified;
@@ -80,11 +84,13 @@ impl DeferredInProcess {
                     message: "the plugin's self-description differs from the one its earlier load reported for the same library bytes".into(),
                 });
             }
-            // The scan may have listed it on the recorded check of this report: checked against
-            // the signed manifest in full here, before the call reaches the library.
-            crate::library::parse_info(&info)
-                .and_then(|parsed| crate::library::check_embedded(&manifest, &parsed))
-                .map_err(|(stage, message)| BundleError { bundle: manifest_path.clone(), stage, message })?;
+            // Listed on the recorded check of this report (the scan did not check it): checked
+            // against the signed manifest in full here, before the call reaches the library.
+            if recorded {
+                crate::library::parse_info(&info)
+                    .and_then(|parsed| crate::library::check_embedded(&manifest, &parsed))
+                    .map_err(|(stage, message)| BundleError { bundle: manifest_path.clone(), stage, message })?;
+            }
             Ok(backend)
         });
         match outcome {

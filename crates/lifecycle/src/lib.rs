@@ -31,6 +31,7 @@ mod host;
 mod host_services;
 mod isolation;
 mod library;
+pub mod record;
 mod rollback;
 mod source;
 pub mod worker;

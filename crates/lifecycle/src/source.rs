@@ -563,22 +563,11 @@ fn report_file(cache: &Path, sha256: &str) -> PathBuf {
 /// against the signed manifest `manifest_sha256` (see [`checked_digest`]).
 fn keep_report(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) {
     let file = report_file(cache, sha256);
-    let written = fs::create_dir_all(cache).and_then(|()| write_replace(cache, &file, report.as_bytes()));
+    let written = fs::create_dir_all(cache).and_then(|()| crate::record::write(&file, report.as_bytes()));
     match written {
         Ok(()) => keep_checked(cache, sha256, report, manifest_sha256),
         Err(e) => tracing::debug!(file = %file.display(), error = %e, "cannot keep the load report"),
     }
-}
-
-/// Writes `file` whole through a temporary file in `dir` and a rename.
-fn write_replace(dir: &Path, file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = fs::write(&tmp, bytes).and_then(|()| fs::rename(&tmp, file));
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
 }
 
 /// The folder next to `start_cache` (`state_dir/checked` for `serve`) that keeps the records of
@@ -597,16 +586,8 @@ fn checked_file(cache: &Path, sha256: &str) -> PathBuf {
 /// Any change to one of them (a re-signed or edited manifest, another report, another host
 /// build) gives another digest, and the report is checked in full again.
 fn checked_digest(report: &str, manifest_sha256: &str) -> String {
-    let mut text = String::with_capacity(report.len() + 160);
-    text.push_str("quiver kept report check\0");
-    text.push_str(env!("CARGO_PKG_VERSION"));
-    text.push('\0');
-    text.push_str(&quiver_abi::ABI_VERSION.to_string());
-    text.push('\0');
-    text.push_str(manifest_sha256);
-    text.push('\0');
-    text.push_str(report);
-    quiver_manifest::sha256_hex(text.as_bytes())
+    let abi = quiver_abi::ABI_VERSION.to_string();
+    crate::record::digest("quiver kept report check", &[abi.as_bytes(), manifest_sha256.as_bytes(), report.as_bytes()])
 }
 
 /// Records that the kept report of `sha256` agrees with the signed manifest `manifest_sha256`
@@ -614,7 +595,7 @@ fn checked_digest(report: &str, manifest_sha256: &str) -> String {
 fn keep_checked(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) {
     let (dir, file) = (checked_dir(cache), checked_file(cache, sha256));
     let written = fs::create_dir_all(&dir)
-        .and_then(|()| write_replace(&dir, &file, checked_digest(report, manifest_sha256).as_bytes()));
+        .and_then(|()| crate::record::write(&file, checked_digest(report, manifest_sha256).as_bytes()));
     if let Err(e) = written {
         tracing::debug!(file = %file.display(), error = %e, "cannot keep the check of the load report");
     }
@@ -635,8 +616,7 @@ fn usable_report(
 ) -> Option<KeptReport> {
     let file = report_file(cache, sha256);
     let report = fs::read_to_string(&file).ok()?;
-    let checked = fs::read(checked_file(cache, sha256))
-        .is_ok_and(|digest| digest == checked_digest(&report, manifest_sha256).as_bytes());
+    let checked = crate::record::matches(&checked_file(cache, sha256), &checked_digest(&report, manifest_sha256));
     let info = crate::library::parse_info(&report).and_then(|info| {
         if !checked {
             crate::library::check_embedded(manifest, &info)?;
@@ -762,10 +742,13 @@ impl BundleSource {
                 let _ = fs::remove_file(&kept);
                 return Err("the plugin's self-description differs from the one its earlier load reported for the same library bytes".to_owned());
             }
-            // The scan may have listed it on the recorded check of this report: checked in full
-            // here, before any call is sent.
-            let checked =
-                crate::library::parse_info(&report).and_then(|info| crate::library::check_embedded(&manifest, &info));
+            // Listed on the recorded check of this report (the scan did not check it): checked
+            // in full here, before any call is sent.
+            let checked = if recorded {
+                crate::library::parse_info(&report).and_then(|info| crate::library::check_embedded(&manifest, &info))
+            } else {
+                Ok(())
+            };
             if let Err((_, message)) = checked {
                 let _ = fs::remove_file(&kept);
                 return Err(message);
@@ -839,7 +822,8 @@ impl BundleSource {
         };
         let manifest = bundle.manifest.clone();
         let manifest_path = bundle.manifest_path.clone();
-        let backend = crate::deferred::DeferredInProcess::new(bundle, self.staging.clone(), report, file, on_failure);
+        let backend =
+            crate::deferred::DeferredInProcess::new(bundle, self.staging.clone(), report, recorded, file, on_failure);
         tracing::info!(plugin = %manifest.id, "plugin listed; its library is loaded on first use");
         listed_entry(recorded, manifest, &info, provenance, Arc::new(backend)).map(Arc::new).map_err(|e| BundleError {
             bundle: manifest_path,

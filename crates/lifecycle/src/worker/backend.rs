@@ -39,6 +39,12 @@ impl WorkerLibrary {
     }
 }
 
+/// What a worker's handshake loads.
+enum Load<'a> {
+    Library(&'a VerifiedLibrary),
+    Adapter(&'a AdapterLoad),
+}
+
 /// Reads and checks a worker's library on its first start (see [`WorkerLibrary`]); a refusal
 /// names its stage.
 pub type LibraryRead = Box<dyn FnOnce() -> Result<VerifiedLibrary, crate::BundleError> + Send>;
@@ -292,9 +298,11 @@ impl Supervisor {
     /// Starts a worker and completes the handshake. Blocking.
     fn spawn(self: &Arc<Self>) -> Result<(Arc<Proc>, Ready), String> {
         let s = &self.settings;
-        let library = match (&self.spec.adapter, self.spec.library.get()) {
-            (Some(_), _) => None,
-            (None, Some(l)) => Some(l),
+        // What the handshake sends: an adapter's definition, or the verified library (a worker
+        // is never started without it).
+        let load = match (&self.spec.adapter, self.spec.library.get()) {
+            (Some(a), _) => Load::Adapter(a),
+            (None, Some(l)) => Load::Library(l),
             (None, None) => return Err("the plugin's library was not read and verified".to_owned()),
         };
         let mut cmd = Command::new(&s.program);
@@ -354,11 +362,10 @@ impl Supervisor {
         let sent = {
             let mut g = proc.writer.lock().unwrap_or_else(|e| e.into_inner());
             let (w, _) = &mut *g;
-            match (&self.spec.adapter, library) {
+            match load {
                 // Written straight to the pipe (no frame buffer the size of the library).
-                (None, Some(library)) => write_hello(w, &self.spec, library),
-                (None, None) => Err(std::io::Error::other("no verified library")),
-                (Some(a), _) => {
+                Load::Library(library) => write_hello(w, &self.spec, library),
+                Load::Adapter(a) => {
                     let hello = ToWorker::HelloAdapter(protocol::HelloAdapter {
                         protocol: PROTOCOL_VERSION,
                         plugin: self.spec.plugin.clone(),
