@@ -202,6 +202,11 @@ pub struct Connection {
     live: OnceLock<Arc<Live>>,
     /// Cancelled when the session ends: stops its catalog watcher.
     stop: CancellationToken,
+    /// A second handle on another connection's session (the HTTP transport's in-place calls):
+    /// dropping it ends nothing.
+    view: bool,
+    /// The HTTP session this connection serves, once initialized over HTTP.
+    http_id: OnceLock<crate::HttpSessionId>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -214,6 +219,12 @@ impl std::fmt::Debug for Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        if self.view {
+            return;
+        }
+        if let Some(id) = self.http_id.get() {
+            crate::http_sessions::InPlace::forget(&self.shared, &id.0);
+        }
         self.stop.cancel();
         if let Some(live) = self.live.get() {
             crate::hooks::spawn(&self.shared, &live.caller, crate::hooks::HookEvent::SessionEnd, false);
@@ -226,13 +237,51 @@ impl Drop for Connection {
     }
 }
 
+/// The context `rmcp` builds for a request it dispatches: the request's `_meta` and
+/// extensions moved out of it. For the calls the transports serve themselves (the stdio call
+/// lane, HTTP in-place calls).
+pub(crate) fn call_context(
+    id: rmcp::model::RequestId,
+    peer: rmcp::service::Peer<RoleServer>,
+    extensions: &mut rmcp::model::Extensions,
+) -> RequestContext<RoleServer> {
+    let mut context = RequestContext::new(id, peer);
+    context.meta = extensions.remove::<rmcp::model::RequestMetaObject>().unwrap_or_default();
+    context.extensions = std::mem::take(extensions);
+    context
+}
+
 fn not_initialized() -> ErrorData {
     ErrorData::invalid_request("the session is not initialized: send `initialize` first", None)
 }
 
 impl Connection {
     pub(crate) fn new(shared: Arc<Shared>) -> Connection {
-        Connection { shared, live: OnceLock::new(), stop: CancellationToken::new() }
+        Connection {
+            shared,
+            live: OnceLock::new(),
+            stop: CancellationToken::new(),
+            view: false,
+            http_id: OnceLock::new(),
+        }
+    }
+
+    /// A handle on this initialized session for calls the HTTP transport serves in place
+    /// (`None` before `initialize`). It shares the session's state; dropping it ends nothing.
+    fn view(&self) -> Option<Connection> {
+        let live = self.live.get()?.clone();
+        Some(Connection {
+            shared: self.shared.clone(),
+            live: OnceLock::from(live),
+            stop: self.stop.clone(),
+            view: true,
+            http_id: OnceLock::new(),
+        })
+    }
+
+    /// The client's side of an initialized session, for the HTTP transport's in-place calls.
+    pub(crate) fn client(&self) -> Option<&ClientSide> {
+        self.live.get().map(|l| &*l.client)
     }
 
     fn live(&self) -> Result<&Arc<Live>, ErrorData> {
@@ -724,6 +773,14 @@ impl ServerHandler for Connection {
             self.shared.register_session(registered);
             if let Some(m) = self.shared.router.metrics() {
                 m.session_started();
+            }
+            // Over HTTP, `tools/call` may be served beside rmcp's session worker (see
+            // `http_sessions.rs`): the transport finds this session's handler by its id.
+            if let Some(id) = context.extensions.get::<crate::HttpSessionId>()
+                && let Some(view) = self.view()
+                && self.http_id.set(id.clone()).is_ok()
+            {
+                crate::http_sessions::InPlace::register(&self.shared, id.0.clone(), view);
             }
         }
         Ok(result)

@@ -225,12 +225,15 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     let factory = server.clone();
     let mut sessions = LocalSessionManager::default();
     let mut session_config = SessionConfig::default();
-    session_config.keep_alive = Some(opts.session_idle_timeout);
+    // Idle sessions are closed by the sweeper below, not by rmcp's worker (whose timer does not
+    // see the calls served in place).
+    session_config.keep_alive = None;
     session_config.channel_capacity = opts.max_requests_per_session.max(1);
     session_config.init_timeout = Some(opts.session_idle_timeout.min(Duration::from_secs(30)));
     sessions.session_config = session_config;
     let sessions = Arc::new(sessions);
-    let manager = Arc::new(QuiverSessions { local: sessions.clone() });
+    let manager = Arc::new(QuiverSessions { local: sessions.clone(), shared: server.shared.clone() });
+    spawn_idle_sweeper(manager.clone(), opts.session_idle_timeout, opts.shutdown.clone());
     let service: McpService = StreamableHttpService::new(move || Ok(factory.connection()), manager, config);
     let gate = Arc::new(Gate {
         auth: opts.auth.clone(),
@@ -277,6 +280,22 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         idle: opts.session_idle_timeout,
     };
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
+
+/// Closes idle sessions: checked every eighth of the idle timeout (between 10 ms and 1 s), so
+/// a session closes between its idle timeout and that much later.
+fn spawn_idle_sweeper(manager: Arc<QuiverSessions>, idle: Duration, stop: CancellationToken) {
+    let tick = (idle / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(tick);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = every.tick() => manager.close_idle(idle).await,
+            }
+        }
+    });
 }
 
 /// `rmcp`'s streamable HTTP service as Quiver serves it.

@@ -1,26 +1,65 @@
 //! The session manager of the streamable HTTP transport: `rmcp`'s [`LocalSessionManager`]
-//! (sessions live in this process), with one addition: the `initialize` it forwards to a
-//! session carries the session's `Mcp-Session-Id` ([`HttpSessionId`]), so the session can key
-//! its state in the [`crate::SessionStore`] by the id the client holds. A replayed
-//! `initialize` (rmcp's cross-instance restore) goes through the same path, with rmcp's
-//! `SessionRestoreMarker` next to it.
+//! (sessions live in this process), with two additions.
+//!
+//! - The `initialize` it forwards to a session carries the session's `Mcp-Session-Id`
+//!   ([`HttpSessionId`]), so the session can key its state in the [`crate::SessionStore`] by the
+//!   id the client holds. A replayed `initialize` (rmcp's cross-instance restore) goes through
+//!   the same path, with rmcp's `SessionRestoreMarker` next to it.
+//! - **In-place calls.** `rmcp` hands every request to the session's worker task (two round
+//!   trips to open the request's channel and push the message), which forwards it to the
+//!   service loop, which spawns the handler; the answer travels back the same way: four
+//!   channel hops and three task wake-ups per call. A `tools/call` is instead run here, on the
+//!   HTTP request's own task, by the same handler with the request context `rmcp` would build
+//!   (as the stdio call lane does), when nothing of it needs the worker:
+//!   - no `progressToken` (progress is routed to the request's stream by the worker) and no
+//!     protocol version in its `_meta`;
+//!   - a client that declared neither elicitation nor sampling (requests to the client during
+//!     a call are routed to the call's stream by the worker);
+//!   - no event store (events would not be kept where other instances resume from);
+//!   - fewer than `max_requests_per_session` in-place calls of the session still running.
+//!
+//!   Logs a call emits are notifications without a request, which the worker sends on the
+//!   session's standalone stream either way. The call is polled once in place: a ready answer
+//!   is the stream's one event, without an event id (there is nothing left to resume). A call
+//!   not ready continues as a task of its own; its stream starts with a priming event, and its
+//!   answer is kept for [`COMPLETED_TTL`] so a client that lost the connection resumes it with
+//!   `Last-Event-ID` (ids `q<serial>/<index>`, which `rmcp`'s never are).
+//!   `notifications/cancelled` cancels such a call's token, and its answer is dropped, as
+//!   `rmcp` drops a cancelled request's.
+//!
+//!   Idle sessions are closed here ([`QuiverSessions::close_idle`], from a sweeper task of the
+//!   HTTP server): `rmcp`'s worker restarts its idle timer only on its own events, which
+//!   in-place calls are not, so its timer is off.
 //!
 //! Bodies are parsed once, by `rmcp`. A standard method whose parameters do not fit its type
 //! reaches the session manager as a custom request (which the handler would answer "method not
 //! found"); [`QuiverSessions::create_stream`] stops it there, unsent, and marks the request's
 //! [`Refused`] flag, from which the HTTP layer answers `-32602` with status 400.
 
+use std::collections::HashMap;
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures_core::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetExtensions, ServerJsonRpcMessage};
+use futures_util::StreamExt;
+use rmcp::model::{
+    CancelledNotification, ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage,
+};
+use rmcp::service::Service;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::Connection;
+use crate::server::Shared;
 
 /// The `Mcp-Session-Id` of the session an `initialize` starts (an extension of the request).
 #[derive(Debug, Clone)]
@@ -49,23 +88,286 @@ fn refused_flag(message: &ClientJsonRpcMessage) -> Option<&Refused> {
     r.request.extensions().get::<axum::http::request::Parts>()?.extensions.get::<Refused>()
 }
 
-/// A request's response stream: the session's, or none for a request stopped before it.
-pub(crate) struct Answer<S>(Option<S>);
+/// A boxed event stream (an in-place call still running, its resumption).
+type Events = Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync>>;
 
-impl<S: Stream + Unpin> Stream for Answer<S> {
-    type Item = S::Item;
+/// A request's response stream: the session worker's, an in-place answer, or none for a
+/// request stopped before it.
+pub(crate) enum Answer<S> {
+    Worker(S),
+    Ready(Option<ServerSseMessage>),
+    Running(Events),
+    Nothing,
+}
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
-        match self.0.as_mut() {
-            Some(s) => Pin::new(s).poll_next(cx),
-            None => Poll::Ready(None),
+impl<S: Stream<Item = ServerSseMessage> + Unpin> Stream for Answer<S> {
+    type Item = ServerSseMessage;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ServerSseMessage>> {
+        match &mut *self {
+            Answer::Worker(s) => Pin::new(s).poll_next(cx),
+            Answer::Ready(event) => Poll::Ready(event.take()),
+            Answer::Running(s) => s.as_mut().poll_next(cx),
+            Answer::Nothing => Poll::Ready(None),
         }
     }
 }
 
-/// [`LocalSessionManager`] that tags each session's `initialize` with its id.
+/// How long the answer of an in-place call that was not ready at once is kept for a client
+/// resuming its stream (`rmcp` keeps a completed request's events as long by default).
+pub(crate) const COMPLETED_TTL: Duration = Duration::from_secs(60);
+
+/// At most this many answers of in-place calls kept per session for resumption (the oldest
+/// finished go first).
+const KEPT_ANSWERS: usize = 64;
+
+/// `tools/call` requests served in place, in this process (for tests).
+static IN_PLACE_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How many `tools/call` requests the HTTP transport served in place in this process (tests use
+/// it to tell which path served a call; not part of the API).
+#[doc(hidden)]
+pub fn http_in_place_calls() -> u64 {
+    IN_PLACE_CALLS.load(Ordering::Relaxed)
+}
+
+/// Milliseconds on a process-wide monotonic clock.
+fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// HTTP sessions' in-place handlers by session id (in [`Shared`]).
+pub(crate) type InPlaceSessions = RwLock<HashMap<SessionId, Arc<InPlace>>>;
+
+/// A session's handler for in-place calls, and those calls (see the module documentation).
+pub(crate) struct InPlace {
+    /// A view of the session's [`Connection`] (dropping it ends nothing).
+    handler: Arc<Connection>,
+    /// When a request of this session last arrived ([`now_ms`]), for [`QuiverSessions::close_idle`].
+    touched: AtomicU64,
+    /// In-place calls of the session still running (those not ready at once).
+    running: AtomicUsize,
+    calls: Mutex<Calls>,
+}
+
+#[derive(Default)]
+struct Calls {
+    serial: u64,
+    kept: Vec<Kept>,
+}
+
+/// An in-place call that was not ready at its first poll.
+struct Kept {
+    serial: u64,
+    request: RequestId,
+    token: CancellationToken,
+    answer: watch::Receiver<Option<Arc<ServerJsonRpcMessage>>>,
+    /// When it was answered (or cancelled).
+    finished: Option<Instant>,
+}
+
+impl InPlace {
+    /// Makes `handler` (a view of an initialized session) serve the session's in-place calls.
+    pub(crate) fn register(shared: &Shared, id: SessionId, handler: Connection) {
+        let entry = Arc::new(InPlace {
+            handler: Arc::new(handler),
+            touched: AtomicU64::new(now_ms()),
+            running: AtomicUsize::new(0),
+            calls: Mutex::new(Calls::default()),
+        });
+        shared.in_place.write().unwrap_or_else(|e| e.into_inner()).insert(id, entry);
+    }
+
+    /// The session ended: no more in-place calls (those running finish on their own).
+    pub(crate) fn forget(shared: &Shared, id: &SessionId) {
+        shared.in_place.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+    }
+
+    fn calls(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn running(&self) -> usize {
+        self.running.load(Ordering::Acquire)
+    }
+
+    /// Keeps a call that was not ready at once; returns its serial.
+    fn keep(
+        &self,
+        request: RequestId,
+        token: CancellationToken,
+        answer: watch::Receiver<Option<Arc<ServerJsonRpcMessage>>>,
+    ) -> u64 {
+        let mut calls = self.calls();
+        let now = Instant::now();
+        calls.kept.retain(|k| k.finished.is_none_or(|f| now.duration_since(f) < COMPLETED_TTL));
+        while calls.kept.len() >= KEPT_ANSWERS {
+            match calls.kept.iter().position(|k| k.finished.is_some()) {
+                Some(i) => drop(calls.kept.remove(i)),
+                None => break,
+            }
+        }
+        calls.serial += 1;
+        let serial = calls.serial;
+        self.running.fetch_add(1, Ordering::AcqRel);
+        calls.kept.push(Kept { serial, request, token, answer, finished: None });
+        serial
+    }
+
+    fn finish(&self, serial: u64) {
+        if let Some(k) = self.calls().kept.iter_mut().find(|k| k.serial == serial) {
+            k.finished = Some(Instant::now());
+        }
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// `notifications/cancelled` for one of this session's running in-place calls.
+    fn cancel(&self, request: &RequestId) {
+        for k in self.calls().kept.iter().filter(|k| k.finished.is_none() && &k.request == request) {
+            k.token.cancel();
+        }
+    }
+
+    /// The answer a resuming client is owed after event `index` of call `serial`.
+    fn resume(&self, serial: u64, index: u64) -> Option<Events> {
+        let calls = self.calls();
+        let kept = calls.kept.iter().find(|k| k.serial == serial)?;
+        if index >= 1 {
+            return Some(Box::pin(futures_util::stream::empty()));
+        }
+        Some(answer_events(None, kept.answer.clone(), serial))
+    }
+}
+
+/// The events of an in-place call not ready at once: `priming` (when sent), then its answer
+/// when it comes (none when it was cancelled).
+fn answer_events(
+    priming: Option<ServerSseMessage>,
+    mut answer: watch::Receiver<Option<Arc<ServerJsonRpcMessage>>>,
+    serial: u64,
+) -> Events {
+    let answered = async move {
+        let message = answer.wait_for(Option::is_some).await.ok()?.clone()?;
+        // (The fields are public, the struct is not exhaustive: no clone of the answer.)
+        let mut event = ServerSseMessage::retry(Duration::ZERO);
+        (event.event_id, event.message, event.retry) = (Some(format!("q{serial}/1")), Some(message), None);
+        Some(event)
+    };
+    let answered = futures_util::stream::once(answered).filter_map(std::future::ready);
+    Box::pin(futures_util::stream::iter(priming).chain(answered))
+}
+
+/// `q<serial>/<index>`: an event id of an in-place call.
+fn in_place_event(id: &str) -> Option<(u64, u64)> {
+    let (serial, index) = id.strip_prefix('q')?.split_once('/')?;
+    Some((serial.parse().ok()?, index.parse().ok()?))
+}
+
+/// [`LocalSessionManager`] that tags each session's `initialize` with its id and serves
+/// `tools/call` in place (see the module documentation).
 pub(crate) struct QuiverSessions {
     pub(crate) local: Arc<LocalSessionManager>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl QuiverSessions {
+    fn entry(&self, id: &SessionId) -> Option<Arc<InPlace>> {
+        self.shared.in_place.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+
+    /// A request of session `id` arrives now.
+    fn touch(&self, id: &SessionId) {
+        if let Some(entry) = self.entry(id) {
+            entry.touched.store(now_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// The session's in-place handler when `message` is a `tools/call` it may serve.
+    fn in_place_for(&self, id: &SessionId, message: &ClientJsonRpcMessage) -> Option<Arc<InPlace>> {
+        let ClientJsonRpcMessage::Request(r) = message else { return None };
+        let ClientRequest::CallToolRequest(call) = &r.request else { return None };
+        if call
+            .extensions
+            .get::<RequestMetaObject>()
+            .is_some_and(|m| m.protocol_version().is_some() || m.get_progress_token().is_some())
+            || self.local.event_store().is_some()
+        {
+            return None;
+        }
+        let entry = self.entry(id)?;
+        let client = entry.handler.client()?;
+        if client.can_elicit || client.can_sample {
+            return None;
+        }
+        (entry.running() < self.local.session_config.channel_capacity.max(1)).then_some(entry)
+    }
+
+    /// Runs a `tools/call` with the session's handler on this task (see the module
+    /// documentation).
+    async fn serve_in_place<S>(&self, entry: Arc<InPlace>, message: ClientJsonRpcMessage) -> Answer<S> {
+        let ClientJsonRpcMessage::Request(request) = message else { return Answer::Nothing };
+        let id = request.id;
+        let mut request = request.request;
+        let Some(peer) = entry.handler.client().map(|c| c.peer.clone()) else { return Answer::Nothing };
+        let context = crate::connection::call_context(id.clone(), peer, request.extensions_mut());
+        let token = context.ct.clone();
+        let handler = entry.handler.clone();
+        let answer_to = id.clone();
+        let mut call = Box::pin(async move {
+            match handler.handle_request(request, context).await {
+                Ok(result) => ServerJsonRpcMessage::response(result, answer_to),
+                Err(error) => {
+                    tracing::warn!(id = %answer_to, ?error, "response error");
+                    ServerJsonRpcMessage::error(error, Some(answer_to))
+                }
+            }
+        });
+        IN_PLACE_CALLS.fetch_add(1, Ordering::Relaxed);
+        entry.touched.store(now_ms(), Ordering::Relaxed);
+        if let Poll::Ready(answer) = poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await {
+            return Answer::Ready(Some(ServerSseMessage::from_message(answer)));
+        }
+        // Not ready: it runs on as a task of its own (a dropped connection does not cancel it),
+        // and its answer is kept for resumption.
+        let (tx, rx) = watch::channel(None);
+        let serial = entry.keep(id, token.clone(), rx.clone());
+        tokio::spawn(async move {
+            let answer = call.await;
+            if !token.is_cancelled() {
+                tx.send_replace(Some(Arc::new(answer)));
+            }
+            entry.finish(serial);
+        });
+        let priming =
+            self.local.session_config.sse_retry.map(|retry| ServerSseMessage::priming(format!("q{serial}/0"), retry));
+        Answer::Running(answer_events(priming, rx, serial))
+    }
+}
+
+impl QuiverSessions {
+    /// Closes the sessions without a request for `idle` and without an in-place call running
+    /// (`rmcp`'s own idle timer is off: it restarts only on messages through the session's
+    /// worker, which in-place calls do not pass). Sessions not yet initialized are `rmcp`'s
+    /// (`init_timeout`).
+    pub(crate) async fn close_idle(&self, idle: Duration) {
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        let now = now_ms();
+        let expired: Vec<SessionId> = {
+            let all = self.shared.in_place.read().unwrap_or_else(|e| e.into_inner());
+            all.iter()
+                .filter(|(_, e)| now.saturating_sub(e.touched.load(Ordering::Relaxed)) >= idle_ms && e.running() == 0)
+                .map(|(id, _)| id.clone())
+                .collect()
+        };
+        for id in expired {
+            tracing::info!(session = %id, idle_ms, "HTTP session closed: idle");
+            InPlace::forget(&self.shared, &id);
+            if let Err(e) = SessionManager::close_session(&*self.local, &id).await {
+                tracing::warn!(session = %id, error = %e, "could not close an idle HTTP session");
+            }
+        }
+    }
 }
 
 impl SessionManager for QuiverSessions {
@@ -102,12 +404,24 @@ impl SessionManager for QuiverSessions {
             && let Some(flag) = refused_flag(&message)
         {
             flag.0.store(true, Ordering::Release);
-            return Ok(Answer(None));
+            return Ok(Answer::Nothing);
         }
-        Ok(Answer(Some(SessionManager::create_stream(&*self.local, id, message).await?)))
+        if let Some(entry) = self.in_place_for(id, &message) {
+            return Ok(self.serve_in_place(entry, message).await);
+        }
+        self.touch(id);
+        Ok(Answer::Worker(SessionManager::create_stream(&*self.local, id, message).await?))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
+        if let ClientJsonRpcMessage::Notification(n) = &message
+            && let ClientNotification::CancelledNotification(CancelledNotification { params, .. }) = &n.notification
+            && let Some(request) = &params.request_id
+            && let Some(entry) = self.entry(id)
+        {
+            entry.cancel(request);
+        }
+        self.touch(id);
         SessionManager::accept_message(&*self.local, id, message).await
     }
 
@@ -115,6 +429,7 @@ impl SessionManager for QuiverSessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.touch(id);
         SessionManager::create_standalone_stream(&*self.local, id).await
     }
 
@@ -123,7 +438,13 @@ impl SessionManager for QuiverSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        SessionManager::resume(&*self.local, id, last_event_id).await
+        if let Some((serial, index)) = in_place_event(&last_event_id)
+            && let Some(events) = self.entry(id).and_then(|e| e.resume(serial, index))
+        {
+            return Ok(futures_util::future::Either::Left(events));
+        }
+        self.touch(id);
+        Ok(futures_util::future::Either::Right(SessionManager::resume(&*self.local, id, last_event_id).await?))
     }
 
     async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {

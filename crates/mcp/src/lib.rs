@@ -11,7 +11,9 @@
 //!   input with JSON-RPC errors (`-32700` for bytes that are not JSON, `-32600` for messages
 //!   that are not requests or too large, `-32602` for bad parameters), never with a crash.
 //!   On stdio, `tools/call` skips `rmcp`'s per-request dispatch: the transport runs the same
-//!   handler itself and writes the response line when it is ready (see `stdio.rs`).
+//!   handler itself and writes the response line when it is ready (see `stdio.rs`); over HTTP,
+//!   a `tools/call` that needs nothing of `rmcp`'s session worker is run on the request's own
+//!   task (see `http_sessions.rs`).
 //! - `tools/list` is the session's surface (`Session::surface`) in its deterministic order,
 //!   paged with opaque cursors (an invalid or stale cursor is `-32602`); each tool carries
 //!   annotations from its manifest risk, its output schema, and `_meta` under
@@ -69,6 +71,8 @@ pub use http::{
     RESOURCE_METADATA_PATH, serve_http, serve_http_on, serve_metrics_on,
 };
 pub use http_sessions::HttpSessionId;
+#[doc(hidden)]
+pub use http_sessions::http_in_place_calls;
 pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
 pub use sessions::{MAX_SESSION_KEY_LEN, SESSION_META_KEY, SessionStore, StoreError, StoredSession, valid_session_key};
 #[doc(hidden)]

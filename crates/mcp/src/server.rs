@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     pub(crate) tools: ToolCache,
     /// Live sessions, for the operator dashboard (dead entries are pruned when listed).
     pub(crate) sessions: std::sync::Mutex<Vec<std::sync::Weak<crate::connection::Live>>>,
+    /// HTTP sessions by `Mcp-Session-Id`, for the calls the transport serves in place.
+    pub(crate) in_place: crate::http_sessions::InPlaceSessions,
 }
 
 impl Shared {
@@ -228,6 +230,7 @@ impl QuiverServer {
                 options,
                 tools: ToolCache::default(),
                 sessions: Default::default(),
+                in_place: Default::default(),
             }),
         }
     }

@@ -33,7 +33,7 @@ use rmcp::model::{
     CallToolRequest, ClientJsonRpcMessage, ClientNotification, ClientRequest, RequestId, RequestMetaObject,
     ServerJsonRpcMessage,
 };
-use rmcp::service::{Peer, RequestContext, RxJsonRpcMessage, Service, ServiceExt, TxJsonRpcMessage};
+use rmcp::service::{Peer, RxJsonRpcMessage, Service, ServiceExt, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -292,11 +292,8 @@ impl CallLane {
         if request.extensions.get::<RequestMetaObject>().is_some_and(|m| m.protocol_version().is_some()) {
             return Err((id, request));
         }
-        // The context `rmcp` builds for a request: its `_meta` and extensions moved out of it.
-        let mut context = RequestContext::new(id.clone(), peer.clone());
+        let context = crate::connection::call_context(id.clone(), peer.clone(), &mut request.extensions);
         let token = context.ct.clone();
-        context.meta = request.extensions.remove::<RequestMetaObject>().unwrap_or_default();
-        context.extensions = std::mem::take(&mut request.extensions);
         self.serial += 1;
         let serial = self.serial;
         let connection = self.connection.clone();

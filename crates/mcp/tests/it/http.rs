@@ -200,3 +200,165 @@ async fn progress_and_logs_travel_with_the_call() {
     assert_eq!(all.last().unwrap()["id"], 5, "{all:?}");
     shutdown.cancel();
 }
+
+/// The event ids of an SSE body (`id:` lines).
+fn event_ids(body: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(body).lines().filter_map(|l| l.strip_prefix("id:")).map(|i| i.trim().to_owned()).collect()
+}
+
+fn call_body(id: i64, name: &str, arguments: Value, meta: Option<Value>) -> Vec<u8> {
+    let mut params = json!({ "name": name, "arguments": arguments });
+    if let Some(meta) = meta {
+        params["_meta"] = meta;
+    }
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string().into_bytes()
+}
+
+/// A `tools/call` is served beside rmcp's session worker (`http_sessions.rs`): the answer is
+/// the same, and a ready one comes as the stream's one event, without an event id. A call
+/// with a `progressToken` still goes through the worker, whose streams start with a priming
+/// event (`N/0`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_are_served_in_place_with_the_answer_the_worker_gives() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let (addr, shutdown) = start(&f).await;
+    let session = open_session(addr, "in-place").await;
+    let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let before = quiver_mcp::http_in_place_calls();
+    let (status, _, in_place) =
+        http(addr, "POST", &headers, &call_body(3, "marker_echo", json!({"text": "hi"}), None)).await;
+    assert_eq!(status, 200);
+    assert!(quiver_mcp::http_in_place_calls() > before, "the call was not served in place");
+    assert!(event_ids(&in_place).is_empty(), "{}", String::from_utf8_lossy(&in_place));
+    let (status, _, worker) = http(
+        addr,
+        "POST",
+        &headers,
+        &call_body(4, "marker_echo", json!({"text": "hi"}), Some(json!({"progressToken": 1}))),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let ids = event_ids(&worker);
+    assert!(ids.first().is_some_and(|i| i.ends_with("/0") && !i.starts_with('q')), "{ids:?}");
+    let (a, b) = (&messages(&in_place)[0], &messages(&worker)[0]);
+    assert_eq!((a["id"].clone(), b["id"].clone()), (json!(3), json!(4)));
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    assert_eq!(a["result"]["content"], b["result"]["content"], "{a} / {b}");
+    assert_eq!(a["result"]["structuredContent"], b["result"]["structuredContent"], "{a} / {b}");
+    // Errors too: an unknown tool is a JSON-RPC error either way.
+    let (_, _, unknown) = http(addr, "POST", &headers, &call_body(5, "no_such_tool", json!({}), None)).await;
+    assert_eq!(messages(&unknown)[0]["error"]["code"], -32602, "{}", String::from_utf8_lossy(&unknown));
+    shutdown.cancel();
+}
+
+/// Reads a response's head and body until `until` appears in what was read, then drops the
+/// connection (a client losing it mid-stream).
+async fn read_until_then_drop(addr: SocketAddr, headers: &[(&str, &str)], body: &[u8], until: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(until) {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut buf))
+            .await
+            .expect("in time")
+            .expect("read");
+        assert!(n > 0, "closed before `{until}`: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// An in-place call not ready at once keeps running when its connection drops, and a client
+/// resuming with `Last-Event-ID` gets its answer; a cancelled one is never answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_in_place_call_resumes_and_a_cancelled_one_is_never_answered() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let (addr, shutdown) = start(&f).await;
+    let session = open_session(addr, "in-place-resume").await;
+    let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let before = quiver_mcp::http_in_place_calls();
+    let seen =
+        read_until_then_drop(addr, &headers, &call_body(7, "marker_sleep", json!({"ms": 400}), None), "id: q").await;
+    assert!(quiver_mcp::http_in_place_calls() > before, "the call was not served in place");
+    let priming = event_ids(seen.split_once("\r\n\r\n").map_or(b"" as &[u8], |(_, b)| b.as_bytes()));
+    let primed = priming.iter().find(|i| i.starts_with('q')).expect("a priming event id").clone();
+    assert!(primed.ends_with("/0"), "{primed}");
+    let (status, _, body) =
+        http(addr, "GET", &[ACCEPT, ("Mcp-Session-Id", session.as_str()), ("Last-Event-ID", primed.as_str())], b"")
+            .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let answer = messages(&body);
+    assert_eq!(answer.len(), 1, "{answer:?}");
+    assert_eq!(answer[0]["id"], 7);
+    assert_eq!(answer[0]["result"]["isError"], false, "{answer:?}");
+    assert!(
+        event_ids(&body).iter().any(|i| i.starts_with('q') && i.ends_with("/1")),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+
+    // Cancelled: the router records it, and its stream ends without an answer.
+    let served = quiver_mcp::http_in_place_calls();
+    let slow = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+            http(addr, "POST", &headers, &call_body(8, "marker_sleep", json!({"ms": 20000}), None)).await
+        })
+    };
+    let start = std::time::Instant::now();
+    while quiver_mcp::http_in_place_calls() == served {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "the slow call did not start");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // (Counted as it starts: leave it a moment to be kept as running.)
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":8,"reason":"test"}})
+        .to_string();
+    let (status, _, _) = http(addr, "POST", &headers, cancel.as_bytes()).await;
+    assert_eq!(status, 202);
+    let (status, _, body) = slow.await.unwrap();
+    assert_eq!(status, 200);
+    assert!(messages(&body).iter().all(|m| m.get("id") != Some(&json!(8))), "{}", String::from_utf8_lossy(&body));
+    assert_eq!(f.router.telemetry().snapshot().errors.get("cancelled").copied(), Some(1));
+    shutdown.cancel();
+}
+
+/// Sessions used only by in-place calls stay open while used and still close when idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_used_by_in_place_calls_stays_open_and_closes_when_idle() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let idle = std::time::Duration::from_millis(1500);
+    let opts = HttpOptions { session_idle_timeout: idle, shutdown: shutdown.clone(), ..HttpOptions::default() };
+    tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
+    let session = open_session(addr, "in-place-idle").await;
+    let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let before = quiver_mcp::http_in_place_calls();
+    let start = std::time::Instant::now();
+    let mut id = 10;
+    // Calls for twice the idle timeout: every one answered.
+    while start.elapsed() < idle * 2 {
+        id += 1;
+        let (status, _, body) =
+            http(addr, "POST", &headers, &call_body(id, "marker_echo", json!({"text": "x"}), None)).await;
+        assert_eq!(status, 200, "call {id} after {:?}: {}", start.elapsed(), String::from_utf8_lossy(&body));
+        assert_eq!(messages(&body)[0]["id"], id);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(quiver_mcp::http_in_place_calls() > before, "no call was served in place");
+    tokio::time::sleep(idle * 2).await;
+    let (status, _, _) = http(addr, "POST", &headers, &call_body(99, "marker_echo", json!({"text": "x"}), None)).await;
+    assert_eq!(status, 404, "the idle session is gone");
+    shutdown.cancel();
+}
