@@ -34,8 +34,8 @@ const BEGIN: &str = "<!-- cargo xtask bench --speed: begin (generated; re-run to
 const END: &str = "<!-- cargo xtask bench --speed: end -->";
 
 /// The marker plugin's manifest line that the thread build replaces (see its `lib.rs`).
-pub(crate) const INLINE_LINE: &str = "    policies: {execution: inline}";
-pub(crate) const THREAD_LINE: &str = "    policies: {execution: thread}";
+const INLINE_LINE: &str = "    policies: {execution: inline}";
+const THREAD_LINE: &str = "    policies: {execution: thread}";
 
 /// Built programs the comparison runs.
 struct Programs {
@@ -66,25 +66,8 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
     }
     fs::create_dir_all(&dir)?;
     let programs = build(ws, profile)?;
-    let (inline_lib, thread_lib) = marker_libraries(ws, &target, &dir)?;
-    let key = quiver_manifest::KeyPair::generate();
-    let public = dir.join("bench.pub");
-    fs::write(&public, key.public_key_text())?;
-    let marker_source = fs::read_to_string(ws.root.join("tests/plugins/marker-plugin/tool.yaml"))?;
-
-    // Three Quiver set-ups over one signed marker bundle each.
-    let inline_cfg = quiver_setup(&dir.join("inline"), &key, &public, &marker_source, &inline_lib, 0, "")?;
-    let thread_src = marker_source.replacen(INLINE_LINE, THREAD_LINE, 1);
-    let thread_cfg = quiver_setup(&dir.join("thread"), &key, &public, &thread_src, &thread_lib, 0, "")?;
-    let worker_cfg = quiver_setup(
-        &dir.join("worker"),
-        &key,
-        &public,
-        &marker_source,
-        &inline_lib,
-        0,
-        "isolation:\n  plugins:\n    marker-plugin: process\n",
-    )?;
+    let m = marker_setups(ws, &target, &dir)?;
+    let (inline_cfg, thread_cfg, worker_cfg) = (&m.inline, &m.thread, &m.worker);
 
     let calls = if quick { 3_000 } else { 20_000 };
     let py_calls = if quick { 500 } else { 2_000 };
@@ -103,9 +86,9 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
             calls,
         },
         StdioServer { label: "bare rmcp `stdio_pipes()`", command: vec![s(&programs.bare)], tool: "echo", calls },
-        StdioServer { label: "Quiver, inline tool", command: quiver(&inline_cfg), tool: "marker_echo", calls },
-        StdioServer { label: "Quiver, thread tool", command: quiver(&thread_cfg), tool: "marker_echo", calls },
-        StdioServer { label: "Quiver, worker process", command: quiver(&worker_cfg), tool: "marker_echo", calls },
+        StdioServer { label: "Quiver, inline tool", command: quiver(inline_cfg), tool: "marker_echo", calls },
+        StdioServer { label: "Quiver, thread tool", command: quiver(thread_cfg), tool: "marker_echo", calls },
+        StdioServer { label: "Quiver, worker process", command: quiver(worker_cfg), tool: "marker_echo", calls },
     ];
     let rounds = if quick { 2 } else { 3 };
     let mut stdio: Vec<Rounds> = vec![Vec::new(); servers.len()];
@@ -138,10 +121,10 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
     for n in counts {
         cold_cfgs.push(quiver_setup(
             &dir.join(format!("cold-{n}")),
-            &key,
-            &public,
-            &marker_source,
-            &inline_lib,
+            &m.key,
+            &m.public,
+            &m.source,
+            &m.inline_lib,
             n,
             "",
         )?);
@@ -170,7 +153,7 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
     let mut quiver_server = pinned(&[
         s(&programs.quiver),
         "--config".into(),
-        s(&inline_cfg),
+        s(inline_cfg),
         "serve".into(),
         "--http".into(),
         format!("127.0.0.1:{quiver_port}"),
@@ -308,9 +291,37 @@ pub(crate) fn bundle_shipped(ws: &Workspace, target: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The three Quiver set-ups over one signed marker bundle each (`marker_echo` inline, as a
+/// thread tool, in a worker process), in `dir`, with what they were made from.
+pub(crate) struct MarkerSetups {
+    pub(crate) key: quiver_manifest::KeyPair,
+    pub(crate) public: PathBuf,
+    /// The marker plugin's `tool.yaml`.
+    pub(crate) source: String,
+    pub(crate) inline_lib: PathBuf,
+    pub(crate) inline: PathBuf,
+    pub(crate) thread: PathBuf,
+    pub(crate) worker: PathBuf,
+}
+
+/// Builds the marker libraries and the [`MarkerSetups`] in `dir` (one new signing key).
+pub(crate) fn marker_setups(ws: &Workspace, target: &Path, dir: &Path) -> Result<MarkerSetups> {
+    let (inline_lib, thread_lib) = marker_libraries(ws, target, dir)?;
+    let key = quiver_manifest::KeyPair::generate();
+    let public = dir.join("bench.pub");
+    fs::write(&public, key.public_key_text())?;
+    let source = fs::read_to_string(ws.root.join("tests/plugins/marker-plugin/tool.yaml"))?;
+    let thread_src = source.replacen(INLINE_LINE, THREAD_LINE, 1);
+    let worker_extra = "isolation:\n  plugins:\n    marker-plugin: process\n";
+    let inline = quiver_setup(&dir.join("inline"), &key, &public, &source, &inline_lib, 0, "")?;
+    let thread = quiver_setup(&dir.join("thread"), &key, &public, &thread_src, &thread_lib, 0, "")?;
+    let worker = quiver_setup(&dir.join("worker"), &key, &public, &source, &inline_lib, 0, worker_extra)?;
+    Ok(MarkerSetups { key, public, source, inline_lib, inline, thread, worker })
+}
+
 /// Stripped release builds of the marker plugin: as written (`marker_echo` inline) and with
 /// `marker_echo` declared `execution: thread`; copied into `dir`.
-pub(crate) fn marker_libraries(ws: &Workspace, target: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
+fn marker_libraries(ws: &Workspace, target: &Path, dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let built = target.join("release/libmarker_plugin.so");
     let thread = dir.join("libmarker_plugin_thread.so");
     let mut cmd = ws.cargo();
@@ -333,7 +344,7 @@ pub(crate) fn marker_libraries(ws: &Workspace, target: &Path, dir: &Path) -> Res
 /// `copies` bundles whose plugin id and tool names are rewritten in the library bytes and the
 /// manifest alike (same lengths: `marker-plugin` → `mk-00042-plug`, `marker_echo` →
 /// `m00042_echo`), each signed with `key`. Returns the configuration file.
-pub(crate) fn quiver_setup(
+fn quiver_setup(
     root: &Path,
     key: &quiver_manifest::KeyPair,
     public: &Path,

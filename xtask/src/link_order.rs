@@ -17,7 +17,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench_speed::{INLINE_LINE, THREAD_LINE, bundle_shipped, bundled_setup, marker_libraries, quiver_setup, s};
+use crate::bench_speed::{bundle_shipped, bundled_setup, marker_setups, s};
 use crate::workspace::Workspace;
 
 /// Calls per call scenario; each also runs the client's 1,000 warm-up calls and an 8-in-flight phase.
@@ -39,16 +39,7 @@ pub fn run(ws: &Workspace) -> Result<()> {
     let quiver = fs::canonicalize(target.join("release/quiver"))?;
     let bench = crate::bench::build_clients(ws, &["stdio_bench"])?.join("stdio_bench");
 
-    let (inline_lib, thread_lib) = marker_libraries(ws, &target, &dir)?;
-    let key = quiver_manifest::KeyPair::generate();
-    let public = dir.join("bench.pub");
-    fs::write(&public, key.public_key_text())?;
-    let marker = fs::read_to_string(ws.root.join("tests/plugins/marker-plugin/tool.yaml"))?;
-    let thread_src = marker.replacen(INLINE_LINE, THREAD_LINE, 1);
-    let worker_extra = "isolation:\n  plugins:\n    marker-plugin: process\n";
-    let inline = quiver_setup(&dir.join("inline"), &key, &public, &marker, &inline_lib, 0, "")?;
-    let thread = quiver_setup(&dir.join("thread"), &key, &public, &thread_src, &thread_lib, 0, "")?;
-    let worker = quiver_setup(&dir.join("worker"), &key, &public, &marker, &inline_lib, 0, worker_extra)?;
+    let m = marker_setups(ws, &target, &dir)?;
     bundle_shipped(ws, &target)?;
     let (bundled, _state) = bundled_setup(ws, &dir.join("bundled"))?;
 
@@ -58,9 +49,9 @@ pub fn run(ws: &Workspace) -> Result<()> {
     let scenarios: [(&str, &Path, &[String]); 5] = [
         ("first", &bundled, &init_only),
         ("warm", &bundled, &init_only),
-        ("inline", &inline, &calls),
-        ("thread", &thread, &calls),
-        ("worker", &worker, &calls),
+        ("inline", &m.inline, &calls),
+        ("thread", &m.thread, &calls),
+        ("worker", &m.worker, &calls),
     ];
     for (name, config, args) in scenarios {
         let mut cmd = Command::new(&bench);

@@ -39,7 +39,7 @@
 use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -146,8 +146,6 @@ pub(crate) struct InPlace {
     handler: Arc<Connection>,
     /// When a request of this session last arrived ([`now_ms`]), for [`QuiverSessions::close_idle`].
     touched: AtomicU64,
-    /// In-place calls of the session still running (those not ready at once).
-    running: AtomicUsize,
     calls: Mutex<Calls>,
 }
 
@@ -173,7 +171,6 @@ impl InPlace {
         let entry = Arc::new(InPlace {
             handler: Arc::new(handler),
             touched: AtomicU64::new(now_ms()),
-            running: AtomicUsize::new(0),
             calls: Mutex::new(Calls::default()),
         });
         shared.in_place.write().unwrap_or_else(|e| e.into_inner()).insert(id, entry);
@@ -189,7 +186,7 @@ impl InPlace {
     }
 
     fn running(&self) -> usize {
-        self.running.load(Ordering::Acquire)
+        self.calls().kept.iter().filter(|k| k.finished.is_none()).count()
     }
 
     /// Keeps a call that was not ready at once; returns its serial.
@@ -210,7 +207,6 @@ impl InPlace {
         }
         calls.serial += 1;
         let serial = calls.serial;
-        self.running.fetch_add(1, Ordering::AcqRel);
         calls.kept.push(Kept { serial, request, token, answer, finished: None });
         serial
     }
@@ -219,7 +215,6 @@ impl InPlace {
         if let Some(k) = self.calls().kept.iter_mut().find(|k| k.serial == serial) {
             k.finished = Some(Instant::now());
         }
-        self.running.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// `notifications/cancelled` for one of this session's running in-place calls.
@@ -238,6 +233,14 @@ impl InPlace {
         }
         Some(answer_events(None, kept.answer.clone(), serial))
     }
+}
+
+/// A `tools/call` the session serves in place, taken apart for [`QuiverSessions::serve_in_place`].
+struct InPlaceCall {
+    entry: Arc<InPlace>,
+    peer: rmcp::service::Peer<rmcp::RoleServer>,
+    id: RequestId,
+    request: ClientRequest,
 }
 
 /// The events of an in-place call not ready at once: `priming` (when sent), then its answer
@@ -283,33 +286,37 @@ impl QuiverSessions {
         }
     }
 
-    /// The session's in-place handler when `message` is a `tools/call` it may serve.
-    fn in_place_for(&self, id: &SessionId, message: &ClientJsonRpcMessage) -> Option<Arc<InPlace>> {
-        let ClientJsonRpcMessage::Request(r) = message else { return None };
-        let ClientRequest::CallToolRequest(call) = &r.request else { return None };
-        if call
-            .extensions
-            .get::<RequestMetaObject>()
-            .is_some_and(|m| m.protocol_version().is_some() || m.get_progress_token().is_some())
-            || self.local.event_store().is_some()
-        {
-            return None;
-        }
-        let entry = self.entry(id)?;
-        let client = entry.handler.client()?;
-        if client.can_elicit || client.can_sample {
-            return None;
-        }
-        (entry.running() < self.local.session_config.channel_capacity.max(1)).then_some(entry)
+    /// What serving `message` in place needs, when it is a `tools/call` the session may serve
+    /// so (see the module documentation); else the message, given back for the worker.
+    #[allow(clippy::result_large_err)] // The message is moved back, as it came, once per request.
+    fn in_place_for(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<InPlaceCall, ClientJsonRpcMessage> {
+        let eligible = |message: &ClientJsonRpcMessage| {
+            let ClientJsonRpcMessage::Request(r) = message else { return None };
+            let ClientRequest::CallToolRequest(call) = &r.request else { return None };
+            let meta = call.extensions.get::<RequestMetaObject>();
+            if meta.is_some_and(|m| m.protocol_version().is_some() || m.get_progress_token().is_some())
+                || self.local.event_store().is_some()
+            {
+                return None;
+            }
+            let entry = self.entry(id)?;
+            let client = entry.handler.client()?;
+            let busy = entry.running() >= self.local.session_config.channel_capacity.max(1);
+            if client.can_elicit || client.can_sample || busy {
+                return None;
+            }
+            let peer = client.peer.clone();
+            Some((peer, entry))
+        };
+        let Some((peer, entry)) = eligible(&message) else { return Err(message) };
+        let ClientJsonRpcMessage::Request(request) = message else { return Err(message) };
+        Ok(InPlaceCall { entry, peer, id: request.id, request: request.request })
     }
 
     /// Runs a `tools/call` with the session's handler on this task (see the module
     /// documentation).
-    async fn serve_in_place<S>(&self, entry: Arc<InPlace>, message: ClientJsonRpcMessage) -> Answer<S> {
-        let ClientJsonRpcMessage::Request(request) = message else { return Answer::Nothing };
-        let id = request.id;
-        let mut request = request.request;
-        let Some(peer) = entry.handler.client().map(|c| c.peer.clone()) else { return Answer::Nothing };
+    async fn serve_in_place<S>(&self, call: InPlaceCall) -> Answer<S> {
+        let InPlaceCall { entry, peer, id, mut request } = call;
         let context = crate::connection::call_context(id.clone(), peer, request.extensions_mut());
         let token = context.ct.clone();
         let handler = entry.handler.clone();
@@ -406,22 +413,24 @@ impl SessionManager for QuiverSessions {
             flag.0.store(true, Ordering::Release);
             return Ok(Answer::Nothing);
         }
-        if let Some(entry) = self.in_place_for(id, &message) {
-            return Ok(self.serve_in_place(entry, message).await);
-        }
+        let message = match self.in_place_for(id, message) {
+            Ok(call) => return Ok(self.serve_in_place(call).await),
+            Err(message) => message,
+        };
         self.touch(id);
         Ok(Answer::Worker(SessionManager::create_stream(&*self.local, id, message).await?))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
-        if let ClientJsonRpcMessage::Notification(n) = &message
-            && let ClientNotification::CancelledNotification(CancelledNotification { params, .. }) = &n.notification
-            && let Some(request) = &params.request_id
-            && let Some(entry) = self.entry(id)
-        {
-            entry.cancel(request);
+        if let Some(entry) = self.entry(id) {
+            entry.touched.store(now_ms(), Ordering::Relaxed);
+            if let ClientJsonRpcMessage::Notification(n) = &message
+                && let ClientNotification::CancelledNotification(CancelledNotification { params, .. }) = &n.notification
+                && let Some(request) = &params.request_id
+            {
+                entry.cancel(request);
+            }
         }
-        self.touch(id);
         SessionManager::accept_message(&*self.local, id, message).await
     }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use quiver_abi::{ErrorCode, PluginInfo, ToolError};
-use quiver_catalog::{PluginEntry, Provenance, ToolBackend, ToolDef, ToolValidator, compile_schema};
+use quiver_catalog::{PluginEntry, Provenance, ToolBackend, ToolDef, ToolValidator};
 use quiver_manifest::{
     LifecycleSpec, MAX_NAME_LEN, Manifest, PolicySpec, SideEffects, ToolSpec, UpstreamConfig, sha256_hex,
 };
@@ -103,8 +103,8 @@ pub(crate) fn build_entry(
             }
         }
         let input = Arc::new(Value::Object(t.input_schema.as_ref().clone()));
-        let input_validator = match compile_schema(&input) {
-            Ok(v) => Arc::new(v),
+        let input_validator = match ToolValidator::compile(input.clone()) {
+            Ok(v) => v,
             Err(e) => {
                 skipped.push(format!("`{upstream}`: its input schema does not compile ({e})"));
                 continue;
@@ -113,12 +113,9 @@ pub(crate) fn build_entry(
         let (output_schema, output_validator) = match t.output_schema.as_ref() {
             None => (None, None),
             Some(s) => {
-                let v = Value::Object(s.as_ref().clone());
-                match compile_schema(&v) {
-                    Ok(c) => {
-                        let v = Arc::new(v);
-                        (Some(v.clone()), Some(ToolValidator::ready(Arc::new(c), v)))
-                    }
+                let v = Arc::new(Value::Object(s.as_ref().clone()));
+                match ToolValidator::compile(v.clone()) {
+                    Ok(c) => (Some(v), Some(c)),
                     Err(e) => {
                         skipped.push(format!("`{upstream}`: its output schema does not compile ({e})"));
                         continue;
@@ -180,7 +177,7 @@ pub(crate) fn build_entry(
         defs.push(ToolDef {
             policies: spec.policies.effective(spec.side_effects),
             spec,
-            input_validator: ToolValidator::ready(input_validator, input.clone()),
+            input_validator,
             input_schema: input,
             output_schema,
             output_validator,
