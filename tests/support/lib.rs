@@ -161,6 +161,19 @@ pub fn write_bundle(
     manifest_text: Option<&str>,
     key: Option<&TestKey>,
 ) -> Bundle {
+    write_bundle_shipping(dir, package, library, manifest_text, None, key)
+}
+
+/// [`write_bundle`], shipping `report` as the bundle's load report (`PACKAGE.report.json`, its
+/// sha256 in the signed `artifact.report`) when given, as `quiver sign --report` does.
+pub fn write_bundle_shipping(
+    dir: &Path,
+    package: &str,
+    library: &Path,
+    manifest_text: Option<&str>,
+    report: Option<&str>,
+    key: Option<&TestKey>,
+) -> Bundle {
     std::fs::create_dir_all(dir).expect("bundle dir");
     let lib_name = library_file_name(package);
     let lib_dest = dir.join(&lib_name);
@@ -174,7 +187,12 @@ pub fn write_bundle(
         None => std::fs::read_to_string(workspace_root().join(source_dir(package)).join("tool.yaml"))
             .expect("source tool.yaml"),
     };
-    let artifact = quiver_manifest::Artifact { file: lib_name.clone(), sha256: sha256_hex(&bytes) };
+    let report = report.map(|r| {
+        let file = format!("{package}.report.json");
+        std::fs::write(dir.join(&file), r).expect("write the load report");
+        quiver_manifest::ReportFile { file, sha256: sha256_hex(r.as_bytes()) }
+    });
+    let artifact = quiver_manifest::Artifact { file: lib_name.clone(), sha256: sha256_hex(&bytes), report };
     let text = quiver_manifest::with_artifact_text(&source, &artifact);
     let manifest = dir.join(format!("{package}.tool.yaml"));
     let signature = dir.join(format!("{package}.tool.yaml.minisig"));

@@ -105,7 +105,7 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
     // The bundled plugins, as the repository's quiver.yaml serves them, with a state folder of
     // the bench's own: per round a first start (empty state) and then a warm start (the state
     // that first start kept: the rollback record and the plugins' load reports).
-    bundle_shipped(ws, &target)?;
+    bundle_shipped(ws, &target, &programs.quiver)?;
     let (bundled_cfg, bundled_state) = bundled_setup(ws, &dir.join("bundled"))?;
     let mut bundled: Rounds = Vec::new();
     let mut bundled_warm: Rounds = Vec::new();
@@ -272,10 +272,11 @@ pub(crate) fn bundled_setup(ws: &Workspace, dir: &Path) -> Result<(PathBuf, Path
 }
 
 /// The shipped bundles of `plugins/`, as `cargo xtask build-plugins` makes them (stripped
-/// release libraries, signed with the development key), without its load check through a debug
-/// `quiver` (the benchmark's own release `quiver` loads them next, with every check).
-pub(crate) fn bundle_shipped(ws: &Workspace, target: &Path) -> Result<()> {
-    use crate::build_plugins::{DevKey, bundle, bundle_adapter, strip_config};
+/// release libraries, signed with the development key, each shipping its load report, made by
+/// the `quiver` given), without its load check through a debug `quiver` (the benchmark's own
+/// release `quiver` loads them next, with every check).
+pub(crate) fn bundle_shipped(ws: &Workspace, target: &Path, quiver: &Path) -> Result<()> {
+    use crate::build_plugins::{DevKey, bundle, bundle_adapter, load_report, strip_config};
     let key = DevKey::load_or_create(&ws.dev_key_dir())?;
     let (plugins, adapters) = ws.select_all(&[])?;
     for a in adapters.iter().filter(|a| a.shipped) {
@@ -284,7 +285,8 @@ pub(crate) fn bundle_shipped(ws: &Workspace, target: &Path) -> Result<()> {
     for p in &plugins {
         ws.run(ws.cargo().args(["build", "--release", "-p", &p.package]).args(strip_config(&p.package)))?;
         let library = target.join("release").join(p.library_file_name());
-        let built = bundle(p, &library, &key)?;
+        let report = load_report(ws, quiver, p, &library)?;
+        let built = bundle(p, &library, Some(&report), &key)?;
         let size = fs::metadata(&library).map(|m| m.len()).unwrap_or(0);
         eprintln!("  {} {}: {} KiB library", built.id, built.version, size / 1024);
     }
@@ -406,7 +408,7 @@ fn write_signed_bundle(
     fs::create_dir_all(folder)?;
     let manifest = quiver_manifest::Manifest::from_yaml(source, "bench manifest")?;
     let sha256 = quiver_manifest::sha256_hex(library);
-    let text = crate::build_plugins::bundle_manifest_text(source, file, &sha256);
+    let text = crate::build_plugins::bundle_manifest_text(source, file, &sha256, None);
     fs::write(folder.join(file), library)?;
     let path = folder.join(format!("{}.tool.yaml", manifest.id));
     fs::write(&path, &text)?;

@@ -2,12 +2,14 @@
 //! own progress visible), loads each new library through the real host with the bundles of the
 //! configured plugins folder (manifest ↔ library, actions, name clashes: a failure leaves the
 //! previous bundle in place), and turns each into a signed bundle beside its sources, signed
-//! with the local development key.
+//! with the local development key, shipping the library's load report (made as `quiver sign
+//! --report` makes it, on a scratch copy under `target/bundle-reports`).
 //!
 //! Bundle layout (all generated, git-ignored): `plugins/NAME/lib<crate>.so`,
-//! `plugins/NAME/NAME.tool.yaml` (the source `tool.yaml` plus an `artifact` section) and
-//! `plugins/NAME/NAME.tool.yaml.minisig`. Files are replaced atomically (temp file + rename), the
-//! library first and the signature last, and left alone when their contents did not change, so a
+//! `plugins/NAME/NAME.report.json` (the load report), `plugins/NAME/NAME.tool.yaml` (the source
+//! `tool.yaml` plus an `artifact` section naming both) and `plugins/NAME/NAME.tool.yaml.minisig`.
+//! Files are replaced atomically (temp file + rename), the library and report first and the
+//! signature last, and left alone when their contents did not change, so a
 //! running host sees either the old bundle, a transient mismatch it re-checks on the next change,
 //! or the new bundle, and never reloads an unchanged one.
 
@@ -71,9 +73,15 @@ impl DevKey {
     }
 }
 
-/// The bundle manifest text: the source manifest with an `artifact` section appended.
-pub fn bundle_manifest_text(source: &str, library_file: &str, sha256: &str) -> String {
-    let artifact = quiver_manifest::Artifact { file: library_file.to_owned(), sha256: sha256.to_owned() };
+/// The bundle manifest text: the source manifest with an `artifact` section appended (naming
+/// the load report the bundle ships, if any).
+pub fn bundle_manifest_text(
+    source: &str,
+    library_file: &str,
+    sha256: &str,
+    report: Option<quiver_manifest::ReportFile>,
+) -> String {
+    let artifact = quiver_manifest::Artifact { file: library_file.to_owned(), sha256: sha256.to_owned(), report };
     quiver_manifest::with_artifact_text(source, &artifact)
 }
 
@@ -130,8 +138,41 @@ pub struct Built {
     pub changed: bool,
 }
 
-/// Makes the bundle of one plugin from a built library.
-pub fn bundle(plugin: &PluginSource, library: &Path, key: &DevKey) -> Result<Built> {
+/// The load report of a built library, as `quiver sign --report` makes it (the library loaded
+/// in a sandboxed worker process by the `quiver` binary and checked against the source
+/// manifest), for the bundle to ship: signed on a scratch copy under `target/bundle-reports`,
+/// so the bundle itself is only written when something in it changed.
+pub fn load_report(ws: &Workspace, quiver: &Path, plugin: &PluginSource, library: &Path) -> Result<String> {
+    let scratch = ws.target_dir()?.join("bundle-reports").join(&plugin.name);
+    let _ = fs::remove_dir_all(&scratch);
+    fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
+    let lib = scratch.join(plugin.library_file_name());
+    fs::copy(library, &lib).with_context(|| format!("cannot copy {} to {}", library.display(), lib.display()))?;
+    let name = format!("{}.tool.yaml", plugin.name);
+    fs::copy(plugin.source_manifest(), scratch.join(&name))
+        .with_context(|| format!("cannot copy {}", plugin.source_manifest().display()))?;
+    let key = scratch.join("scratch.key");
+    write_new(&key, KeyPair::generate().secret_key_text().as_bytes(), 0o600)?;
+    let out = std::process::Command::new(quiver)
+        .args(["sign", &name, "--key", "scratch.key", "--library"])
+        .arg(plugin.library_file_name())
+        .arg("--report")
+        .current_dir(&scratch)
+        .output()
+        .with_context(|| format!("cannot run {}", quiver.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{}: `quiver sign --report` failed to make the load report: {}",
+            plugin.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let report = scratch.join(format!("{}.report.json", plugin.name));
+    fs::read_to_string(&report).with_context(|| format!("cannot read {}", report.display()))
+}
+
+/// Makes the bundle of one plugin from a built library, shipping `report` (its load report).
+pub fn bundle(plugin: &PluginSource, library: &Path, report: Option<&str>, key: &DevKey) -> Result<Built> {
     let source_path = plugin.source_manifest();
     let source = fs::read_to_string(&source_path).with_context(|| format!("cannot read {}", source_path.display()))?;
     let manifest = Manifest::from_yaml(&source, &source_path.display().to_string())?;
@@ -145,11 +186,22 @@ pub fn bundle(plugin: &PluginSource, library: &Path, key: &DevKey) -> Result<Bui
         fs::read(library).with_context(|| format!("cannot read the built library {}", library.display()))?;
     let sha256 = quiver_manifest::sha256_hex(&lib_bytes);
     let lib_file = plugin.library_file_name();
-    let text = bundle_manifest_text(&source, &lib_file, &sha256);
+    let report_file = report.map(|r| {
+        let file = format!("{}.report.json", plugin.name);
+        (file, r)
+    });
+    let shipped = report_file.as_ref().map(|(file, r)| quiver_manifest::ReportFile {
+        file: file.clone(),
+        sha256: quiver_manifest::sha256_hex(r.as_bytes()),
+    });
+    let text = bundle_manifest_text(&source, &lib_file, &sha256, shipped);
     // Make sure what we sign is what the host will accept.
     Manifest::from_yaml(&text, &plugin.bundle_manifest().display().to_string())?;
 
     let mut changed = write_if_changed(&plugin.dir.join(&lib_file), &lib_bytes, 0o644)?;
+    if let Some((file, r)) = &report_file {
+        changed |= write_if_changed(&plugin.dir.join(file), r.as_bytes(), 0o644)?;
+    }
     let manifest_path = plugin.bundle_manifest();
     changed |= write_if_changed(&manifest_path, text.as_bytes(), 0o644)?;
     let sig_path = signature_path(&manifest_path);
@@ -298,7 +350,8 @@ pub fn run(ws: &Workspace, names: &[String]) -> Result<()> {
         let library = release.join(p.library_file_name());
         eprintln!("\n==> [{}/{n}] {}: load check and bundle", i + 1, p.name);
         check_library(ws, &quiver, p, &library)?;
-        let built = bundle(p, &library, &key)?;
+        let report = load_report(ws, &quiver, p, &library)?;
+        let built = bundle(p, &library, Some(&report), &key)?;
         n_changed += usize::from(built.changed);
         let rel = built.manifest.strip_prefix(&ws.root).unwrap_or(&built.manifest);
         println!(
@@ -326,7 +379,7 @@ mod tests {
     #[test]
     fn bundle_text_keeps_the_source_and_adds_the_artifact() {
         let source = "# comment\nmanifest_version: 1\nid: x\n\n";
-        let text = bundle_manifest_text(source, "libx.so", "ab12");
+        let text = bundle_manifest_text(source, "libx.so", "ab12", None);
         assert!(text.starts_with("# comment\nmanifest_version: 1\nid: x\n# Added"));
         assert!(text.ends_with("artifact:\n  file: libx.so\n  sha256: ab12\n"));
     }

@@ -67,7 +67,7 @@ fn prepare_host(ws: &Workspace, dir: &Path, library: &Path) -> Result<PathBuf> {
     let bytes = fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
     write_atomic(&plugin_dir.join(&lib_name), &bytes, 0o644)?;
     let source = fs::read_to_string(ws.root.join("tests/plugins").join(PLUGIN).join("tool.yaml"))?;
-    let text = bundle_manifest_text(&source, &lib_name, &quiver_manifest::sha256_hex(&bytes));
+    let text = bundle_manifest_text(&source, &lib_name, &quiver_manifest::sha256_hex(&bytes), None);
     let manifest = plugin_dir.join(format!("{PLUGIN}.tool.yaml"));
     quiver_manifest::Manifest::from_yaml(&text, &manifest.display().to_string())?;
     write_atomic(&manifest, text.as_bytes(), 0o644)?;

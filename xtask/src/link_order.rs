@@ -40,7 +40,7 @@ pub fn run(ws: &Workspace) -> Result<()> {
     let bench = crate::bench::build_clients(ws, &["stdio_bench"])?.join("stdio_bench");
 
     let m = marker_setups(ws, &target, &dir)?;
-    bundle_shipped(ws, &target)?;
+    bundle_shipped(ws, &target, &quiver)?;
     let (bundled, _state) = bundled_setup(ws, &dir.join("bundled"))?;
 
     let init_only = ["--init-only".to_owned()];

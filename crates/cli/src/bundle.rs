@@ -33,7 +33,7 @@ pub fn artifact_for(manifest_path: &Path, library: &Path) -> Result<Artifact> {
         );
     }
     let bytes = fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
-    Ok(Artifact { file, sha256: quiver_manifest::sha256_hex(&bytes) })
+    Ok(Artifact { file, sha256: quiver_manifest::sha256_hex(&bytes), report: None })
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a host scanning the
@@ -76,7 +76,7 @@ mod tests {
     const BASE: &str = "# my plugin\nmanifest_version: 1\nid: demo\nversion: 0.1.0\ndisplay_name: Demo\ndescription: A demo plugin for tests.\nabi: 1\ntools:\n  # the one tool\n  - name: demo_echo\n    title: Echo\n    description: Returns its input text unchanged, for tests.\n    side_effects: read\n";
 
     fn art(sha: char) -> Artifact {
-        Artifact { file: "libdemo.so".into(), sha256: sha.to_string().repeat(64) }
+        Artifact { file: "libdemo.so".into(), sha256: sha.to_string().repeat(64), report: None }
     }
 
     #[test]
@@ -89,6 +89,19 @@ mod tests {
         assert_eq!(twice.matches(ARTIFACT_MARKER).count(), 1);
         assert!(twice.contains(&"b".repeat(64)) && !twice.contains(&"a".repeat(64)));
         assert_eq!(twice, set_artifact(&twice, &art('b'), "t").unwrap());
+    }
+
+    /// A shipped load report is pinned under `artifact.report`, and signing again without one
+    /// drops it.
+    #[test]
+    fn pins_and_drops_a_shipped_report() {
+        let report = quiver_manifest::ReportFile { file: "demo.report.json".into(), sha256: "d".repeat(64) };
+        let with = set_artifact(BASE, &Artifact { report: Some(report.clone()), ..art('a') }, "t").unwrap();
+        let parsed = quiver_manifest::Manifest::from_yaml(&with, "t").unwrap();
+        assert_eq!(parsed.artifact.and_then(|a| a.report), Some(report));
+        let without = set_artifact(&with, &art('a'), "t").unwrap();
+        assert!(!without.contains("report") && !without.contains(&"d".repeat(64)), "{without}");
+        assert_eq!(without, set_artifact(BASE, &art('a'), "t").unwrap());
     }
 
     #[test]

@@ -274,6 +274,13 @@ fn isolation_policy(config: &HostConfig, trusted: &TrustedKeys, origin: &str) ->
     })
 }
 
+/// The isolation policy of the built-in defaults (workers as `<this program> worker`, their
+/// default limits), for loading a library that is not served: `quiver sign --report` reads no
+/// host configuration and touches no host state.
+pub fn default_isolation() -> Result<IsolationPolicy> {
+    isolation_policy(&HostConfig::default(), &TrustedKeys::default(), "built-in defaults")
+}
+
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) }
 }

@@ -192,7 +192,13 @@ pub struct VerifiedBundle {
     pub signer_key_id: Option<String>,
     /// The sha256 of the signed manifest file's bytes.
     pub manifest_sha256: String,
+    /// The load report the bundle ships (`artifact.report`), read and checked against its signed
+    /// sha256; the library's own report must equal it (checked at the load).
+    pub report: Option<String>,
 }
+
+/// The largest load report a bundle may ship.
+pub const MAX_REPORT_BYTES: u64 = 8 * 1024 * 1024;
 
 /// What kind of file system object a non-regular file is, for messages.
 fn kind_of(ft: fs::FileType) -> &'static str {
@@ -333,6 +339,8 @@ pub(crate) struct DeferredBundle {
     pub max_library_bytes: u64,
     /// `strict` of that policy.
     pub strict: bool,
+    /// The shipped load report, as in [`VerifiedBundle::report`].
+    pub report: Option<String>,
 }
 
 impl DeferredBundle {
@@ -349,6 +357,7 @@ impl DeferredBundle {
             sha256: self.sha256,
             signer_key_id: self.signer_key_id,
             manifest_sha256: self.manifest_sha256,
+            report: self.report,
         })
     }
 }
@@ -531,6 +540,7 @@ pub(crate) fn verify_bundle_with(
             sha256: manifest_sha256.clone(),
             signer_key_id: signature.map(|v| v.key_id),
             manifest_sha256,
+            report: None,
         }));
     }
     let Some(artifact) = manifest.artifact.clone() else {
@@ -545,6 +555,7 @@ pub(crate) fn verify_bundle_with(
 
     let library_path = dir.join(&artifact.file);
     let signer_key_id = signature.map(|v| v.key_id);
+    let report = read_shipped_report(manifest_path, dir, &artifact, policy.strict)?;
     if defer(&manifest, signer_key_id.as_deref()) {
         let (_, library_meta) = open_capped(&library_path, policy.max_library_bytes)
             .map_err(|e| library_error(manifest_path, &library_path, e))?;
@@ -560,6 +571,7 @@ pub(crate) fn verify_bundle_with(
             manifest_sha256,
             max_library_bytes: policy.max_library_bytes,
             strict: policy.strict,
+            report,
         }));
     }
     let library = read_library(
@@ -580,7 +592,104 @@ pub(crate) fn verify_bundle_with(
         sha256,
         signer_key_id,
         manifest_sha256,
+        report,
     }))
+}
+
+/// A bundle being signed, for its signer's own load check (`quiver sign --report`): `manifest`
+/// as parsed from `manifest_path`, and the library at `library_path` read into its sealed memory
+/// file (a regular file of at most `max_bytes`) and hashed. Nothing is verified: there is no
+/// signature yet. Never used to serve.
+pub(crate) fn unsigned_bundle(
+    manifest_path: &Path,
+    manifest: Manifest,
+    library_path: &Path,
+    max_bytes: u64,
+) -> Result<VerifiedBundle, BundleError> {
+    let read = open_capped(library_path, max_bytes).and_then(|(f, meta)| {
+        let name = format!("{}-{}-unsigned", manifest.id, manifest.version);
+        crate::library::read_hashed(f, meta.len(), max_bytes, &name)
+    });
+    let (library, sha256) = read.map_err(|e| library_error(manifest_path, library_path, e))?;
+    Ok(VerifiedBundle {
+        manifest_path: manifest_path.to_owned(),
+        manifest,
+        library_path: library_path.to_owned(),
+        library,
+        sha256,
+        signer_key_id: None,
+        manifest_sha256: String::new(),
+        report: None,
+    })
+}
+
+/// The library's own load report `actual` must equal the one its bundle ships, if any, byte for
+/// byte: a shipped report lists the plugin before its library is loaded, so it may not say
+/// anything else than the library does.
+pub(crate) fn check_shipped_report(shipped: Option<&str>, actual: &str) -> Result<(), String> {
+    match shipped {
+        Some(shipped) if shipped != actual => Err(report_mismatch(true)),
+        _ => Ok(()),
+    }
+}
+
+/// Why a plugin listed from a load report is refused when its library's own report differs:
+/// the report the bundle ships (`shipped`), or the one an earlier load kept.
+pub(crate) fn report_mismatch(shipped: bool) -> String {
+    if shipped {
+        "the load report shipped in the bundle (artifact.report) differs from the one the library gives when loaded; sign the bundle again with `quiver sign --report` after building the library".to_owned()
+    } else {
+        "the plugin's self-description differs from the one its earlier load reported for the same library bytes"
+            .to_owned()
+    }
+}
+
+/// Reads the load report a signed manifest names (`artifact.report`), if any: a regular file
+/// beside the manifest, at most [`MAX_REPORT_BYTES`], not writable by others (refused under
+/// `strict`), UTF-8, and its sha256 the signed one.
+fn read_shipped_report(
+    manifest_path: &Path,
+    dir: &Path,
+    artifact: &quiver_manifest::Artifact,
+    strict: bool,
+) -> Result<Option<String>, BundleError> {
+    let Some(shipped) = &artifact.report else { return Ok(None) };
+    let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.to_owned(), stage, message };
+    let path = dir.join(&shipped.file);
+    let (bytes, meta) = read_capped(&path, MAX_REPORT_BYTES).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "is missing".to_owned(),
+            _ => format!("cannot be read: {e}"),
+        };
+        fail(
+            Stage::Library,
+            format!(
+                "the load report {} that the signed manifest names (artifact.report) {why}; ship it with the bundle (`quiver sign --report` writes it), or sign the manifest again without `--report`",
+                path.display()
+            ),
+        )
+    })?;
+    check_permissions(&path, &meta, strict).map_err(|e| fail(Stage::Permissions, e))?;
+    let sha256 = sha256_hex(&bytes);
+    if sha256 != shipped.sha256 {
+        return Err(fail(
+            Stage::Checksum,
+            format!(
+                "load report {} has sha256 {sha256} but the signed manifest says {} (artifact.report.sha256); the report was changed after signing: sign the bundle again with `quiver sign --report`",
+                path.display(),
+                shipped.sha256
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        fail(
+            Stage::Library,
+            format!(
+                "load report {} is not UTF-8 text; sign the bundle again with `quiver sign --report`",
+                path.display()
+            ),
+        )
+    })
 }
 
 /// The library's sha256 is not revoked and the version is not below the rollback record.
@@ -637,9 +746,10 @@ pub(crate) fn load_verified_report(
     bundle: VerifiedBundle,
     staging: &StagingDir,
 ) -> Result<(Arc<PluginEntry>, String), BundleError> {
-    let VerifiedBundle { manifest_path, manifest, library, sha256, signer_key_id, .. } = bundle;
+    let VerifiedBundle { manifest_path, manifest, library, sha256, signer_key_id, report, .. } = bundle;
     let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.clone(), stage, message };
     let (backend, info_text) = open_verified(&manifest_path, &manifest, library, &sha256, staging)?;
+    check_shipped_report(report.as_deref(), &info_text).map_err(|m| fail(Stage::Embedded, m))?;
     let info = crate::library::parse_info(&info_text)
         .and_then(|info| crate::library::check_embedded(&manifest, &info).map(|()| info))
         .map_err(|(s, m)| fail(s, m))?;

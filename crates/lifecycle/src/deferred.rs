@@ -75,14 +75,12 @@ impl DeferredInProcess {
         let Pending { bundle, staging, report, recorded, report_file, on_failure } = p;
         let path = bundle.manifest_path.clone();
         let outcome = bundle.read().and_then(|verified| {
-            let VerifiedBundle { manifest_path, manifest, library, sha256, .. } = verified;
+            let VerifiedBundle { manifest_path, manifest, library, sha256, report: shipped, .. } = verified;
             let (backend, info) = open_verified(&manifest_path, &manifest, library, &sha256, &staging)?;
+            // `report` is the shipped one when the bundle ships one (see `usable_report`).
             if info != report {
-                return Err(BundleError {
-                    bundle: manifest_path,
-                    stage: Stage::Embedded,
-                    message: "the plugin's self-description differs from the one its earlier load reported for the same library bytes".into(),
-                });
+                let message = crate::bundle::report_mismatch(shipped.is_some());
+                return Err(BundleError { bundle: manifest_path, stage: Stage::Embedded, message });
             }
             // Listed on the recorded check of this report (the scan did not check it): checked
             // against the signed manifest in full here, before the call reaches the library.

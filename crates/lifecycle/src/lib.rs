@@ -44,7 +44,7 @@ pub use host_services::InProcessBackend;
 pub use isolation::IsolationPolicy;
 pub use library::VerifiedLibrary;
 pub use rollback::{Accepted, ROLLBACK_FILE, ROLLBACK_LOG, RollbackStore};
-pub use source::{BundleSource, NameClaims, ToolSource, check_in_worker, sandbox_rules};
+pub use source::{BundleSource, NameClaims, ToolSource, check_in_worker, describe_in_worker, sandbox_rules};
 
 /// Makes rustls' `ring` provider the process default, once. The HTTP clients (HTTP adapters
 /// here, upstream MCP servers in `quiver-upstream`) share one reqwest build whose TLS has no

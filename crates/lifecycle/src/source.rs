@@ -402,7 +402,10 @@ impl BundleSource {
                     && previous_id.is_none()
                     && !state.plugins.contains_key(&manifest.id)
                     && (policy.worker.is_some() || policy.choose(&manifest.id, signer) == Isolation::InProcess)
-                    && manifest.artifact.as_ref().is_some_and(|a| report_file(cache, &a.sha256).is_file())
+                    && manifest
+                        .artifact
+                        .as_ref()
+                        .is_some_and(|a| a.report.is_some() || report_file(cache, &a.sha256).is_file())
             })
         };
         let verified = match verify_bundle_with(path, &self.settings.verify, &defer).map_err(|e| (e, None))? {
@@ -601,8 +604,10 @@ fn keep_checked(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str)
     }
 }
 
-/// The kept report of the library `sha256` and its parsed `PluginInfo`, when it is usable for
-/// the signed manifest `manifest` (whose file's sha256 is `manifest_sha256`). When this host
+/// The load report to list the library `sha256` from, and its parsed `PluginInfo`, when it is
+/// usable for the signed manifest `manifest` (whose file's sha256 is `manifest_sha256`): the
+/// report the bundle ships (`shipped`, checked against its signed sha256), else the one an
+/// earlier start kept. When this host
 /// recorded the check of exactly this report against exactly this manifest file, the embedded
 /// manifest is not parsed and compared again here: the library's own report must still equal
 /// this one byte for byte, and is checked against the signed manifest in full, before any call
@@ -613,9 +618,13 @@ fn usable_report(
     sha256: &str,
     manifest: &quiver_manifest::Manifest,
     manifest_sha256: &str,
+    shipped: Option<&str>,
 ) -> Option<KeptReport> {
     let file = report_file(cache, sha256);
-    let report = fs::read_to_string(&file).ok()?;
+    let report = match shipped {
+        Some(shipped) => shipped.to_owned(),
+        None => fs::read_to_string(&file).ok()?,
+    };
     let checked = crate::record::matches(&checked_file(cache, sha256), &checked_digest(&report, manifest_sha256));
     let info = crate::library::parse_info(&report).and_then(|info| {
         if !checked {
@@ -676,6 +685,7 @@ impl BundleSource {
             sha256: &bundle.sha256,
             signer_key_id: bundle.signer_key_id.as_deref(),
             manifest_sha256: &bundle.manifest_sha256,
+            shipped: bundle.report.as_deref(),
         };
         match self.list_from_report(listing, library, None) {
             Some(entry) => Ok(entry),
@@ -696,6 +706,7 @@ impl BundleSource {
             sha256: &bundle.sha256,
             signer_key_id: bundle.signer_key_id.as_deref(),
             manifest_sha256: &bundle.manifest_sha256,
+            shipped: bundle.report.as_deref(),
         };
         let library = crate::worker::WorkerLibrary::default();
         match self.list_from_report(listing, library, Some(read)) {
@@ -723,7 +734,7 @@ impl BundleSource {
         };
         let file = report_file(cache, bundle.sha256);
         let KeptReport { report, info, recorded } =
-            usable_report(cache, bundle.sha256, bundle.manifest, bundle.manifest_sha256)?;
+            usable_report(cache, bundle.sha256, bundle.manifest, bundle.manifest_sha256, bundle.shipped)?;
         let spec = worker_spec(bundle.manifest, bundle.sha256, library, policy);
         let failed = self.failed.clone();
         let signal = self.signal.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -737,10 +748,11 @@ impl BundleSource {
         let plugin = bundle.manifest.id.clone();
         let kept = file.clone();
         let manifest = bundle.manifest.clone();
+        let shipped = bundle.shipped.is_some();
         let check = move |ready: &crate::worker::protocol::Ready| {
             if ready.plugin_info != report {
                 let _ = fs::remove_file(&kept);
-                return Err("the plugin's self-description differs from the one its earlier load reported for the same library bytes".to_owned());
+                return Err(crate::bundle::report_mismatch(shipped));
             }
             // Listed on the recorded check of this report (the scan did not check it): checked
             // in full here, before any call is sent.
@@ -801,7 +813,8 @@ impl BundleSource {
             return self.load_in_process(bundle.read()?);
         };
         let file = report_file(cache, &bundle.sha256);
-        let usable = usable_report(cache, &bundle.sha256, &bundle.manifest, &bundle.manifest_sha256);
+        let usable =
+            usable_report(cache, &bundle.sha256, &bundle.manifest, &bundle.manifest_sha256, bundle.report.as_deref());
         let Some(KeptReport { report, info, recorded }) = usable else {
             return self.load_in_process(bundle.read()?);
         };
@@ -861,6 +874,8 @@ struct Listing<'a> {
     sha256: &'a str,
     signer_key_id: Option<&'a str>,
     manifest_sha256: &'a str,
+    /// The load report the bundle ships, if any.
+    shipped: Option<&'a str>,
 }
 
 /// What a worker is sent for a verified bundle (its verified `library`), and how it is started.
@@ -889,9 +904,35 @@ pub fn check_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) 
     load_in_worker(bundle, policy).map(drop)
 }
 
+/// The load report of a library about to be signed (`quiver sign --report`): the library at
+/// `library_path` is opened in a worker process of its own, in its sandbox (never in the
+/// caller), and checked against `manifest` exactly as for serving (ABI, embedded manifest, every
+/// tool of the manifest implemented by the library and no other, actions, schemas that compile).
+/// Gives back the report as the library wrote it, to ship in the bundle. The worker exits when
+/// the check is done; nothing is kept.
+pub fn describe_in_worker(
+    manifest_path: &Path,
+    manifest: quiver_manifest::Manifest,
+    library_path: &Path,
+    policy: &crate::IsolationPolicy,
+) -> Result<String, BundleError> {
+    let max_bytes = crate::VerifyPolicy::default().max_library_bytes;
+    let bundle = crate::bundle::unsigned_bundle(manifest_path, manifest, library_path, max_bytes)?;
+    let policy = crate::IsolationPolicy { start_cache: None, ..policy.clone() };
+    start_in_worker(bundle, &policy).map(|(_, report)| report)
+}
+
 /// Starts a worker process for a verified bundle and builds its entry from what the worker
 /// reports.
 fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Result<Arc<PluginEntry>, BundleError> {
+    start_in_worker(bundle, policy).map(|(entry, _)| entry)
+}
+
+/// [`load_in_worker`], also giving back the library's load report.
+fn start_in_worker(
+    bundle: VerifiedBundle,
+    policy: &crate::IsolationPolicy,
+) -> Result<(Arc<PluginEntry>, String), BundleError> {
     let fail = |stage: Stage, message: String| BundleError { bundle: bundle.manifest_path.clone(), stage, message };
     let Some(settings) = policy.worker.clone() else {
         return Err(fail(
@@ -905,6 +946,8 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
         .map_err(|e| fail(Stage::Library, format!("cannot keep the verified library to send it to the worker: {e}")))?;
     let spec = worker_spec(&bundle.manifest, &bundle.sha256, crate::worker::WorkerLibrary::verified(library), policy);
     let (backend, ready) = WorkerBackend::start(spec, settings).map_err(|m| fail(Stage::Worker, m))?;
+    crate::bundle::check_shipped_report(bundle.report.as_deref(), &ready.plugin_info)
+        .map_err(|m| fail(Stage::Embedded, m))?;
     let info = crate::library::parse_info(&ready.plugin_info)
         .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
         .map_err(|(s, m)| fail(s, m))?;
@@ -920,7 +963,7 @@ fn load_in_worker(bundle: VerifiedBundle, policy: &crate::IsolationPolicy) -> Re
     if let Some(cache) = &policy.start_cache {
         keep_report(cache, &bundle.sha256, &ready.plugin_info, &bundle.manifest_sha256);
     }
-    Ok(entry)
+    Ok((entry, ready.plugin_info))
 }
 
 /// Logs where a worker plugin runs (and, once per host, loudly, when workers are not sandboxed).
@@ -1136,7 +1179,19 @@ impl ToolSource for BundleSource {
 mod tests {
     use super::*;
     use quiver_manifest::{PublicKey, TrustedKeys};
-    use quiver_tests::{TestKey, plugin_library, write_bundle};
+    use quiver_tests::{TestKey, plugin_library, write_bundle, write_bundle_shipping};
+
+    /// A `marker_echo` request for "hi there", as the router sends it across the ABI.
+    fn marker_echo_request() -> String {
+        serde_json::to_string(&quiver_abi::ToolRequest {
+            request_id: "t".into(),
+            tool_id: "marker_echo".into(),
+            tool_version: "0.1.0".into(),
+            inputs: serde_json::json!({"text": "hi there"}),
+            ..quiver_abi::ToolRequest::default()
+        })
+        .unwrap()
+    }
 
     fn source(plugins: &Path, key: &TestKey) -> BundleSource {
         let mut trusted = TrustedKeys::default();
@@ -1266,14 +1321,7 @@ mod tests {
             let report = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
             (src, report)
         };
-        let echo = serde_json::to_string(&quiver_abi::ToolRequest {
-            request_id: "t".into(),
-            tool_id: "marker_echo".into(),
-            tool_version: "0.1.0".into(),
-            inputs: serde_json::json!({"text": "hi there"}),
-            ..quiver_abi::ToolRequest::default()
-        })
-        .unwrap();
+        let echo = marker_echo_request();
         let (first, added) = start();
         assert_eq!(added.added.len(), 1, "{added:?}");
         let compiled = |src: &BundleSource| src.entries()[0].tools.iter().all(|t| t.input_validator.is_compiled());
@@ -1334,5 +1382,92 @@ mod tests {
         let answer = forged.entries()[0].backend.invoke("marker_echo", &echo, Arc::new(quiver_catalog::NullSink));
         assert!(answer.contains("plugin_unavailable") && answer.contains("display_name"), "{answer}");
         assert!(!report_file(&cache, &sha256).exists(), "the refused report is deleted");
+    }
+
+    /// A bundle that ships its load report (`quiver sign --report`) is listed on a first start,
+    /// with no report kept, from its signed manifest and that report, without its library being
+    /// read (library bytes swapped after the scan are refused at the first call, at the checksum
+    /// stage); its schemas are compiled at the scan. A shipped report that is not the library's
+    /// own: listed, refused at the first call by name, removed at the next scan, and refused at
+    /// the scan of a host that loads it at once. A report changed after signing, or missing,
+    /// refuses the bundle at the scan, naming the file.
+    #[test]
+    fn a_shipped_load_report_lists_a_plugin_on_a_first_start_without_reading_its_library() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = TestKey::generate();
+        let lib = plugin_library("marker-plugin", &[]);
+        let start = |plugins: &Path, cache: Option<&Path>| {
+            let mut src = source(plugins, &key);
+            src.settings.isolation.start_cache = cache.map(Path::to_owned);
+            let scan = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+            (src, scan)
+        };
+        // The library's own report, as a first load keeps it.
+        let probe = dir.path().join("probe");
+        write_bundle(&probe, "marker-plugin", &lib, None, Some(&key));
+        let (loaded, scan) = start(&probe, Some(&dir.path().join("probe-cache")));
+        assert_eq!(scan.added.len(), 1, "{scan:?}");
+        let sha256 = loaded.entries()[0].provenance.sha256.clone();
+        let report = fs::read_to_string(report_file(&dir.path().join("probe-cache"), &sha256)).unwrap();
+        let echo = marker_echo_request();
+        let call = |src: &BundleSource| {
+            src.entries()[0].backend.invoke("marker_echo", &echo, Arc::new(quiver_catalog::NullSink))
+        };
+
+        let plugins = dir.path().join("plugins");
+        let bundle = write_bundle_shipping(&plugins, "marker-plugin", &lib, None, Some(&report), Some(&key));
+        let (first, scan) = start(&plugins, Some(&dir.path().join("cache-1")));
+        assert_eq!(scan.added.len(), 1, "{scan:?}");
+        assert!(first.entries()[0].tools.iter().all(|t| t.input_validator.is_compiled()), "compiled at the scan");
+        assert!(!report_file(&dir.path().join("cache-1"), &sha256).exists(), "listed without a kept report");
+        let answer = call(&first);
+        assert!(answer.contains("hi there") && !answer.contains("plugin_unavailable"), "{answer}");
+
+        // Listed again on a first start, then the library's bytes are swapped: the first call
+        // reads them, and refuses them.
+        let (second, scan) = start(&plugins, Some(&dir.path().join("cache-2")));
+        assert_eq!(scan.added.len(), 1, "{scan:?}");
+        fs::write(&bundle.library, b"not the signed library").unwrap();
+        let answer = call(&second);
+        assert!(answer.contains("plugin_unavailable") && answer.contains("checksum"), "{answer}");
+        fs::copy(&lib, &bundle.library).unwrap();
+
+        // A shipped report that is not the library's own (it still agrees with the manifest).
+        let other = report.replacen("\"description\":\"", "\"description\":\"Changed. ", 1);
+        assert_ne!(other, report, "the report has a description to change");
+        write_bundle_shipping(&plugins, "marker-plugin", &lib, None, Some(&other), Some(&key));
+        let (lying, scan) = start(&plugins, Some(&dir.path().join("cache-3")));
+        assert_eq!(scan.added.len(), 1, "{scan:?}");
+        let answer = call(&lying);
+        assert!(answer.contains("plugin_unavailable") && answer.contains("artifact.report"), "{answer}");
+        let rescan = lying.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+        assert_eq!(rescan.removed, vec!["marker-plugin".to_owned()], "{rescan:?}");
+        assert_eq!(rescan.rejected.len(), 1, "{rescan:?}");
+        assert_eq!(rescan.rejected[0].stage, Stage::Embedded, "{rescan:?}");
+        assert!(rescan.rejected[0].message.contains("quiver sign --report"), "{}", rescan.rejected[0].message);
+        // A host that loads the library at once (no kept reports) refuses it at the scan.
+        let (_, scan) = start(&plugins, None);
+        assert!(scan.added.is_empty(), "{scan:?}");
+        assert_eq!(scan.rejected[0].stage, Stage::Embedded, "{scan:?}");
+        assert!(scan.rejected[0].message.contains("artifact.report"), "{}", scan.rejected[0].message);
+
+        // The report changed after signing, then missing: refused at the scan, by file.
+        let shipped = write_bundle_shipping(&plugins, "marker-plugin", &lib, None, Some(&report), Some(&key));
+        let report_path = shipped.manifest.with_file_name("marker-plugin.report.json");
+        fs::write(&report_path, &other).unwrap();
+        let (_, scan) = start(&plugins, Some(&dir.path().join("cache-4")));
+        assert!(scan.added.is_empty(), "{scan:?}");
+        let e = &scan.rejected[0];
+        assert_eq!(e.stage, Stage::Checksum, "{scan:?}");
+        assert!(
+            e.message.contains("marker-plugin.report.json") && e.message.contains("quiver sign --report"),
+            "{}",
+            e.message
+        );
+        fs::remove_file(&report_path).unwrap();
+        let (_, scan) = start(&plugins, Some(&dir.path().join("cache-5")));
+        let e = &scan.rejected[0];
+        assert_eq!(e.stage, Stage::Library, "{scan:?}");
+        assert!(e.message.contains("marker-plugin.report.json") && e.message.contains("is missing"), "{}", e.message);
     }
 }

@@ -37,6 +37,9 @@ pub fn with_artifact_text(manifest: &str, artifact: &Artifact) -> String {
         yaml_scalar(&artifact.file),
         artifact.sha256
     ));
+    if let Some(report) = &artifact.report {
+        out.push_str(&format!("  report:\n    file: {}\n    sha256: {}\n", yaml_scalar(&report.file), report.sha256));
+    }
     out
 }
 

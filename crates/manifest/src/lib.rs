@@ -54,8 +54,8 @@ pub use config::{
 pub use error::{Issue, ManifestError};
 pub use model::{
     ActionSpec, AliasSpec, Artifact, Execution, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, PathAccess,
-    PathDefault, PathGrant, Policies, PolicySpec, RateLimit, RateLimits, SandboxSpec, SessionHooks, SideEffects,
-    ToolSpec,
+    PathDefault, PathGrant, Policies, PolicySpec, RateLimit, RateLimits, ReportFile, SandboxSpec, SessionHooks,
+    SideEffects, ToolSpec,
 };
 pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA};
 pub use secret::{MAX_SECRET_FILE_BYTES, Secret, SecretError, SecretRef};

@@ -136,6 +136,23 @@ pub struct Artifact {
     pub file: String,
     /// Lower-case hex sha256 of the library bytes.
     pub sha256: String,
+    /// The library's load report shipped in the bundle (`quiver sign --report`): what the
+    /// library says about itself when loaded (its tools' schemas), so that a host with no kept
+    /// report of its own lists the plugin without loading it first. Optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<ReportFile>,
+}
+
+/// A load report shipped in a bundle: a JSON file beside the manifest and its checksum. The
+/// host reads it only when the signed sha256 matches, lists the plugin from it, and before any
+/// call requires the library's own report to equal it byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportFile {
+    /// File name of the report, beside the manifest (no directories), ending in `.json`.
+    pub file: String,
+    /// Lower-case hex sha256 of the report's bytes.
+    pub sha256: String,
 }
 
 /// One tool of a plugin.

@@ -250,12 +250,7 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
     }
     if let Some(artifact) = &m.artifact {
         let file = &artifact.file;
-        let plain = !file.is_empty()
-            && !file.contains(['/', '\\', ':', '\0'])
-            && !file.contains("..")
-            && !file.starts_with('.')
-            && !file.chars().any(char::is_control);
-        if !plain {
+        if !is_plain_file_name(file) {
             c.push(
                 "artifact.file",
                 format!("`{}` is not a plain file name", excerpt(file)),
@@ -276,6 +271,22 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
                 "write the 64 lower-case hex digits that `sha256sum` prints for the library",
             );
         }
+        if let Some(report) = &artifact.report {
+            if !is_plain_file_name(&report.file) || !report.file.ends_with(".json") || report.file.len() <= 5 {
+                c.push(
+                    "artifact.report.file",
+                    format!("`{}` is not a plain `.json` file name", excerpt(&report.file)),
+                    "name the load report beside the manifest, ending in `.json` (no folders, not hidden); `quiver sign --report` writes it",
+                );
+            }
+            if !is_sha256_hex(&report.sha256) {
+                c.push(
+                    "artifact.report.sha256",
+                    format!("`{}` is not a sha256 in lower-case hex", excerpt(&report.sha256)),
+                    "write the 64 lower-case hex digits that `sha256sum` prints for the report, or sign again with `quiver sign --report`",
+                );
+            }
+        }
     }
     if m.tools.is_empty() {
         c.push("tools", "a plugin needs at least one tool", "add a tool under `tools:`");
@@ -294,6 +305,15 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
         &tools,
     ));
     c.issues
+}
+
+/// A file name beside the manifest: no folders, no `..`, not hidden, no control characters.
+fn is_plain_file_name(file: &str) -> bool {
+    !file.is_empty()
+        && !file.contains(['/', '\\', ':', '\0'])
+        && !file.contains("..")
+        && !file.starts_with('.')
+        && !file.chars().any(char::is_control)
 }
 
 /// A hook names a tool of this manifest that runs without a person's confirmation (nobody is

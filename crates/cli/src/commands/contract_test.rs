@@ -235,7 +235,7 @@ fn load_bundle(
             let bytes = fs::read(library).with_context(|| format!("cannot read the library {}", library.display()))?;
             let file = library.file_name().and_then(|n| n.to_str()).context("library without a file name")?.to_owned();
             fs::write(bundle_dir.join(&file), &bytes)?;
-            let artifact = Artifact { file, sha256: quiver_manifest::sha256_hex(&bytes) };
+            let artifact = Artifact { file, sha256: quiver_manifest::sha256_hex(&bytes), report: None };
             set_artifact(&source, &artifact, &manifest_path.display().to_string())?
         }
         (Some(_), Some(_)) => {
@@ -247,7 +247,7 @@ fn load_bundle(
     let key = KeyPair::generate();
     let signature = quiver_manifest::sign_bundle(&key, &text, &manifest_path.display().to_string())?;
     write_atomic(&quiver_lifecycle::signature_path(&manifest_path), signature.as_bytes())?;
-    // The neighbours, as signed: manifest, signature and library only.
+    // The neighbours, as signed: manifest, signature, library and shipped load report only.
     for n in others {
         let Some(from) = n.manifest_path.parent() else { continue };
         let to = dir.join("plugins").join(format!("neighbour-{}", n.manifest.id));
@@ -258,10 +258,12 @@ fn load_bundle(
         if sig.is_file() {
             fs::copy(&sig, quiver_lifecycle::signature_path(&to.join(name)))?;
         }
-        if let Some(artifact) = &n.manifest.artifact
-            && from.join(&artifact.file).is_file()
-        {
-            fs::copy(from.join(&artifact.file), to.join(&artifact.file))?;
+        let files =
+            n.manifest.artifact.iter().flat_map(|a| std::iter::once(&a.file).chain(a.report.as_ref().map(|r| &r.file)));
+        for file in files {
+            if from.join(file).is_file() {
+                fs::copy(from.join(file), to.join(file))?;
+            }
         }
     }
 

@@ -1,5 +1,8 @@
 //! `quiver sign`: signs a bundle manifest's bytes into `MANIFEST.minisig`, optionally pinning
-//! its library (`artifact` section) first.
+//! its library (`artifact` section) first, and with `--report` shipping the library's load report
+//! beside it (`NAME.report.json`, pinned as `artifact.report`): what the library says about
+//! itself when loaded, obtained by loading it in a sandboxed worker process (never in this
+//! process), so that a host without a kept report lists the plugin without loading it first.
 
 use std::path::PathBuf;
 
@@ -21,6 +24,20 @@ pub struct SignArgs {
     /// library must sit beside the manifest.
     #[arg(long, value_name = "LIB")]
     pub library: Option<PathBuf>,
+    /// Also ship the library's load report in the bundle (`NAME.report.json` beside the
+    /// manifest, its sha256 signed as `artifact.report`), so a host lists the plugin without
+    /// loading it first. The library is loaded for this in a sandboxed worker process and checked
+    /// against the manifest as at a load. Needs --library.
+    #[arg(long, requires = "library")]
+    pub report: bool,
+}
+
+/// The file name of the load report shipped beside `manifest`: `NAME.report.json` for
+/// `NAME.tool.yaml`.
+fn report_file_name(manifest: &std::path::Path) -> String {
+    let name = manifest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = name.strip_suffix(".tool.yaml").or_else(|| name.strip_suffix(".yaml")).unwrap_or(&name);
+    format!("{stem}.report.json")
 }
 
 pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
@@ -33,7 +50,27 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
         format!("{} is not an unencrypted minisign secret key (make one with `quiver keygen`)", a.key.display())
     })?;
     if let Some(lib) = &a.library {
-        let artifact = artifact_for(&a.manifest, lib)?;
+        let mut artifact = artifact_for(&a.manifest, lib)?;
+        if a.report {
+            let manifest = Manifest::from_yaml(&text, &origin)?;
+            let policy = crate::settings::default_isolation()?;
+            let report = quiver_lifecycle::describe_in_worker(&a.manifest, manifest, lib, &policy).map_err(|e| {
+                anyhow::anyhow!(
+                    "{origin}: the load check of {} failed ({} check): {}",
+                    lib.display(),
+                    e.stage.as_str(),
+                    e.message
+                )
+            })?;
+            let file = report_file_name(&a.manifest);
+            let dir = a.manifest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            let path = dir.join(&file);
+            if std::fs::read(&path).ok().as_deref() != Some(report.as_bytes()) {
+                write_atomic(&path, report.as_bytes())?;
+            }
+            let sha256 = quiver_manifest::sha256_hex(report.as_bytes());
+            artifact.report = Some(quiver_manifest::ReportFile { file, sha256 });
+        }
         let updated = set_artifact(&text, &artifact, &origin)?;
         if updated != text {
             write_atomic(&a.manifest, updated.as_bytes())?;
@@ -68,13 +105,19 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
             "key_id": key_id,
             "id": manifest.id,
             "version": manifest.version.to_string(),
-            "artifact": manifest.artifact.as_ref().map(|x| serde_json::json!({"file": x.file, "sha256": x.sha256})),
+            "artifact": manifest.artifact.as_ref().map(|x| serde_json::json!({
+                "file": x.file, "sha256": x.sha256,
+                "report": x.report.as_ref().map(|r| serde_json::json!({"file": r.file, "sha256": r.sha256})),
+            })),
         });
         println!("{out:#}");
     } else {
         println!("signed {} {} with key {key_id}", manifest.id, manifest.version);
         if let Some(x) = &manifest.artifact {
             println!("artifact {} sha256 {}", x.file, x.sha256);
+            if let Some(r) = &x.report {
+                println!("load report {} sha256 {}", r.file, r.sha256);
+            }
         }
         println!("wrote {}", sig_path.display());
     }

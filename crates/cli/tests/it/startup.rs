@@ -306,3 +306,102 @@ fn assert_removed_after_list_changed(s: &mut Serve) {
     let after = s.tool_names(4);
     assert!(!after.iter().any(|n| n == "marker_echo"), "{after:?}");
 }
+
+/// Signs the bundle of `package` in the project at `dir` again, with `quiver sign --report`:
+/// its load report ships beside the manifest. Gives the report's path.
+fn sign_with_report(dir: &Path, package: &str) -> std::path::PathBuf {
+    let bundle = dir.join("plugins").join(package);
+    let lib = std::fs::read_dir(&bundle)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.ends_with(".so"))
+        .unwrap();
+    let manifest = format!("plugins/{package}/{package}.tool.yaml");
+    let lib_path = format!("plugins/{package}/{lib}");
+    let out = Command::new(QUIVER)
+        .current_dir(dir)
+        .args(["sign", &manifest, "--key", "keys/test.key", "--library", &lib_path, "--report"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "quiver sign --report failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report = bundle.join(format!("{package}.report.json"));
+    let text = std::fs::read_to_string(&report).expect("quiver sign --report writes the report beside the manifest");
+    let signed = std::fs::read_to_string(bundle.join(format!("{package}.tool.yaml"))).unwrap();
+    let sha256 = quiver_manifest::sha256_hex(text.as_bytes());
+    assert!(
+        signed.contains(&format!("  report:\n    file: {package}.report.json\n    sha256: {sha256}\n")),
+        "{signed}"
+    );
+    report
+}
+
+#[test]
+fn a_worker_bundle_signed_with_its_load_report_is_listed_on_its_first_start_before_its_worker_is_up() {
+    let dir = project();
+    sign_with_report(dir.path(), "fs-tools");
+    assert!(!dir.path().join("state").exists(), "a first start: nothing kept");
+    let (names, call, log) = session(dir.path());
+    assert!(log.contains("plugin listed; its worker process is starting"), "{log}");
+    for tool in ["fs_read", "fs_list", "fs_search", "fs_stat", "fs_edit"] {
+        assert!(names.iter().any(|n| n == tool), "{tool} missing from {names:?}");
+    }
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    assert!(call.to_string().contains("hello from the sandbox"), "{call}");
+}
+
+#[test]
+fn an_in_process_bundle_signed_with_its_load_report_runs_no_code_before_its_first_call() {
+    let manifest = quiver_tests::workspace_root().join("tests/plugins/marker-plugin/tool.yaml");
+    let dir = in_process_project("marker-plugin", &manifest);
+    let report = sign_with_report(dir.path(), "marker-plugin");
+    let verify =
+        |dir: &Path| Command::new(QUIVER).current_dir(dir).args(["verify"]).env_remove("RUST_LOG").output().unwrap();
+    let out = verify(dir.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // A first start (no state kept): listed from the shipped report; the library's constructor
+    // runs at the first call, not before.
+    let marker = dir.path().join("constructor-ran");
+    let mut s = Serve::start(dir.path(), &[("QUIVER_TEST_MARKER", marker.to_str().unwrap())]);
+    assert!(s.tool_names(2).iter().any(|n| n == "marker_echo"), "listed from the shipped report");
+    assert!(!marker.exists(), "no code of the plugin ran before its first call");
+    let call = s.reply(3, "tools/call", json!({"name": "marker_echo", "arguments": {"text": "hi"}}));
+    assert_eq!(call["result"]["isError"], json!(false), "{call}");
+    let log = s.finish();
+    assert!(log.contains("plugin listed; its library is loaded on first use"), "{log}");
+    assert!(marker.exists(), "the first call loaded the library");
+
+    // The report changed after signing: refused by name, at the checksum check.
+    let text = std::fs::read_to_string(&report).unwrap();
+    let changed = text.replacen("\"description\":\"", "\"description\":\"Changed. ", 1);
+    assert_ne!(changed, text);
+    std::fs::write(&report, &changed).unwrap();
+    let out = verify(dir.path());
+    assert!(!out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("checksum check")
+            && printed.contains("marker-plugin.report.json")
+            && printed.contains("quiver sign --report"),
+        "{printed}"
+    );
+    // The changed report signed as it is: the load check in the worker finds that it is not
+    // the library's own.
+    let manifest = dir.path().join("plugins/marker-plugin/marker-plugin.tool.yaml");
+    let signed = std::fs::read_to_string(&manifest).unwrap();
+    let old_sha = quiver_manifest::sha256_hex(text.as_bytes());
+    let new_sha = quiver_manifest::sha256_hex(changed.as_bytes());
+    std::fs::write(&manifest, signed.replace(&old_sha, &new_sha)).unwrap();
+    let out = Command::new(QUIVER)
+        .current_dir(dir.path())
+        .args(["sign", "plugins/marker-plugin/marker-plugin.tool.yaml", "--key", "keys/test.key"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = verify(dir.path());
+    assert!(!out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("embedded-manifest check") && printed.contains("artifact.report"), "{printed}");
+}

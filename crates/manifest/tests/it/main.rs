@@ -282,6 +282,42 @@ fn bad_manifests_name_the_field() {
             ".so",
         ),
         (
+            "report in a folder",
+            edit(
+                "abi: 1\n",
+                &format!(
+                    "abi: 1\nartifact: {{file: libdemo.so, sha256: {0}, report: {{file: ../r.json, sha256: {0}}}}}\n",
+                    sha256_hex(b"")
+                ),
+            ),
+            "artifact.report.file",
+            "quiver sign --report",
+        ),
+        (
+            "report not JSON",
+            edit(
+                "abi: 1\n",
+                &format!(
+                    "abi: 1\nartifact: {{file: libdemo.so, sha256: {0}, report: {{file: report.txt, sha256: {0}}}}}\n",
+                    sha256_hex(b"")
+                ),
+            ),
+            "artifact.report.file",
+            ".json",
+        ),
+        (
+            "bad report sha256",
+            edit(
+                "abi: 1\n",
+                &format!(
+                    "abi: 1\nartifact: {{file: libdemo.so, sha256: {}, report: {{file: d.report.json, sha256: x}}}}\n",
+                    sha256_hex(b"")
+                ),
+            ),
+            "artifact.report.sha256",
+            "sha256sum",
+        ),
+        (
             "timeout range",
             edit("    title: Other\n", "    title: Other\n    policies: {timeout_ms: 0}\n"),
             "tools[1].policies.timeout_ms",
