@@ -18,7 +18,9 @@ fn project() -> tempfile::TempDir {
 }
 
 /// One stdio session: `initialize`, then at once `tools/list` and a call of `fs_read`. Returns
-/// the listed tool names, the call's result and the host's log.
+/// the listed tool names, the call's result and the host's log. A host that stops answering
+/// for 60 s is killed and the test fails with what it answered and logged (rather than hanging
+/// the suite).
 fn session(dir: &Path) -> (Vec<String>, Value, String) {
     let mut child = Command::new(QUIVER)
         .current_dir(dir)
@@ -30,11 +32,34 @@ fn session(dir: &Path) -> (Vec<String>, Value, String) {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen: Vec<String> = Vec::new();
+    let mut next = |child: &mut std::process::Child| -> Value {
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(line) => {
+                seen.push(line.clone());
+                serde_json::from_str(&line).unwrap()
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let mut log = String::new();
+                let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log);
+                panic!("quiver serve gave no answer ({e}); it answered:\n{}\nits log:\n{log}", seen.join("\n"));
+            }
+        }
+    };
     let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
     send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "startup", "version": "1"}}}));
-    let init: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let init = next(&mut child);
     assert!(init["result"]["serverInfo"].is_object(), "{init}");
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}));
@@ -42,7 +67,7 @@ fn session(dir: &Path) -> (Vec<String>, Value, String) {
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "fs_read", "arguments": {"path": "hello.txt"}}}),
     );
     let mut reply = |id: u64| loop {
-        let v: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        let v = next(&mut child);
         if v["id"] == id {
             break v;
         }
