@@ -71,6 +71,7 @@ fn copy_bundle(ws: &Workspace, dir: &Path) -> Result<PathBuf> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if name.ends_with(".tool.yaml")
             || name.ends_with(".tool.yaml.minisig")
+            || name.ends_with(".report.json")
             || name.ends_with(std::env::consts::DLL_SUFFIX)
         {
             fs::copy(&path, to.join(&name)).with_context(|| format!("cannot copy {}", path.display()))?;
