@@ -167,7 +167,7 @@ pub fn load_report(ws: &Workspace, quiver: &Path, plugin: &PluginSource, library
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let report = scratch.join(format!("{}.report.json", plugin.name));
+    let report = scratch.join(plugin.report_file_name());
     fs::read_to_string(&report).with_context(|| format!("cannot read {}", report.display()))
 }
 
@@ -186,12 +186,8 @@ pub fn bundle(plugin: &PluginSource, library: &Path, report: Option<&str>, key: 
         fs::read(library).with_context(|| format!("cannot read the built library {}", library.display()))?;
     let sha256 = quiver_manifest::sha256_hex(&lib_bytes);
     let lib_file = plugin.library_file_name();
-    let report_file = report.map(|r| {
-        let file = format!("{}.report.json", plugin.name);
-        (file, r)
-    });
-    let shipped = report_file.as_ref().map(|(file, r)| quiver_manifest::ReportFile {
-        file: file.clone(),
+    let shipped = report.map(|r| quiver_manifest::ReportFile {
+        file: plugin.report_file_name(),
         sha256: quiver_manifest::sha256_hex(r.as_bytes()),
     });
     let text = bundle_manifest_text(&source, &lib_file, &sha256, shipped);
@@ -199,8 +195,8 @@ pub fn bundle(plugin: &PluginSource, library: &Path, report: Option<&str>, key: 
     Manifest::from_yaml(&text, &plugin.bundle_manifest().display().to_string())?;
 
     let mut changed = write_if_changed(&plugin.dir.join(&lib_file), &lib_bytes, 0o644)?;
-    if let Some((file, r)) = &report_file {
-        changed |= write_if_changed(&plugin.dir.join(file), r.as_bytes(), 0o644)?;
+    if let Some(r) = report {
+        changed |= write_if_changed(&plugin.dir.join(plugin.report_file_name()), r.as_bytes(), 0o644)?;
     }
     let manifest_path = plugin.bundle_manifest();
     changed |= write_if_changed(&manifest_path, text.as_bytes(), 0o644)?;

@@ -42,6 +42,12 @@ impl PluginSource {
     pub fn bundle_manifest(&self) -> PathBuf {
         self.dir.join(format!("{}.tool.yaml", self.name))
     }
+
+    /// File name of the load report the bundle ships (what `quiver sign --report` names it
+    /// beside `NAME.tool.yaml`).
+    pub fn report_file_name(&self) -> String {
+        format!("{}.report.json", self.name)
+    }
 }
 
 /// A declarative adapter bundle: a folder with a `tool.yaml` declaring `adapter:` and no

@@ -15,6 +15,25 @@ pub fn set_artifact(manifest: &str, artifact: &Artifact, origin: &str) -> Result
     Ok(quiver_manifest::pin_artifact(manifest, artifact, origin)?)
 }
 
+/// The folder a bundle manifest sits in (its files sit beside it).
+fn bundle_dir(manifest_path: &Path) -> &Path {
+    manifest_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Writes `report` (a library's load report) beside `manifest_path` as `NAME.report.json` (for
+/// `NAME.tool.yaml`), unless the file already holds exactly it; gives what the manifest's
+/// `artifact.report` must say.
+pub fn ship_report(manifest_path: &Path, report: &str) -> Result<quiver_manifest::ReportFile> {
+    let name = manifest_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = name.strip_suffix(".tool.yaml").or_else(|| name.strip_suffix(".yaml")).unwrap_or(&name);
+    let file = format!("{stem}.report.json");
+    let path = bundle_dir(manifest_path).join(&file);
+    if fs::read(&path).ok().as_deref() != Some(report.as_bytes()) {
+        write_atomic(&path, report.as_bytes())?;
+    }
+    Ok(quiver_manifest::ReportFile { file, sha256: quiver_manifest::sha256_hex(report.as_bytes()) })
+}
+
 /// The artifact section for a library file beside the manifest: its file name and sha256.
 pub fn artifact_for(manifest_path: &Path, library: &Path) -> Result<Artifact> {
     let file = library
@@ -22,8 +41,7 @@ pub fn artifact_for(manifest_path: &Path, library: &Path) -> Result<Artifact> {
         .and_then(|n| n.to_str())
         .with_context(|| format!("{} has no usable file name", library.display()))?
         .to_owned();
-    let manifest_dir = manifest_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let beside = manifest_dir.join(&file);
+    let beside = bundle_dir(manifest_path).join(&file);
     let same = fs::canonicalize(&beside).ok().zip(fs::canonicalize(library).ok()).is_some_and(|(a, b)| a == b);
     if !same {
         bail!(
@@ -39,7 +57,7 @@ pub fn artifact_for(manifest_path: &Path, library: &Path) -> Result<Artifact> {
 /// Writes `bytes` to `path` through a temporary file and a rename, so a host scanning the
 /// folder never reads half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = bundle_dir(path);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| -> std::io::Result<()> {

@@ -11,7 +11,7 @@ use clap::Args;
 use quiver_manifest::{KeyPair, Manifest};
 
 use crate::GlobalArgs;
-use crate::bundle::{artifact_for, set_artifact, write_atomic};
+use crate::bundle::{artifact_for, set_artifact, ship_report, write_atomic};
 
 #[derive(Debug, Args)]
 pub struct SignArgs {
@@ -30,14 +30,6 @@ pub struct SignArgs {
     /// against the manifest as at a load. Needs --library.
     #[arg(long, requires = "library")]
     pub report: bool,
-}
-
-/// The file name of the load report shipped beside `manifest`: `NAME.report.json` for
-/// `NAME.tool.yaml`.
-fn report_file_name(manifest: &std::path::Path) -> String {
-    let name = manifest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let stem = name.strip_suffix(".tool.yaml").or_else(|| name.strip_suffix(".yaml")).unwrap_or(&name);
-    format!("{stem}.report.json")
 }
 
 pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
@@ -62,14 +54,7 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
                     e.message
                 )
             })?;
-            let file = report_file_name(&a.manifest);
-            let dir = a.manifest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-            let path = dir.join(&file);
-            if std::fs::read(&path).ok().as_deref() != Some(report.as_bytes()) {
-                write_atomic(&path, report.as_bytes())?;
-            }
-            let sha256 = quiver_manifest::sha256_hex(report.as_bytes());
-            artifact.report = Some(quiver_manifest::ReportFile { file, sha256 });
+            artifact.report = Some(ship_report(&a.manifest, &report)?);
         }
         let updated = set_artifact(&text, &artifact, &origin)?;
         if updated != text {
