@@ -66,14 +66,18 @@ fn session(dir: &Path) -> (Vec<String>, Value, String) {
     send(
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "fs_read", "arguments": {"path": "hello.txt"}}}),
     );
-    let mut reply = |id: u64| loop {
+    // Answers by id, in whatever order they come: JSON-RPC lets a server answer pipelined
+    // requests out of order, and under load the call's answer can come before the list's.
+    let (mut list, mut call) = (None, None);
+    while list.is_none() || call.is_none() {
         let v = next(&mut child);
-        if v["id"] == id {
-            break v;
+        match v["id"].as_u64() {
+            Some(2) => list = Some(v),
+            Some(3) => call = Some(v),
+            _ => {}
         }
-    };
-    let list = reply(2);
-    let call = reply(3);
+    }
+    let (list, call) = (list.unwrap(), call.unwrap());
     drop(stdin);
     let mut log = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
