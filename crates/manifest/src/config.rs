@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, field, index};
 use crate::model::RateLimits;
-use crate::schema::{DocumentSchema, QUIVER_CONFIG_SCHEMA};
+use crate::schema::{ConfigSchemaCode, QUIVER_CONFIG_SCHEMA, SchemaCheck};
 use crate::secret::SecretRef;
 use crate::signature::PublicKey;
 use crate::validate::{SCOPE_FIX, TOOL_NAME_FIX, is_scope, is_tool_name};
@@ -23,9 +23,9 @@ pub const CONFIG_VERSION: u32 = 1;
 
 const SCHEMA_FILE: &str = "schemas/quiver-config.schema.json";
 
-fn config_schema() -> &'static DocumentSchema {
-    static SCHEMA: OnceLock<DocumentSchema> = OnceLock::new();
-    SCHEMA.get_or_init(|| DocumentSchema::compile(SCHEMA_FILE, QUIVER_CONFIG_SCHEMA))
+pub(crate) fn config_schema() -> &'static SchemaCheck {
+    static SCHEMA: SchemaCheck = SchemaCheck::new(SCHEMA_FILE, QUIVER_CONFIG_SCHEMA, ConfigSchemaCode::is_valid);
+    &SCHEMA
 }
 
 /// The host configuration. Every field is optional in the file; missing ones take the values of

@@ -4,6 +4,8 @@
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::{Location, LocationSegment};
 use jsonschema::{ValidationError, Validator};
+use std::sync::OnceLock;
+
 use serde_json::Value;
 
 use crate::error::{DOCUMENT, Issue, excerpt, field, index, quote_value};
@@ -13,6 +15,61 @@ pub const TOOL_MANIFEST_SCHEMA: &str = include_str!("../../../schemas/tool-manif
 
 /// The JSON Schema of the host configuration, as shipped in `schemas/quiver-config.schema.json`.
 pub const QUIVER_CONFIG_SCHEMA: &str = include_str!("../../../schemas/quiver-config.schema.json");
+
+/// The configuration's schema as code generated when this crate is built: whether a document is
+/// valid, without compiling the schema at run time. Only a document it refuses goes to the
+/// compiled [`DocumentSchema`], for the issues.
+#[jsonschema::validator(
+    path = "../../schemas/quiver-config.schema.json",
+    draft = Draft202012,
+    methods = { validate = false, iter_errors = false }
+)]
+pub(crate) struct ConfigSchemaCode;
+
+/// The manifest's schema as generated code (see [`ConfigSchemaCode`]).
+#[jsonschema::validator(
+    path = "../../schemas/tool-manifest.schema.json",
+    draft = Draft202012,
+    methods = { validate = false, iter_errors = false }
+)]
+pub(crate) struct ManifestSchemaCode;
+
+/// One of the embedded document schemas, checked in two steps: the generated code says whether
+/// a document is valid; a document it refuses is checked again by the schema compiled at run
+/// time (once per process, on the first refusal), whose errors become the issues. So a valid
+/// document costs no schema compile, and the issues are what they always were.
+pub(crate) struct SchemaCheck {
+    file: &'static str,
+    text: &'static str,
+    code: fn(&Value) -> bool,
+    compiled: OnceLock<DocumentSchema>,
+}
+
+impl SchemaCheck {
+    pub(crate) const fn new(file: &'static str, text: &'static str, code: fn(&Value) -> bool) -> SchemaCheck {
+        SchemaCheck { file, text, code, compiled: OnceLock::new() }
+    }
+
+    /// Every violation of the schema by `instance`, as issues (none for a valid document).
+    pub(crate) fn check(&self, instance: &Value) -> Vec<Issue> {
+        if (self.code)(instance) {
+            return Vec::new();
+        }
+        self.compiled().check(instance)
+    }
+
+    /// The schema compiled at run time.
+    pub(crate) fn compiled(&self) -> &DocumentSchema {
+        self.compiled.get_or_init(|| DocumentSchema::compile(self.file, self.text))
+    }
+
+    /// What the generated code says of `instance` (for the tests that hold it to the compiled
+    /// schema).
+    #[cfg(test)]
+    pub(crate) fn code_says_valid(&self, instance: &Value) -> bool {
+        (self.code)(instance)
+    }
+}
 
 /// A compiled document schema plus its source, for looking up descriptions.
 pub(crate) struct DocumentSchema {
@@ -287,6 +344,107 @@ mod tests {
         assert_eq!(edit_distance("color", "colour"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("same", "same"), 0);
+    }
+
+    /// Every variant of `doc` one edit away: each object without each of its keys and with an
+    /// unknown key, each value replaced by values of every JSON type and by strings of the
+    /// forms patterns, enums and lengths refuse.
+    fn one_edit_away(doc: &Value) -> Vec<Value> {
+        fn walk(node: &Value, rebuild: &dyn Fn(Value) -> Value, out: &mut Vec<Value>) {
+            let replacements = [
+                Value::Null,
+                Value::Bool(true),
+                serde_json::json!(-1),
+                serde_json::json!(0),
+                serde_json::json!(1.5),
+                serde_json::json!(70000),
+                serde_json::json!(""),
+                serde_json::json!("Not Valid!"),
+                serde_json::json!("x".repeat(300)),
+                serde_json::json!("0.1.0"),
+                serde_json::json!("fs-tools"),
+                serde_json::json!([]),
+                serde_json::json!(["a", "a"]),
+                serde_json::json!({}),
+            ];
+            for r in replacements {
+                out.push(rebuild(r));
+            }
+            match node {
+                Value::Object(map) => {
+                    for key in map.keys() {
+                        let mut without = map.clone();
+                        without.remove(key);
+                        out.push(rebuild(Value::Object(without)));
+                    }
+                    let mut extra = map.clone();
+                    extra.insert("unknown_field".into(), Value::Bool(true));
+                    out.push(rebuild(Value::Object(extra)));
+                    for (key, child) in map {
+                        let rebuild_child = |v: Value| {
+                            let mut m = map.clone();
+                            m.insert(key.clone(), v);
+                            rebuild(Value::Object(m))
+                        };
+                        walk(child, &rebuild_child, out);
+                    }
+                }
+                Value::Array(items) => {
+                    for (i, child) in items.iter().enumerate() {
+                        let rebuild_child = |v: Value| {
+                            let mut a = items.clone();
+                            a[i] = v;
+                            rebuild(Value::Array(a))
+                        };
+                        walk(child, &rebuild_child, out);
+                    }
+                    if let Some(first) = items.first() {
+                        let mut twice = items.clone();
+                        twice.push(first.clone());
+                        out.push(rebuild(Value::Array(twice)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = vec![doc.clone()];
+        walk(doc, &|v| v, &mut out);
+        out
+    }
+
+    /// The generated code and the schema compiled at run time judge documents alike: the real
+    /// documents of this repository and every document one edit away from them (thousands,
+    /// valid and not). A document the generated code wrongly passed would skip its issues.
+    #[test]
+    fn the_generated_checks_agree_with_the_compiled_schemas() {
+        let manifests = [
+            include_str!("../test_data/good/full.tool.yaml"),
+            include_str!("../test_data/good/minimal.tool.yaml"),
+            include_str!("../../../plugins/fs-tools/tool.yaml"),
+            include_str!("../../../plugins/jq-tools/tool.yaml"),
+            include_str!("../../../plugins/time-tools/tool.yaml"),
+            include_str!("../../../tests/plugins/marker-plugin/tool.yaml"),
+        ];
+        let configs = [
+            include_str!("../test_data/config/full.quiver.yaml"),
+            include_str!("../test_data/config/minimal.quiver.yaml"),
+            include_str!("../../../quiver.yaml"),
+        ];
+        let cases =
+            [(crate::validate::manifest_schema(), &manifests[..]), (crate::config::config_schema(), &configs[..])];
+        for (check, docs) in cases {
+            let (mut valid, mut invalid) = (0, 0);
+            for text in docs {
+                let doc = crate::yaml::parse(text).expect("the repository's documents are YAML");
+                for variant in one_edit_away(&doc) {
+                    let compiled = check.compiled().check(&variant).is_empty();
+                    assert_eq!(check.code_says_valid(&variant), compiled, "{variant}");
+                    if compiled { valid += 1 } else { invalid += 1 }
+                }
+            }
+            // Both sides of the line are exercised.
+            assert!(valid > 50 && invalid > 1000, "valid {valid}, invalid {invalid}");
+        }
     }
 
     #[test]

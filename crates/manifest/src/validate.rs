@@ -2,7 +2,6 @@
 //! semantic checks (the rules a schema cannot express). No I/O.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::OnceLock;
 
 use semver::Version;
 use serde_json::Value;
@@ -10,7 +9,7 @@ use serde_json::Value;
 use crate::checksum::is_sha256_hex;
 use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, excerpt_n, field, index, quote_value};
 use crate::model::{AliasSpec, LifecycleState, MANIFEST_VERSION, Manifest, PolicySpec, ToolSpec};
-use crate::schema::{DocumentSchema, TOOL_MANIFEST_SCHEMA, compile_2020_12};
+use crate::schema::{ManifestSchemaCode, SchemaCheck, TOOL_MANIFEST_SCHEMA, compile_2020_12};
 use crate::yaml;
 
 /// The plugin ABI generation whose manifests this crate accepts (`abi:`); the same number as
@@ -22,9 +21,9 @@ pub const MAX_NAME_LEN: usize = 64;
 
 const SCHEMA_FILE: &str = "schemas/tool-manifest.schema.json";
 
-fn manifest_schema() -> &'static DocumentSchema {
-    static SCHEMA: OnceLock<DocumentSchema> = OnceLock::new();
-    SCHEMA.get_or_init(|| DocumentSchema::compile(SCHEMA_FILE, TOOL_MANIFEST_SCHEMA))
+pub(crate) fn manifest_schema() -> &'static SchemaCheck {
+    static SCHEMA: SchemaCheck = SchemaCheck::new(SCHEMA_FILE, TOOL_MANIFEST_SCHEMA, ManifestSchemaCode::is_valid);
+    &SCHEMA
 }
 
 impl Manifest {
