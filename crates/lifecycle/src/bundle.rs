@@ -746,12 +746,13 @@ pub(crate) fn load_verified_report(
     bundle: VerifiedBundle,
     staging: &StagingDir,
 ) -> Result<(Arc<PluginEntry>, String), BundleError> {
-    let VerifiedBundle { manifest_path, manifest, library, sha256, signer_key_id, report, .. } = bundle;
+    let VerifiedBundle { manifest_path, manifest, library, sha256, signer_key_id, report, manifest_sha256, .. } =
+        bundle;
     let fail = |stage: Stage, message: String| BundleError { bundle: manifest_path.clone(), stage, message };
     let (backend, info_text) = open_verified(&manifest_path, &manifest, library, &sha256, staging)?;
     check_shipped_report(report.as_deref(), &info_text).map_err(|m| fail(Stage::Embedded, m))?;
     let info = crate::library::parse_info(&info_text)
-        .and_then(|info| crate::library::check_embedded(&manifest, &info).map(|()| info))
+        .and_then(|info| crate::library::check_embedded(&manifest, &manifest_sha256, &info).map(|()| info))
         .map_err(|(s, m)| fail(s, m))?;
     let provenance = Provenance { sha256, signer_key_id, manifest_path: manifest_path.display().to_string() };
     let entry = PluginEntry::new(manifest, &info, provenance, Arc::new(backend)).map(Arc::new);

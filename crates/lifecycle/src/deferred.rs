@@ -75,7 +75,8 @@ impl DeferredInProcess {
         let Pending { bundle, staging, report, recorded, report_file, on_failure } = p;
         let path = bundle.manifest_path.clone();
         let outcome = bundle.read().and_then(|verified| {
-            let VerifiedBundle { manifest_path, manifest, library, sha256, report: shipped, .. } = verified;
+            let VerifiedBundle { manifest_path, manifest, library, sha256, report: shipped, manifest_sha256, .. } =
+                verified;
             let (backend, info) = open_verified(&manifest_path, &manifest, library, &sha256, &staging)?;
             // `report` is the shipped one when the bundle ships one (see `usable_report`).
             if info != report {
@@ -86,7 +87,7 @@ impl DeferredInProcess {
             // against the signed manifest in full here, before the call reaches the library.
             if recorded {
                 crate::library::parse_info(&info)
-                    .and_then(|parsed| crate::library::check_embedded(&manifest, &parsed))
+                    .and_then(|parsed| crate::library::check_embedded(&manifest, &manifest_sha256, &parsed))
                     .map_err(|(stage, message)| BundleError { bundle: manifest_path.clone(), stage, message })?;
             }
             Ok(backend)

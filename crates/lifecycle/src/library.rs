@@ -318,9 +318,17 @@ pub(crate) fn parse_info(info_text: &str) -> Result<PluginInfo, (Stage, String)>
     })
 }
 
-/// Checks a plugin's self-description against its signed manifest: ABI generation, and the
-/// embedded manifest agrees with the signed one.
-pub(crate) fn check_embedded(manifest: &Manifest, info: &PluginInfo) -> Result<(), (Stage, String)> {
+/// Checks a plugin's self-description against its signed manifest (whose bytes hash to
+/// `manifest_sha256`): ABI generation, and the embedded manifest agrees with the signed one.
+/// When the signed bytes are the embedded text with the `artifact` section appended as signing
+/// appends it (what `quiver sign` and `cargo xtask build-plugins` make), they agree without the
+/// embedded text being parsed ([`quiver_manifest::signed_as_pinned`]); else both are compared
+/// field by field.
+pub(crate) fn check_embedded(
+    manifest: &Manifest,
+    manifest_sha256: &str,
+    info: &PluginInfo,
+) -> Result<(), (Stage, String)> {
     if manifest.abi != ABI_VERSION {
         return Err((Stage::Abi, format!("the manifest says ABI v{}, this host speaks v{ABI_VERSION}", manifest.abi)));
     }
@@ -329,6 +337,10 @@ pub(crate) fn check_embedded(manifest: &Manifest, info: &PluginInfo) -> Result<(
             Stage::Abi,
             format!("the plugin was built for ABI v{}, this host speaks v{ABI_VERSION}", info.abi_version),
         ));
+    }
+    if manifest.artifact.as_ref().is_some_and(|a| quiver_manifest::signed_as_pinned(&info.manifest, a, manifest_sha256))
+    {
+        return Ok(());
     }
     let embedded = Manifest::from_yaml(&info.manifest, &format!("embedded manifest of {}", manifest.id))
         .map_err(|e| (Stage::Embedded, e.to_string()))?;

@@ -445,7 +445,7 @@ impl BundleSource {
                 // with the library's embedded one, exactly as at start. (An adapter's sha256 is
                 // its manifest's: same bytes, same adapter.)
                 if verified.manifest.adapter.is_none() {
-                    crate::library::check_embedded(&verified.manifest, &loaded.info)
+                    crate::library::check_embedded(&verified.manifest, &verified.manifest_sha256, &loaded.info)
                         .map_err(|(stage, m)| fail(stage, m))?;
                 }
                 return Ok(Loaded::Ready(loaded.clone()));
@@ -628,7 +628,7 @@ fn usable_report(
     let checked = crate::record::matches(&checked_file(cache, sha256), &checked_digest(&report, manifest_sha256));
     let info = crate::library::parse_info(&report).and_then(|info| {
         if !checked {
-            crate::library::check_embedded(manifest, &info)?;
+            crate::library::check_embedded(manifest, manifest_sha256, &info)?;
             keep_checked(cache, sha256, &report, manifest_sha256);
         }
         Ok(info)
@@ -748,6 +748,7 @@ impl BundleSource {
         let plugin = bundle.manifest.id.clone();
         let kept = file.clone();
         let manifest = bundle.manifest.clone();
+        let manifest_sha256 = bundle.manifest_sha256.to_owned();
         let shipped = bundle.shipped.is_some();
         let check = move |ready: &crate::worker::protocol::Ready| {
             if ready.plugin_info != report {
@@ -757,7 +758,8 @@ impl BundleSource {
             // Listed on the recorded check of this report (the scan did not check it): checked
             // in full here, before any call is sent.
             let checked = if recorded {
-                crate::library::parse_info(&report).and_then(|info| crate::library::check_embedded(&manifest, &info))
+                crate::library::parse_info(&report)
+                    .and_then(|info| crate::library::check_embedded(&manifest, &manifest_sha256, &info))
             } else {
                 Ok(())
             };
@@ -949,7 +951,9 @@ fn start_in_worker(
     crate::bundle::check_shipped_report(bundle.report.as_deref(), &ready.plugin_info)
         .map_err(|m| fail(Stage::Embedded, m))?;
     let info = crate::library::parse_info(&ready.plugin_info)
-        .and_then(|info| crate::library::check_embedded(&bundle.manifest, &info).map(|()| info))
+        .and_then(|info| {
+            crate::library::check_embedded(&bundle.manifest, &bundle.manifest_sha256, &info).map(|()| info)
+        })
         .map_err(|(s, m)| fail(s, m))?;
     let provenance = Provenance {
         sha256: bundle.sha256.clone(),

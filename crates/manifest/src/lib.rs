@@ -44,7 +44,7 @@ pub use adapter::{
     AdapterSpec, CommandAdapter, HttpAdapter, HttpMethod, InvokeSpec, OutputFormat, Payload, Piece, Template,
     check_base_url, value_text,
 };
-pub use artifact::{ARTIFACT_MARKER, pin_artifact, with_artifact_text};
+pub use artifact::{ARTIFACT_MARKER, pin_artifact, signed_as_pinned, with_artifact_text};
 pub use checksum::{Sha256Stream, sha256_hex};
 pub use config::{
     ApprovalMode, AuthConfig, BearerToken, CONFIG_VERSION, ExposureMode, HostConfig, Isolation, IsolationConfig,
