@@ -14,12 +14,12 @@
 //! Notifications a call emits go through `rmcp` as before and each is awaited until written,
 //! so they reach the client before the call's response; requests to the client
 //! (elicitation, sampling) go out through `rmcp` and their answers come back through it.
-//! While a request handed to `rmcp` is still unanswered, a `tools/call` goes to `rmcp` as
-//! well, so answers keep the order they had (some clients read them in request order).
+//! Answers go out as they are ready, not in request order (JSON-RPC matches them by id, and
+//! `rmcp` answers the requests it serves in the order they finish too).
 //! While the input already holds the next request, the lane's response lines are held back
 //! (a few KiB at most) and written together once the input runs dry.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -92,10 +92,6 @@ struct LineTransport<R, W> {
     out: Output<W>,
     /// An `initialize` request has been passed on.
     initialize_seen: bool,
-    /// Requests handed to `rmcp` and not answered yet. While there are any, a `tools/call`
-    /// goes to `rmcp` too, so answers keep the order they had (clients that read responses in
-    /// request order exist).
-    with_rmcp: HashSet<RequestId>,
     lane: CallLane,
     /// The lane's responses on their way out (a line at a time, under the output's lock).
     outbox: Outbox<W>,
@@ -179,7 +175,6 @@ where
             outbox: Outbox::new(out.clone()),
             out,
             initialize_seen: false,
-            with_rmcp: HashSet::new(),
             lane: CallLane::new(connection),
         }
     }
@@ -197,13 +192,6 @@ where
                 });
             }
             Err(e) => tracing::error!(error = %e, "cannot encode an error answer"),
-        }
-    }
-
-    /// Notes a request handed to `rmcp` (answered through [`Transport::send`]).
-    fn note_handed(&mut self, message: &ClientJsonRpcMessage) {
-        if let ClientJsonRpcMessage::Request(r) = message {
-            self.with_rmcp.insert(r.id.clone());
         }
     }
 
@@ -513,14 +501,6 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
-        let answered = match &item {
-            rmcp::model::JsonRpcMessage::Response(r) => Some(&r.id),
-            rmcp::model::JsonRpcMessage::Error(e) => e.id.as_ref(),
-            _ => None,
-        };
-        if let Some(id) = answered {
-            self.with_rmcp.remove(id);
-        }
         let frame = encode(&item);
         let out = self.out.clone();
         async move { write_frame(&out, &frame?).await }
@@ -562,8 +542,7 @@ where
             }
             if let Some((id, call)) = parse_call(bytes) {
                 self.lines.line.clear();
-                let taken = if self.with_rmcp.is_empty() { self.lane.start(id, call) } else { Err((id, call)) };
-                match taken {
+                match self.lane.start(id, call) {
                     Ok(started) => {
                         // Polled once in place; this `poll_fn` is ready at once, so `receive`
                         // never waits between taking the line and handing the call over (it
@@ -582,7 +561,6 @@ where
                     }
                     Err((id, call)) => {
                         if let Some(m) = self.admit(call_message(id, call)) {
-                            self.note_handed(&m);
                             return Some(m);
                         }
                         continue;
@@ -598,11 +576,8 @@ where
                         && let Some(id) = &c.params.request_id
                     {
                         self.lane.cancel(id);
-                        // rmcp sends nothing for a request it cancels.
-                        self.with_rmcp.remove(id);
                     }
                     if let Some(m) = self.admit(message) {
-                        self.note_handed(&m);
                         return Some(m);
                     }
                 }
