@@ -87,17 +87,21 @@ mod tests {
         let parses = || PARSES.with(|n| n.get());
         let before = parses();
         let a = parse(path, "rescan_interval_ms: 7\n", "quiver.yaml").unwrap();
+        // Another file parsed in between (another caller, or another test thread) does not
+        // make this one parse again.
+        let other = parse(Path::new("/nowhere/parse-once/other.yaml"), "rescan_interval_ms: 5\n", "other.yaml");
+        assert_eq!(other.unwrap().rescan_interval_ms, 5);
         let b = parse(path, "rescan_interval_ms: 7\n", "quiver.yaml").unwrap();
         assert_eq!((a.rescan_interval_ms, b.rescan_interval_ms), (7, 7));
-        assert_eq!(parses() - before, 1);
+        assert_eq!(parses() - before, 2);
         let c = parse(path, "rescan_interval_ms: 8\n", "quiver.yaml").unwrap();
         assert_eq!(c.rescan_interval_ms, 8);
-        assert_eq!(parses() - before, 2);
+        assert_eq!(parses() - before, 3);
         for _ in 0..2 {
             let e = parse(path, "rescan_interval_ms: soon\n", "quiver.yaml").unwrap_err().to_string();
             assert!(e.contains("rescan_interval_ms"), "{e}");
         }
-        assert_eq!(parses() - before, 4);
+        assert_eq!(parses() - before, 5);
     }
 
     /// A configuration that passed the schema check is recorded in its existing state folder
@@ -149,19 +153,18 @@ thread_local! {
     static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// The last configuration parsed without error, with the file and text it came from.
-static PARSED: Mutex<Option<(PathBuf, String, HostConfig)>> = Mutex::new(None);
+/// The last configuration parsed without error from each file, with the text it came from. One
+/// entry per configuration file: a process reads one (tests read several, from several threads,
+/// and one file's parse never evicts another's).
+static PARSED: Mutex<Vec<(PathBuf, String, HostConfig)>> = Mutex::new(Vec::new());
 
 /// Parses the configuration `text` read from `path` (named `origin` in messages). The same
 /// text of the same file parsed before in this process gives that result again without a
 /// second parse; anything else (another file, changed text) is parsed afresh. Errors are never
 /// kept, so a failed parse is reported by the caller that reports errors.
 pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, ManifestError> {
-    let mut last = PARSED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((p, t, config)) = last.as_ref()
-        && p == path
-        && t == text
-    {
+    let mut parsed = PARSED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, config)) = parsed.iter().find(|(p, t, _)| p == path && t == text) {
         return Ok(config.clone());
     }
     #[cfg(test)]
@@ -174,7 +177,11 @@ pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, Manife
     if checked_now {
         keep_schema_check(&record(&config), &digest);
     }
-    *last = Some((path.to_owned(), text.to_owned(), config.clone()));
+    let entry = (path.to_owned(), text.to_owned(), config.clone());
+    match parsed.iter_mut().find(|(p, _, _)| p == path) {
+        Some(kept) => *kept = entry,
+        None => parsed.push(entry),
+    }
     Ok(config)
 }
 
