@@ -153,10 +153,19 @@ thread_local! {
     static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// The last configuration parsed without error from each file, with the text it came from. One
-/// entry per configuration file: a process reads one (tests read several, from several threads,
-/// and one file's parse never evicts another's).
-static PARSED: Mutex<Vec<(PathBuf, String, HostConfig)>> = Mutex::new(Vec::new());
+/// A configuration parsed without error: the file and text it came from, and the record of its
+/// schema check still to be written (its state folder did not exist yet).
+struct Parsed {
+    path: PathBuf,
+    text: String,
+    config: HostConfig,
+    unrecorded: Option<(PathBuf, String)>,
+}
+
+/// The last configuration parsed without error from each file. One entry per configuration file:
+/// a process reads one (tests read several, from several threads, and one file's parse never
+/// evicts another's).
+static PARSED: Mutex<Vec<Parsed>> = Mutex::new(Vec::new());
 
 /// Parses the configuration `text` read from `path` (named `origin` in messages). The same
 /// text of the same file parsed before in this process gives that result again without a
@@ -164,8 +173,8 @@ static PARSED: Mutex<Vec<(PathBuf, String, HostConfig)>> = Mutex::new(Vec::new()
 /// kept, so a failed parse is reported by the caller that reports errors.
 pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, ManifestError> {
     let mut parsed = PARSED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, _, config)) = parsed.iter().find(|(p, t, _)| p == path && t == text) {
-        return Ok(config.clone());
+    if let Some(kept) = parsed.iter().find(|p| p.path == path && p.text == text) {
+        return Ok(kept.config.clone());
     }
     #[cfg(test)]
     PARSES.with(|n| n.set(n.get() + 1));
@@ -174,15 +183,28 @@ pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, Manife
         |config: &HostConfig| path.parent().unwrap_or(Path::new("")).join(&config.state_dir).join(SCHEMA_CHECK_RECORD);
     let (config, checked_now) =
         HostConfig::from_yaml_with(text, origin, |config| quiver_lifecycle::record::matches(&record(config), &digest))?;
-    if checked_now {
-        keep_schema_check(&record(&config), &digest);
-    }
-    let entry = (path.to_owned(), text.to_owned(), config.clone());
-    match parsed.iter_mut().find(|(p, _, _)| p == path) {
+    let unrecorded = match checked_now {
+        true => keep_schema_check(record(&config), digest),
+        false => None,
+    };
+    let entry = Parsed { path: path.to_owned(), text: text.to_owned(), config: config.clone(), unrecorded };
+    match parsed.iter_mut().find(|p| p.path == path) {
         Some(kept) => *kept = entry,
         None => parsed.push(entry),
     }
     Ok(config)
+}
+
+/// Writes the record of the schema check of the configuration last parsed from `path` if it
+/// could not be written then because its state folder did not exist (a first start: loading the
+/// settings makes that folder after the configuration was read).
+pub fn keep_unrecorded_check(path: &Path) {
+    let mut parsed = PARSED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(kept) = parsed.iter_mut().find(|p| p.path == path)
+        && let Some((file, digest)) = kept.unrecorded.take()
+    {
+        kept.unrecorded = keep_schema_check(file, digest);
+    }
 }
 
 /// The file in the state folder that records the last configuration text that passed the JSON
@@ -196,9 +218,12 @@ fn schema_check_digest(text: &str) -> String {
 }
 
 /// Keeps the record (best effort: without it the next start checks the schema again), only in
-/// a state folder that exists (a command never creates one just for this).
-fn keep_schema_check(file: &Path, digest: &str) {
-    if file.parent().is_some_and(Path::is_dir) {
-        let _ = quiver_lifecycle::record::write(file, digest.as_bytes());
+/// a state folder that exists (a command never creates one just for this). Gives the record back
+/// when there is no such folder yet.
+fn keep_schema_check(file: PathBuf, digest: String) -> Option<(PathBuf, String)> {
+    if !file.parent().is_some_and(Path::is_dir) {
+        return Some((file, digest));
     }
+    let _ = quiver_lifecycle::record::write(&file, digest.as_bytes());
+    None
 }

@@ -52,7 +52,12 @@ impl Settings {
             None => cwd.clone(),
         };
         let plugins_override = g.plugins.as_ref().map(|p| absolute(&cwd, p));
-        Settings::resolve(config, config_path, base_dir, plugins_override)
+        let settings = Settings::resolve(config, config_path, base_dir, plugins_override)?;
+        // Resolving made the state folder (a first start): the configuration's check is kept there.
+        if let Some(path) = &settings.config_path {
+            crate::config_file::keep_unrecorded_check(&cwd.join(path));
+        }
+        Ok(settings)
     }
 
     /// Resolves a configuration read from `config_path` (for messages) against `base_dir`.
@@ -404,6 +409,26 @@ mod tests {
         }
         let none = Settings::resolve(HostConfig::default(), None, dir.path().to_owned(), None).unwrap();
         assert!(!none.search.has_embedding());
+    }
+
+    /// A first start reads the configuration before its state folder exists; the record that
+    /// its text passed the schema check is kept once loading the settings has made that folder,
+    /// so the next start skips the check.
+    #[test]
+    fn a_first_load_records_the_configuration_check_in_the_state_folder_it_creates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("quiver.yaml");
+        std::fs::write(&path, "state_dir: state\nrescan_interval_ms: 4321\n").unwrap();
+        let g = crate::GlobalArgs { plugins: None, config: Some(path), json: false, verbose: 0, log_format: None };
+        let record = dir.path().join("state").join(crate::config_file::SCHEMA_CHECK_RECORD);
+        let s = Settings::load(&g).unwrap();
+        assert_eq!(s.config.rescan_interval_ms, 4321);
+        assert!(dir.path().join("state").is_dir(), "loading the settings makes the state folder");
+        let kept = std::fs::read_to_string(&record).expect("the configuration check is recorded on a first load");
+        assert_eq!(kept.len(), 64, "{kept}");
+        // A second load of the same text in this process changes nothing.
+        Settings::load(&g).unwrap();
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), kept);
     }
 
     #[test]
