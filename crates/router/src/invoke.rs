@@ -352,12 +352,10 @@ impl Router {
             }
             sink.finished();
         });
+        // `abandon` counted the deadline's timeout.
         match reason {
             AbortReason::Cancelled => Err(cancelled(inv.tool_name)),
-            AbortReason::Deadline => {
-                inv.state.counters.timed_out();
-                Err(timeout_error(inv.tool_name))
-            }
+            AbortReason::Deadline => Err(timeout_error(inv.tool_name)),
         }
     }
 }

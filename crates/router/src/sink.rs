@@ -61,12 +61,17 @@ impl RouterSink {
         }
     }
 
-    /// The caller stopped waiting before the call returned: tell the tool, and count the overrun
-    /// against it while its thread keeps running.
+    /// The caller stopped waiting before it had the call's answer: tell the tool. For the deadline
+    /// (`timed_out`), count the call's one timeout, and an overrun against the tool while it
+    /// keeps running (the plugin may also have returned just before: then the timeout alone).
     pub(crate) fn abandon(&self, timed_out: bool) {
         self.abandoned.store(true, Ordering::Release);
-        if timed_out && self.state.compare_exchange(RUNNING, OVERRUN, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            self.counters.overrun_started();
+        if !timed_out {
+            return;
+        }
+        match self.state.compare_exchange(RUNNING, OVERRUN, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => self.counters.overrun_started(),
+            Err(_) => self.counters.timed_out(),
         }
     }
 }
@@ -226,5 +231,41 @@ impl Drop for AbandonOnDrop<'_> {
             self.sink.abandon(false);
             self.pool.retire(self.ticket);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink(counters: Arc<ToolCounters>) -> RouterSink {
+        let deadline = Instant::now();
+        RouterSink::new(Arc::new(crate::NullBridge), CancellationToken::new(), deadline, "r-1".into(), counters, None)
+    }
+
+    /// A deadline abandon counts one timeout whether the plugin still runs (and an overrun
+    /// until it returns) or returned just before the caller stopped waiting; a cancellation
+    /// counts none.
+    #[test]
+    fn a_timed_out_call_counts_one_timeout_however_it_races_the_plugin() {
+        let counters = quiver_telemetry::Counters::default();
+        let stats = |name: &str| {
+            let t = &counters.snapshot().tools[name];
+            (t.timeouts, t.overruns)
+        };
+        let running = sink(counters.tool("running", &[]));
+        running.abandon(true);
+        assert_eq!(stats("running"), (1, 1));
+        running.finished();
+        assert_eq!(stats("running"), (1, 0));
+        // The plugin returned, then the caller's deadline fired before the answer reached it.
+        let returned = sink(counters.tool("returned", &[]));
+        returned.finished();
+        returned.abandon(true);
+        assert_eq!(stats("returned"), (1, 0));
+        let cancelled = sink(counters.tool("cancelled", &[]));
+        cancelled.abandon(false);
+        cancelled.finished();
+        assert_eq!(stats("cancelled"), (0, 0));
     }
 }

@@ -1012,3 +1012,79 @@ fn a_thread_call_runs_in_the_callers_runtime_context() {
         assert_eq!(o.response.status, Status::Ok, "{:?}", o.response);
     }
 }
+
+/// The plugin's own backend as a remote one (`Dispatch::Remote`, as a worker process is): each
+/// call runs on a thread of its own, and one whose request holds `"ms":4242` first waits for the
+/// test to open a gate (a call stuck past its deadline).
+struct StuckRemote {
+    inner: Arc<dyn quiver_catalog::ToolBackend>,
+    open: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl quiver_catalog::ToolBackend for StuckRemote {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        self.inner.invoke(tool, request, sink)
+    }
+    fn dispatch(&self, _index: usize) -> quiver_catalog::Dispatch {
+        quiver_catalog::Dispatch::Remote
+    }
+    fn start(
+        &self,
+        tool: &str,
+        request: String,
+        sink: Arc<dyn quiver_catalog::CallSink>,
+        _deadline: Instant,
+    ) -> quiver_catalog::RemoteCall {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (inner, open, tool) = (self.inner.clone(), self.open.clone(), tool.to_owned());
+        std::thread::spawn(move || {
+            if request.contains("\"ms\":4242") {
+                let (lock, cv) = &*open;
+                let mut open = lock.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+            }
+            let _ = tx.send(inner.invoke(&tool, &request, sink));
+        });
+        quiver_catalog::RemoteCall {
+            answer: Box::pin(async move {
+                rx.await.map_err(|_| quiver_abi::ToolError::new("protocol_error", "the test thread ended"))
+            }),
+            abort: Box::new(|_| {}),
+        }
+    }
+}
+
+/// A remote call that times out is counted once as a timeout, and as an overrun until it
+/// returns (the answer its caller got says `timeout` once; so do the tool's statistics).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_call_past_its_deadline_is_one_timeout_and_one_overrun_until_it_returns() {
+    let _timing = crate::TIMING.read().await;
+    let (_p, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let open = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let backend = StuckRemote { inner: plugin.backend.clone(), open: open.clone() };
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(backend));
+    let catalog =
+        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
+    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    // marker_wait's deadline is 300 ms; the call hangs past it.
+    let o = router.call(Call::new("marker_wait", json!({"ms": 4242}), everyone())).await;
+    assert_eq!(code(&o), ErrorCode::TIMEOUT, "{:?}", o.response);
+    let stats = router.telemetry().snapshot().tools["marker_wait"].clone();
+    assert_eq!((stats.timeouts, stats.overruns), (1, 1), "{stats:?}");
+    *open.0.lock().unwrap() = true;
+    open.1.notify_all();
+    let waited = Instant::now();
+    while router.telemetry().snapshot().tools["marker_wait"].overruns != 0 && waited.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stats = router.telemetry().snapshot().tools["marker_wait"].clone();
+    assert_eq!((stats.timeouts, stats.overruns), (1, 0), "{stats:?}");
+    // A remote call that answers in time counts no timeout.
+    let o = router.call(Call::new("marker_wait", json!({"ms": 1}), everyone())).await;
+    assert_eq!(o.response.status, Status::Ok, "{:?}", o.response);
+    assert_eq!(router.telemetry().snapshot().tools["marker_wait"].timeouts, 1);
+}
