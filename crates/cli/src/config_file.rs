@@ -111,13 +111,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("quiver.yaml");
         let text = "state_dir: state\nrescan_interval_ms: 9\n";
-        let record = dir.path().join("state").join(SCHEMA_CHECK_RECORD);
+        let record = dir.path().join("state").join(quiver_lifecycle::record::LOG_FILE);
         parse(&path, text, "quiver.yaml").unwrap();
-        assert!(!record.exists(), "no state folder is created for the record");
+        assert!(!dir.path().join("state").exists(), "no state folder is created for the record");
         std::fs::create_dir(dir.path().join("state")).unwrap();
         let text = "state_dir: state\nrescan_interval_ms: 10\n";
         assert_eq!(parse(&path, text, "quiver.yaml").unwrap().rescan_interval_ms, 10);
-        assert_eq!(std::fs::read_to_string(&record).unwrap(), schema_check_digest(text));
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), format!("{}\n", schema_check_digest(text)));
         assert_ne!(schema_check_digest(text), schema_check_digest("state_dir: state\nrescan_interval_ms: 11\n"));
         // A recorded text parses to the same configuration; a bad one is still refused by field.
         assert_eq!(parse(&path, text, "quiver.yaml").unwrap().rescan_interval_ms, 10);
@@ -126,7 +126,7 @@ mod tests {
         assert!(e.contains("rescan_interval_ms"), "{e}");
         assert_eq!(
             std::fs::read_to_string(&record).unwrap(),
-            schema_check_digest(text),
+            format!("{}\n", schema_check_digest(text)),
             "a refused text is not recorded"
         );
     }
@@ -179,10 +179,12 @@ pub fn parse(path: &Path, text: &str, origin: &str) -> Result<HostConfig, Manife
     #[cfg(test)]
     PARSES.with(|n| n.set(n.get() + 1));
     let digest = schema_check_digest(text);
-    let record =
-        |config: &HostConfig| path.parent().unwrap_or(Path::new("")).join(&config.state_dir).join(SCHEMA_CHECK_RECORD);
-    let (config, checked_now) =
-        HostConfig::from_yaml_with(text, origin, |config| quiver_lifecycle::record::matches(&record(config), &digest))?;
+    let record = |config: &HostConfig| {
+        path.parent().unwrap_or(Path::new("")).join(&config.state_dir).join(quiver_lifecycle::record::LOG_FILE)
+    };
+    let (config, checked_now) = HostConfig::from_yaml_with(text, origin, |config| {
+        quiver_lifecycle::record::log(&record(config)).contains(&digest)
+    })?;
     let unrecorded = match checked_now {
         true => keep_schema_check(record(&config), digest),
         false => None,
@@ -207,10 +209,6 @@ pub fn keep_unrecorded_check(path: &Path) {
     }
 }
 
-/// The file in the state folder that records the last configuration text that passed the JSON
-/// Schema check (its [`schema_check_digest`]).
-pub const SCHEMA_CHECK_RECORD: &str = "config-checked";
-
 /// The record of a configuration text that passed the schema check in this host build: the
 /// sha256 of the build's version and the text. Another text or another build never matches.
 fn schema_check_digest(text: &str) -> String {
@@ -224,6 +222,6 @@ fn keep_schema_check(file: PathBuf, digest: String) -> Option<(PathBuf, String)>
     if !file.parent().is_some_and(Path::is_dir) {
         return Some((file, digest));
     }
-    let _ = quiver_lifecycle::record::write(&file, digest.as_bytes());
+    let _ = quiver_lifecycle::record::log(&file).add(&digest);
     None
 }

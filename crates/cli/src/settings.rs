@@ -420,12 +420,13 @@ mod tests {
         let path = dir.path().join("quiver.yaml");
         std::fs::write(&path, "state_dir: state\nrescan_interval_ms: 4321\n").unwrap();
         let g = crate::GlobalArgs { plugins: None, config: Some(path), json: false, verbose: 0, log_format: None };
-        let record = dir.path().join("state").join(crate::config_file::SCHEMA_CHECK_RECORD);
+        let record = dir.path().join("state").join(quiver_lifecycle::record::LOG_FILE);
         let s = Settings::load(&g).unwrap();
         assert_eq!(s.config.rescan_interval_ms, 4321);
         assert!(dir.path().join("state").is_dir(), "loading the settings makes the state folder");
         let kept = std::fs::read_to_string(&record).expect("the configuration check is recorded on a first load");
-        assert_eq!(kept.len(), 64, "{kept}");
+        assert_eq!(kept.lines().count(), 1, "{kept}");
+        assert_eq!(kept.trim_end().len(), 64, "{kept}");
         // A second load of the same text in this process changes nothing.
         Settings::load(&g).unwrap();
         assert_eq!(std::fs::read_to_string(&record).unwrap(), kept);

@@ -122,10 +122,11 @@ pub struct VerifyPolicy {
     /// read. A bundle whose tools declare a secret that is missing here or `Err` is refused
     /// before loading.
     pub secrets: BTreeMap<String, BTreeMap<String, Result<(), String>>>,
-    /// Where this host records the signed manifests that passed their checks (one small file
-    /// per manifest sha256, see [`manifest_check_digest`]), so a later scan of the same manifest
-    /// skips its JSON Schema check; `None`: every manifest is checked in full (`quiver serve`
-    /// sets it, in its state folder).
+    /// The record log ([`crate::record::RecordLog`]) where this host records the signed
+    /// manifests that passed their checks (one line per manifest sha256, see
+    /// [`manifest_check_digest`]), so a later scan of the same manifest skips its JSON Schema
+    /// check; `None`: every manifest is checked in full (`quiver serve` sets it to its state
+    /// folder's `checked.log`).
     pub checked_manifests: Option<PathBuf>,
 }
 
@@ -160,15 +161,16 @@ fn read_manifest(
     manifest_sha256: &str,
     policy: &VerifyPolicy,
 ) -> Result<Manifest, quiver_manifest::ManifestError> {
-    let Some(dir) = &policy.checked_manifests else {
+    let Some(file) = &policy.checked_manifests else {
         return Manifest::from_yaml(text, origin);
     };
-    let record = dir.join(format!("{manifest_sha256}.manifest"));
+    let log = crate::record::log(file);
     let digest = manifest_check_digest(manifest_sha256);
-    let checked_before = crate::record::matches(&record, &digest);
+    let checked_before = log.contains(&digest);
     let manifest = Manifest::from_yaml_with(text, origin, checked_before)?;
     if !checked_before {
-        let _ = fs::create_dir_all(dir).and_then(|()| crate::record::write(&record, digest.as_bytes()));
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let _ = fs::create_dir_all(dir).and_then(|()| log.add(&digest));
     }
     Ok(manifest)
 }

@@ -152,7 +152,9 @@ pub(crate) fn read_hashed(
     let mut hash = quiver_manifest::Sha256Stream::default();
     #[cfg(target_os = "linux")]
     if let Ok(mut memfd) = new_memfd(name) {
-        let mut chunk = vec![0u8; 256 << 10];
+        // 64 KiB: under the allocator's mmap threshold, so the buffer comes from (and goes back
+        // to) the heap instead of being mapped, zeroed page by page and unmapped per library.
+        let mut chunk = vec![0u8; 64 << 10];
         let mut total = 0u64;
         loop {
             let n = match file.read(&mut chunk) {

@@ -568,20 +568,15 @@ fn keep_report(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) 
     let file = report_file(cache, sha256);
     let written = fs::create_dir_all(cache).and_then(|()| crate::record::write(&file, report.as_bytes()));
     match written {
-        Ok(()) => keep_checked(cache, sha256, report, manifest_sha256),
+        Ok(()) => keep_checked(cache, report, manifest_sha256),
         Err(e) => tracing::debug!(file = %file.display(), error = %e, "cannot keep the load report"),
     }
 }
 
-/// The folder next to `start_cache` (`state_dir/checked` for `serve`) that keeps the records of
-/// checks: the kept folder holds the load reports alone.
-pub(crate) fn checked_dir(cache: &Path) -> PathBuf {
-    cache.with_file_name("checked")
-}
-
-/// The file that keeps the digest of the check of the kept report of `sha256`.
-fn checked_file(cache: &Path, sha256: &str) -> PathBuf {
-    checked_dir(cache).join(format!("{sha256}.report"))
+/// The record log next to `start_cache` (`state_dir/checked.log` for `serve`) that keeps the
+/// records of checks: the kept folder holds the load reports alone.
+pub(crate) fn checked_log(cache: &Path) -> PathBuf {
+    cache.with_file_name(crate::record::LOG_FILE)
 }
 
 /// What a kept report's check is recorded as: the sha256 of this host's version and ABI, the
@@ -595,10 +590,11 @@ fn checked_digest(report: &str, manifest_sha256: &str) -> String {
 
 /// Records that the kept report of `sha256` agrees with the signed manifest `manifest_sha256`
 /// (best effort: without it the next start checks the report in full).
-fn keep_checked(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) {
-    let (dir, file) = (checked_dir(cache), checked_file(cache, sha256));
-    let written = fs::create_dir_all(&dir)
-        .and_then(|()| crate::record::write(&file, checked_digest(report, manifest_sha256).as_bytes()));
+fn keep_checked(cache: &Path, report: &str, manifest_sha256: &str) {
+    let file = checked_log(cache);
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let written =
+        fs::create_dir_all(dir).and_then(|()| crate::record::log(&file).add(&checked_digest(report, manifest_sha256)));
     if let Err(e) = written {
         tracing::debug!(file = %file.display(), error = %e, "cannot keep the check of the load report");
     }
@@ -625,19 +621,19 @@ fn usable_report(
         Some(shipped) => shipped.to_owned(),
         None => fs::read_to_string(&file).ok()?,
     };
-    let checked = crate::record::matches(&checked_file(cache, sha256), &checked_digest(&report, manifest_sha256));
+    let checked = crate::record::log(&checked_log(cache)).contains(&checked_digest(&report, manifest_sha256));
     let info = crate::library::parse_info(&report).and_then(|info| {
         if !checked {
             crate::library::check_embedded(manifest, manifest_sha256, &info)?;
-            keep_checked(cache, sha256, &report, manifest_sha256);
+            keep_checked(cache, &report, manifest_sha256);
         }
         Ok(info)
     });
     match info {
         Ok(info) => Some(KeptReport { report, info, recorded: checked }),
         Err(_) => {
+            // Its record, if any, names these report bytes and this manifest: it matches nothing else.
             let _ = fs::remove_file(&file);
-            let _ = fs::remove_file(checked_file(cache, sha256));
             None
         }
     }
@@ -1321,7 +1317,7 @@ mod tests {
         let start = || {
             let mut src = source(&plugins, &key);
             src.settings.isolation.start_cache = Some(cache.clone());
-            src.settings.verify.checked_manifests = Some(checked_dir(&cache));
+            src.settings.verify.checked_manifests = Some(checked_log(&cache));
             let report = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
             (src, report)
         };
@@ -1333,16 +1329,24 @@ mod tests {
         let sha256 = first.entries()[0].provenance.sha256.clone();
         let report = fs::read_to_string(report_file(&cache, &sha256)).unwrap();
         let manifest_sha256 = quiver_manifest::sha256_hex(&fs::read(&bundle.manifest).unwrap());
-        let recorded = fs::read_to_string(checked_file(&cache, &sha256)).unwrap();
-        assert_eq!(recorded, checked_digest(&report, &manifest_sha256), "the first load records its check");
-        assert_ne!(recorded, checked_digest(&report, &"0".repeat(64)), "the record is bound to the manifest");
+        // The records, as a new process reads them (one line each in the state folder's log).
+        let recorded = || fs::read_to_string(checked_log(&cache)).unwrap_or_default();
+        let lines = recorded();
+        let lines: Vec<&str> = lines.lines().collect();
+        assert!(
+            lines.contains(&checked_digest(&report, &manifest_sha256).as_str()),
+            "the first load records its check"
+        );
+        assert!(
+            !lines.contains(&checked_digest(&report, &"0".repeat(64)).as_str()),
+            "the record is bound to the manifest"
+        );
         assert_eq!(fs::read_dir(&cache).unwrap().count(), 1, "the kept folder holds the load report alone");
-        let manifest_record = checked_dir(&cache).join(format!("{manifest_sha256}.manifest"));
-        assert_eq!(
-            fs::read_to_string(&manifest_record).unwrap(),
-            crate::bundle::manifest_check_digest(&manifest_sha256),
+        assert!(
+            lines.contains(&crate::bundle::manifest_check_digest(&manifest_sha256).as_str()),
             "the signed manifest's check is recorded by its sha256"
         );
+        assert_eq!(lines.len(), 2, "{lines:?}");
 
         // A warm start: listed from the report, and the first call loads and answers.
         let (warm, listed) = start();
@@ -1365,22 +1369,20 @@ mod tests {
         let changed = write_bundle(&plugins, "marker-plugin", &lib, Some(&text), Some(&key));
         let changed_sha256 = quiver_manifest::sha256_hex(&fs::read(&changed.manifest).unwrap());
         assert_ne!(changed_sha256, manifest_sha256);
-        assert!(!checked_dir(&cache).join(format!("{changed_sha256}.manifest")).exists());
+        let changed_record = crate::bundle::manifest_check_digest(&changed_sha256);
+        assert!(!recorded().contains(&changed_record));
         let (_, refused) = start();
         assert!(refused.added.is_empty(), "{refused:?}");
         assert_eq!(refused.rejected.len(), 1, "{refused:?}");
         assert_eq!(refused.rejected[0].stage, Stage::Embedded, "{refused:?}");
         assert!(refused.rejected[0].message.contains("display_name"), "{}", refused.rejected[0].message);
         assert!(!report_file(&cache, &sha256).exists(), "a report that does not agree is deleted");
-        assert!(
-            checked_dir(&cache).join(format!("{changed_sha256}.manifest")).exists(),
-            "each manifest has its own record"
-        );
+        assert!(recorded().contains(&changed_record), "each manifest has its own record");
 
         // A forged record for the changed manifest: the scan lists it, but the first call checks
         // the report in full before the call reaches the library, and refuses it.
         fs::write(report_file(&cache, &sha256), &report).unwrap();
-        fs::write(checked_file(&cache, &sha256), checked_digest(&report, &changed_sha256)).unwrap();
+        crate::record::log(&checked_log(&cache)).add(&checked_digest(&report, &changed_sha256)).unwrap();
         let (forged, listed) = start();
         assert_eq!(listed.added.len(), 1, "{listed:?}");
         let answer = forged.entries()[0].backend.invoke("marker_echo", &echo, Arc::new(quiver_catalog::NullSink));

@@ -172,9 +172,10 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     // load report their worker gave for the same library bytes; their workers start behind
     // `initialize` (docs/ARCHITECTURE.md, "Start-up").
     settings.host.isolation.start_cache = Some(settings.base_dir.join(&settings.config.state_dir).join("worker-info"));
-    // Signed manifests that passed their checks are recorded in `state_dir/checked`: a later
+    // Signed manifests that passed their checks are recorded in `state_dir/checked.log`: a later
     // scan of the same manifest bytes skips its JSON Schema check (docs/ARCHITECTURE.md).
-    settings.host.verify.checked_manifests = Some(settings.base_dir.join(&settings.config.state_dir).join("checked"));
+    settings.host.verify.checked_manifests =
+        Some(settings.base_dir.join(&settings.config.state_dir).join(quiver_lifecycle::record::LOG_FILE));
     if a.profile.is_some() {
         settings.profile(a.profile.as_deref())?;
     }
