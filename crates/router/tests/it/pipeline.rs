@@ -832,18 +832,32 @@ impl quiver_catalog::ToolBackend for AllInline {
 /// "host failure during elicitation"), and the call itself still completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inline_tool_cannot_elicit_and_is_told_why() {
-    let (_p, host) = support::marker_host();
-    let plugin = host.catalog().plugins()[0].clone();
-    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(AllInline(plugin.backend.clone())));
-    let catalog =
-        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
-    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let (_p, router) = router_over(|b| Arc::new(AllInline(b)), RouterSettings::default());
     let bridge = TestBridge::new(true, json!({"action": "accept", "content": {"answer": "blue"}}));
     let o = router.call(Call::new("marker_ask", json!({"question": "colour?"}), everyone()).with_bridge(bridge)).await;
     let e = o.response.error.expect("the tool reports the refused elicitation");
     assert_eq!(e.code, ErrorCode::TOOL_ERROR);
     assert!(e.message.contains("not available to a tool with inline execution"), "{}", e.message);
     assert!(e.message.contains("execution: thread"), "{}", e.message);
+}
+
+/// A router over the marker plugin with its backend wrapped by `wrap` (the rest of the plugin,
+/// its manifest and schemas, as loaded). Keep the `Plugins` alive while the router is used.
+fn router_over(
+    wrap: impl FnOnce(Arc<dyn quiver_catalog::ToolBackend>) -> Arc<dyn quiver_catalog::ToolBackend>,
+    settings: RouterSettings,
+) -> (support::Plugins, Router) {
+    let (plugins, host) = support::marker_host();
+    let plugin = host.catalog().plugins()[0].clone();
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), wrap(plugin.backend.clone()));
+    let catalog =
+        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
+    (plugins, Router::new(Arc::new(catalog), settings))
+}
+
+/// A gate a stuck call waits for (see [`Stuck`]).
+fn gate() -> Arc<(std::sync::Mutex<bool>, std::sync::Condvar)> {
+    Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()))
 }
 
 /// The plugin's own backend, except that a call whose request holds `"ms":4242` first waits
@@ -879,15 +893,10 @@ impl quiver_catalog::ToolBackend for Stuck {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_thread_calls_are_replaced_in_the_pool_and_panics_leave_it_serving() {
     let _timing = crate::TIMING.read().await;
-    let (_p, host) = support::marker_host();
-    let plugin = host.catalog().plugins()[0].clone();
-    let open = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let backend = Stuck { inner: plugin.backend.clone(), open: open.clone() };
-    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(backend));
-    let catalog =
-        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
-    let router =
-        Arc::new(Router::new(Arc::new(catalog), RouterSettings { max_concurrency: 2, ..RouterSettings::default() }));
+    let open = gate();
+    let settings = RouterSettings { max_concurrency: 2, ..RouterSettings::default() };
+    let (_p, router) = router_over(|inner| Arc::new(Stuck { inner, open: open.clone() }), settings);
+    let router = Arc::new(router);
     let call = |name: &str, args: Value| {
         let router = router.clone();
         let call = Call::new(name, args, everyone());
@@ -956,13 +965,7 @@ impl quiver_catalog::ToolBackend for AllInlineBorrowed {
 /// client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inline_call_with_borrowed_host_services_logs_and_cannot_elicit() {
-    let (_p, host) = support::marker_host();
-    let plugin = host.catalog().plugins()[0].clone();
-    let backend = AllInlineBorrowed(plugin.backend.clone());
-    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(backend));
-    let catalog =
-        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
-    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let (_p, router) = router_over(|b| Arc::new(AllInlineBorrowed(b)), RouterSettings::default());
     let bridge = TestBridge::new(true, json!({"action": "accept", "content": {"answer": "blue"}}));
     let o = router
         .call(Call::new("marker_ask", json!({"question": "colour?"}), everyone()).with_bridge(bridge.clone()))
@@ -999,12 +1002,7 @@ impl quiver_catalog::ToolBackend for NeedsRuntime {
 /// thread), on both kinds of runtime.
 #[test]
 fn a_thread_call_runs_in_the_callers_runtime_context() {
-    let (_p, host) = support::marker_host();
-    let plugin = host.catalog().plugins()[0].clone();
-    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(NeedsRuntime(plugin.backend.clone())));
-    let catalog =
-        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
-    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let (_p, router) = router_over(|b| Arc::new(NeedsRuntime(b)), RouterSettings::default());
     let current = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let multi = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     for rt in [&current, &multi] {
@@ -1061,14 +1059,9 @@ impl quiver_catalog::ToolBackend for StuckRemote {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_call_past_its_deadline_is_one_timeout_and_one_overrun_until_it_returns() {
     let _timing = crate::TIMING.read().await;
-    let (_p, host) = support::marker_host();
-    let plugin = host.catalog().plugins()[0].clone();
-    let open = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let backend = StuckRemote { inner: plugin.backend.clone(), open: open.clone() };
-    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(backend));
-    let catalog =
-        Arc::new(quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap());
-    let router = Router::new(Arc::new(catalog), RouterSettings::default());
+    let open = gate();
+    let (_p, router) =
+        router_over(|inner| Arc::new(StuckRemote { inner, open: open.clone() }), RouterSettings::default());
     // marker_wait's deadline is 300 ms; the call hangs past it.
     let o = router.call(Call::new("marker_wait", json!({"ms": 4242}), everyone())).await;
     assert_eq!(code(&o), ErrorCode::TIMEOUT, "{:?}", o.response);
