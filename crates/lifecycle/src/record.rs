@@ -71,8 +71,12 @@ impl RecordLog {
     }
 
     /// Adds `digest` (best effort: an error means the check runs again next time). The log's
-    /// folder must exist; the file is created if needed.
+    /// folder must exist; the file is created if needed. Anything but a [`digest`] (64 hex
+    /// digits) is refused.
     pub fn add(&self, digest: &str) -> io::Result<()> {
+        if !is_digest(digest) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a record is a sha256 digest (64 hex digits)"));
+        }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let loaded = state.get_or_insert_with(|| self.load());
         if loaded.digests.contains(digest) {
@@ -97,17 +101,18 @@ impl RecordLog {
             }
             Ok(_) => {
                 if let Ok(text) = fs::read_to_string(&self.file) {
-                    digests.extend(
-                        text.lines()
-                            .filter(|l| l.len() == 64 && l.bytes().all(|b| b.is_ascii_hexdigit()))
-                            .map(str::to_owned),
-                    );
+                    digests.extend(text.lines().filter(|l| is_digest(l)).map(str::to_owned));
                 }
             }
             Err(_) => {}
         }
         Loaded { digests, append: None }
     }
+}
+
+/// Whether `line` is a record digest: 64 hex digits.
+fn is_digest(line: &str) -> bool {
+    line.len() == 64 && line.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Writes `file` whole, through a temporary file next to it and a rename (a reader never sees
@@ -158,6 +163,10 @@ mod tests {
         fs::write(&file, text).unwrap();
         let torn = fresh(&file);
         assert!(torn.contains(&a) && torn.contains(&b) && !torn.contains(&c) && !torn.contains(&a[..20]));
+        // Only digests are written: a line break or another length could forge or tear a line.
+        for bad in [format!("{a}\n{b}"), a[..63].to_owned(), format!("{}g", &a[..63])] {
+            assert_eq!(torn.add(&bad).unwrap_err().kind(), io::ErrorKind::InvalidInput, "{bad}");
+        }
     }
 
     #[test]
