@@ -169,8 +169,7 @@ fn read_manifest(
     let checked_before = log.contains(&digest);
     let manifest = Manifest::from_yaml_with(text, origin, checked_before)?;
     if !checked_before {
-        let dir = file.parent().unwrap_or(Path::new("."));
-        let _ = fs::create_dir_all(dir).and_then(|()| log.add(&digest));
+        let _ = log.add(&digest);
     }
     Ok(manifest)
 }

@@ -71,8 +71,8 @@ impl RecordLog {
     }
 
     /// Adds `digest` (best effort: an error means the check runs again next time). The log's
-    /// folder must exist; the file is created if needed. Anything but a [`digest`] (64 hex
-    /// digits) is refused.
+    /// folder and file are made if needed, once per process (when the file is first opened).
+    /// Anything but a [`digest`] (64 hex digits) is refused.
     pub fn add(&self, digest: &str) -> io::Result<()> {
         if !is_digest(digest) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "a record is a sha256 digest (64 hex digits)"));
@@ -83,6 +83,9 @@ impl RecordLog {
             return Ok(());
         }
         if loaded.append.is_none() {
+            if let Some(dir) = self.file.parent() {
+                fs::create_dir_all(dir)?;
+            }
             loaded.append = Some(fs::OpenOptions::new().append(true).create(true).open(&self.file)?);
         }
         let mut line = String::with_capacity(digest.len() + 1);

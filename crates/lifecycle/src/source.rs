@@ -592,10 +592,7 @@ fn checked_digest(report: &str, manifest_sha256: &str) -> String {
 /// (best effort: without it the next start checks the report in full).
 fn keep_checked(cache: &Path, report: &str, manifest_sha256: &str) {
     let file = checked_log(cache);
-    let dir = file.parent().unwrap_or(Path::new("."));
-    let written =
-        fs::create_dir_all(dir).and_then(|()| crate::record::log(&file).add(&checked_digest(report, manifest_sha256)));
-    if let Err(e) = written {
+    if let Err(e) = crate::record::log(&file).add(&checked_digest(report, manifest_sha256)) {
         tracing::debug!(file = %file.display(), error = %e, "cannot keep the check of the load report");
     }
 }
