@@ -468,6 +468,21 @@ fn main() {
             thread - inline,
             thread_cpu - inline_cpu
         );
+        // Sustained: one long round each, not the best of short ones (a thread that spins
+        // between calls has its CPU time counted at the scheduler's ticks, so short rounds
+        // undercount it; a long round's figure is within a few per cent).
+        const LONG: u64 = 20_000;
+        let c0 = cpu_times().0;
+        let inline = per_call(router_loop(&s.router, &s, rt, LONG), LONG);
+        let c1 = cpu_times().0;
+        let thread = per_call(router_loop(&s.threaded, &s, rt, LONG), LONG);
+        let c2 = cpu_times().0;
+        let (inline_cpu, thread_cpu) = (per_call(c1 - c0, LONG), per_call(c2 - c1, LONG));
+        println!(
+            "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0})",
+            thread - inline,
+            thread_cpu - inline_cpu
+        );
     }
     in_place_loop(&s.rt, 200);
     let mut in_place = f64::MAX;

@@ -10,13 +10,14 @@ use quiver_abi::{Status, ToolError, ToolResponse};
 use quiver_catalog::{AbortReason, Dispatch, PluginEntry, RemoteCall};
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::oneshot::error::TryRecvError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::Router;
 use crate::codes::Code;
 use crate::policy::{Retry, Step};
-use crate::pool::{Pool, Refused, Work};
+use crate::pool::{Pool, Refused, Work, spin_until};
 use crate::router::{ToolState, cancelled};
 use crate::sink::{AbandonOnDrop, InlineSink, RouterSink};
 use crate::stages::{CallContext, Target};
@@ -375,8 +376,12 @@ async fn on_thread(
     let plugin = inv.plugin.clone();
     let tool = inv.tool;
     let plugin_sink = sink.clone();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let job = Box::new(ThreadCall { plugin, tool, body, sink: plugin_sink, permit: Some(tool_permit), out: None, tx });
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let spin = inv.state.spin.budget();
+    let handed = Instant::now();
+    let state = inv.state.clone();
+    let job =
+        Box::new(ThreadCall { plugin, tool, state, body, sink: plugin_sink, permit: Some(tool_permit), out: None, tx });
     let ticket = pool.run(job).map_err(|refused| match refused {
         Refused::Full(n) => Code::Protocol
             .error(format!(
@@ -389,9 +394,26 @@ async fn on_thread(
             .retryable(),
     })?;
     let mut guard = AbandonOnDrop { sink: &sink, armed: true, pool, ticket: &ticket };
-    let answer = tokio::select! {
-        biased;
-        r = rx => r,
+    // A tool that answered fast lately: wait a little for its answer without sleeping (bounded
+    // by `pool::SPIN` and the deadline; see `pool.rs` for why).
+    let early = spin.and_then(|budget| {
+        let mut got = None;
+        spin_until((handed + budget).min(deadline), || match rx.try_recv() {
+            Ok(raw) => {
+                got = Some(Ok(raw));
+                true
+            }
+            Err(TryRecvError::Closed) => true,
+            Err(TryRecvError::Empty) => false,
+        });
+        got
+    });
+    let answer = if let Some(answer) = early {
+        answer
+    } else {
+        tokio::select! {
+            biased;
+            r = &mut rx => r,
         _ = cancel.cancelled() => {
             // `guard` marks the call abandoned and retires the thread.
             return Err(cancelled(inv.tool_name));
@@ -400,7 +422,9 @@ async fn on_thread(
             guard.armed = false;
             sink.abandon(true);
             pool.retire(&ticket);
+            inv.state.spin.record(handed.elapsed());
             return Err(timeout_error(inv.tool_name));
+        }
         }
     };
     guard.armed = false;
@@ -414,6 +438,8 @@ async fn on_thread(
 struct ThreadCall {
     plugin: Arc<PluginEntry>,
     tool: usize,
+    /// Where the run time goes (for the next callers' [`crate::pool::SpinHint`]).
+    state: Arc<ToolState>,
     body: String,
     sink: Arc<RouterSink>,
     /// The tool's slot, held until the plugin returns (also past the caller's deadline).
@@ -428,7 +454,9 @@ impl Work for ThreadCall {
         // look for the runtime; the plugin's questions block on it through the sink).
         let _runtime = self.sink.runtime.as_ref().map(tokio::runtime::Handle::enter);
         let name = self.plugin.tools[self.tool].spec.name.as_str();
+        let started = Instant::now();
         let out = self.plugin.backend.invoke(name, &self.body, self.sink.clone());
+        self.state.spin.record(started.elapsed());
         self.sink.finished();
         self.permit = None;
         self.out = Some(out);

@@ -38,6 +38,8 @@ pub(crate) struct ToolState {
     /// The secrets the tool declares, with their values (empty for most tools); replaced when
     /// the operator's values change ([`Router::set_secrets`]).
     pub(crate) secrets: ArcSwap<Secrets>,
+    /// Whether the tool's thread calls answer fast enough for callers to spin for the answer.
+    pub(crate) spin: crate::pool::SpinHint,
 }
 
 /// The tool's, plugin's, version's and signer's names as [`crate::CallMeta`] carries them: made
@@ -590,6 +592,7 @@ impl Router {
                             self.settings.max_concurrency,
                         ))),
                         breaker: Breaker::default(),
+                        spin: crate::pool::SpinHint::default(),
                         secrets: ArcSwap::from_pointee(secrets_of(
                             &self.secrets.load(),
                             &plugin.manifest.id,
