@@ -406,6 +406,9 @@ async fn on_thread(
             Err(TryRecvError::Closed) => true,
             Err(TryRecvError::Empty) => false,
         });
+        if got.is_none() {
+            inv.state.spin.missed();
+        }
         got
     });
     let answer = if let Some(answer) = early {

@@ -84,6 +84,14 @@ impl SpinHint {
         (fast && can_spin()).then_some(SPIN)
     }
 
+    /// A caller spun for its whole budget without an answer: the tool ran fast, but its thread
+    /// did not get a processor in time (the machine is saturated). Counts as a slow call, so
+    /// the next few callers sleep instead of spinning until fast calls bring the average
+    /// back: on a saturated machine about one caller in four spins in vain.
+    pub(crate) fn missed(&self) {
+        self.record(SPIN * 4);
+    }
+
     /// Records how long one call ran (or how long its caller waited before its deadline
     /// passed). Racing updates may lose one sample; the average is a hint.
     pub(crate) fn record(&self, took: Duration) {
@@ -472,6 +480,17 @@ mod tests {
         }
         if can_spin() {
             assert!((5..=20).contains(&fast_calls), "{fast_calls} fast calls brought the spinning back");
+        }
+        // A spin that ended without an answer stops the next callers' spinning too.
+        hint.missed();
+        assert_eq!(hint.budget(), None, "a spin in vain stops the spinning");
+        let mut fast_calls = 0;
+        while hint.budget().is_none() && fast_calls < 100 {
+            hint.record(Duration::from_micros(1));
+            fast_calls += 1;
+        }
+        if can_spin() {
+            assert!((2..=10).contains(&fast_calls), "{fast_calls} fast calls brought the spinning back after a miss");
         }
         // A call that ran for longer than the counter holds counts as the longest.
         hint.record(Duration::from_secs(3600));
