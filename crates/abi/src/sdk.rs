@@ -25,12 +25,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use abi_stable::std_types::{RResult, RStr, RString};
 use schemars::JsonSchema;
-use serde::{Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::{
-    ABI_VERSION, CallHandle, ErrorCode, HostServicesRef, LogLevel, PluginInfo, ToolError, ToolRequest, ToolResponse,
-    ToolSchemas, contract::MemoryWrite,
+    ABI_VERSION, AgentContext, CallHandle, ErrorCode, HostServicesRef, InvocationPolicies, LogLevel, PluginInfo,
+    Secrets, Status, ToolError, ToolRequest, ToolResponse, ToolSchemas, contract::MemoryWrite,
 };
 
 /// A tool: a typed Rust function with serde input and output types whose JSON Schemas are
@@ -53,6 +54,9 @@ pub trait DynTool: Send + Sync {
     fn name(&self) -> &'static str;
     fn schemas(&self) -> ToolSchemas;
     fn invoke(&self, inputs: Value, cx: &mut Context<'_>) -> Result<Value, ToolError>;
+    /// [`DynTool::invoke`] on the arguments' JSON text, answering the output's JSON text: no
+    /// `Value` in between for a tool without actions.
+    fn invoke_text(&self, inputs: &str, cx: &mut Context<'_>) -> Result<Box<RawValue>, ToolError>;
 }
 
 struct Erased<T> {
@@ -75,18 +79,107 @@ impl<T: Tool> DynTool for Erased<T> {
         {
             crate::actions::apply_host_action(&mut inputs, action)?;
         }
-        let input: T::Input = serde_json::from_value(inputs).map_err(|e| {
-            if self.has_actions {
-                ToolError::invalid(format!("arguments of `{}`: {e}", T::NAME))
-            } else {
-                ToolError::invalid(format!("arguments of `{}` do not match its input type: {e}", T::NAME))
-            }
-        })?;
+        let input = serde_json::from_value(inputs).map_err(|e| self.unreadable(e))?;
         let output = self.tool.call(input, cx)?;
-        serde_json::to_value(output).map_err(|e| {
-            ToolError::new(ErrorCode::PROTOCOL, format!("`{}` produced unserializable output: {e}", T::NAME))
-        })
+        serde_json::to_value(output).map_err(unserializable::<T>)
     }
+    fn invoke_text(&self, inputs: &str, cx: &mut Context<'_>) -> Result<Box<RawValue>, ToolError> {
+        if self.has_actions {
+            // The host-named action is filled into the arguments as a value.
+            let inputs = serde_json::from_str(inputs).map_err(|e| self.unreadable(e))?;
+            let outputs = self.invoke(inputs, cx)?;
+            return serde_json::value::to_raw_value(&outputs).map_err(unserializable::<T>);
+        }
+        let input = serde_json::from_str(inputs).map_err(|e| self.unreadable(e))?;
+        let output = self.tool.call(input, cx)?;
+        serde_json::value::to_raw_value(&output).map_err(unserializable::<T>)
+    }
+}
+
+impl<T: Tool> Erased<T> {
+    fn unreadable(&self, e: serde_json::Error) -> ToolError {
+        if self.has_actions {
+            ToolError::invalid(format!("arguments of `{}`: {e}", T::NAME))
+        } else {
+            ToolError::invalid(format!("arguments of `{}` do not match its input type: {e}", T::NAME))
+        }
+    }
+}
+
+fn unserializable<T: Tool>(e: serde_json::Error) -> ToolError {
+    ToolError::new(ErrorCode::PROTOCOL, format!("`{}` produced unserializable output: {e}", T::NAME))
+}
+
+/// A [`ToolRequest`] as the exported `invoke` reads it: the arguments stay JSON text (borrowed
+/// from the request), read once, straight into the tool's input type. The same fields and
+/// defaults as [`ToolRequest`] (a test holds the two together).
+#[derive(Deserialize)]
+struct Incoming<'a> {
+    request_id: String,
+    tool_id: String,
+    tool_version: String,
+    timestamp: u64,
+    #[serde(default)]
+    agent_context: AgentContext,
+    #[serde(default, borrow)]
+    inputs: Option<&'a RawValue>,
+    #[serde(default)]
+    invocation_policies: InvocationPolicies,
+    #[serde(default)]
+    config: Value,
+    #[serde(default)]
+    memory_snippet: Option<String>,
+    #[serde(default)]
+    secrets: Secrets,
+}
+
+impl<'a> Incoming<'a> {
+    /// The request (its `inputs` null, as a tool's [`Context::request`] has always shown it)
+    /// and the arguments' text (`null` when absent, as `inputs` defaults to).
+    fn split(self) -> (ToolRequest, &'a str) {
+        let Incoming {
+            request_id,
+            tool_id,
+            tool_version,
+            timestamp,
+            agent_context,
+            inputs,
+            invocation_policies,
+            config,
+            memory_snippet,
+            secrets,
+        } = self;
+        let request = ToolRequest {
+            request_id,
+            tool_id,
+            tool_version,
+            timestamp,
+            agent_context,
+            inputs: Value::Null,
+            invocation_policies,
+            config,
+            memory_snippet,
+            secrets,
+        };
+        (request, inputs.map_or("null", RawValue::get))
+    }
+}
+
+/// A successful [`ToolResponse`] as the exported `invoke` writes it: the output's JSON text
+/// goes in as it is. The same fields and rules as [`ToolResponse`] (a test holds the two
+/// together).
+#[derive(Serialize)]
+struct Answer<'a> {
+    status: Status,
+    outputs: &'a RawValue,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    content: &'a [Value],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    observations: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    memory_writes: &'a [MemoryWrite],
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    telemetry: &'a Map<String, Value>,
 }
 
 /// Boxes a tool for the registry (used by [`crate::export_plugin!`]).
@@ -144,26 +237,85 @@ impl Registry {
             ));
         };
         let inputs = std::mem::take(&mut request.inputs);
-        let mut cx = Context {
-            host,
-            request: &request,
-            observations: Vec::new(),
-            memory_writes: Vec::new(),
-            telemetry: Map::new(),
-            content: Vec::new(),
-        };
-        let result = t.invoke(inputs, &mut cx);
-        let Context { observations, memory_writes, telemetry, content, .. } = cx;
+        let (result, cx) = run_in_context(&request, host, |cx| t.invoke(inputs, cx));
         let mut response = match result {
             Ok(outputs) => ToolResponse::ok(outputs),
             Err(e) => ToolResponse::error(e),
         };
+        let Gathered { observations, memory_writes, telemetry, content } = cx;
         response.observations = observations;
         response.memory_writes = memory_writes;
         response.telemetry = telemetry;
         response.content = content;
         response
     }
+
+    /// [`Registry::call`] on the request's JSON text, answering the response's JSON text (what
+    /// the exported `invoke` does): the arguments are read straight into the tool's input type
+    /// and the output written straight into the answer.
+    pub fn call_text(&self, tool: &str, request: &str, host: Host) -> String {
+        let incoming: Incoming<'_> = match serde_json::from_str(request) {
+            Ok(r) => r,
+            Err(e) => {
+                return response_text(&ToolResponse::error(ToolError::new(
+                    ErrorCode::PROTOCOL,
+                    format!("the host sent a request this plugin cannot read: {e}"),
+                )));
+            }
+        };
+        let (request, inputs) = incoming.split();
+        let Some(t) = self.tools.iter().find(|t| t.name() == tool) else {
+            return response_text(&self.call(tool, request, host));
+        };
+        let (result, cx) = run_in_context(&request, host, |cx| t.invoke_text(inputs, cx));
+        let outputs = match result {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                let Gathered { observations, memory_writes, telemetry, content } = cx;
+                let response =
+                    ToolResponse { observations, memory_writes, telemetry, content, ..ToolResponse::error(e) };
+                return response_text(&response);
+            }
+        };
+        let answer = Answer {
+            status: Status::Ok,
+            outputs: &outputs,
+            content: &cx.content,
+            observations: &cx.observations,
+            memory_writes: &cx.memory_writes,
+            telemetry: &cx.telemetry,
+        };
+        match serde_json::to_string(&answer) {
+            Ok(text) => text,
+            Err(e) => response_text(&ToolResponse::error(ToolError::new(
+                ErrorCode::PROTOCOL,
+                format!("`{tool}` produced an unserializable answer: {e}"),
+            ))),
+        }
+    }
+}
+
+/// What a tool handed its [`Context`] besides its result.
+struct Gathered {
+    observations: Vec<String>,
+    memory_writes: Vec<MemoryWrite>,
+    telemetry: Map<String, Value>,
+    content: Vec<Value>,
+}
+
+/// Runs `f` with a fresh [`Context`] over `request`; its result and what the tool gathered.
+fn run_in_context<R>(request: &ToolRequest, host: Host, f: impl FnOnce(&mut Context<'_>) -> R) -> (R, Gathered) {
+    let mut cx = Context {
+        host,
+        request,
+        observations: Vec::new(),
+        memory_writes: Vec::new(),
+        telemetry: Map::new(),
+        content: Vec::new(),
+    };
+    let result = f(&mut cx);
+    let Context { observations, memory_writes, telemetry, content, .. } = cx;
+    (result, Gathered { observations, memory_writes, telemetry, content })
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -176,13 +328,13 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-fn to_rstring(response: &ToolResponse) -> RString {
+fn response_text(response: &ToolResponse) -> String {
     match serde_json::to_string(response) {
-        Ok(s) => RString::from(s),
-        Err(e) => RString::from(format!(
+        Ok(s) => s,
+        Err(e) => format!(
             r#"{{"status":"error","error":{{"code":"protocol_error","message":"response not serializable: {}"}}}}"#,
             e.to_string().replace('"', "'")
-        )),
+        ),
     }
 }
 
@@ -196,24 +348,15 @@ pub fn __invoke(
     call: CallHandle,
 ) -> RString {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let request: ToolRequest = match serde_json::from_str(request.as_str()) {
-            Ok(r) => r,
-            Err(e) => {
-                return ToolResponse::error(ToolError::new(
-                    ErrorCode::PROTOCOL,
-                    format!("the host sent a request this plugin cannot read: {e}"),
-                ));
-            }
-        };
-        registry().call(tool.as_str(), request, Host::Services { services: host, call })
+        registry().call_text(tool.as_str(), request.as_str(), Host::Services { services: host, call })
     }));
-    let response = outcome.unwrap_or_else(|payload| {
-        ToolResponse::error(ToolError::new(
+    let text = outcome.unwrap_or_else(|payload| {
+        response_text(&ToolResponse::error(ToolError::new(
             ErrorCode::PANIC,
             format!("tool `{}` panicked: {}", tool.as_str(), panic_message(payload.as_ref())),
-        ))
+        )))
     });
-    to_rstring(&response)
+    RString::from(text)
 }
 
 /// Body of the exported `plugin_info`: never unwinds.
@@ -457,4 +600,156 @@ macro_rules! export_plugin {
             };
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct In {
+        n: i64,
+    }
+    #[derive(Serialize, JsonSchema)]
+    struct Out {
+        double: i64,
+        note: String,
+    }
+
+    /// Doubles `n`, and uses every part of its context on the way.
+    struct Double;
+    impl Tool for Double {
+        const NAME: &'static str = "double";
+        type Input = In;
+        type Output = Out;
+        fn call(&self, input: In, cx: &mut Context<'_>) -> Result<Out, ToolError> {
+            cx.observe("doubled");
+            cx.measure("n", input.n);
+            cx.remember("last", json!(input.n));
+            cx.add_content(json!({"type": "text", "text": "two times"}));
+            if input.n < 0 {
+                return Err(ToolError::invalid("n must not be negative"));
+            }
+            let note = format!("{} for {}", cx.request().request_id, cx.config()["who"]);
+            Ok(Out { double: input.n * 2, note })
+        }
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct CountArgs {
+        #[serde(default)]
+        by: i64,
+    }
+    crate::actions! {
+        enum Counter {
+            /// Counts up.
+            #[action(name = "up", side_effects = "write")]
+            Up(CountArgs),
+        }
+    }
+    struct Count;
+    impl Tool for Count {
+        const NAME: &'static str = "count";
+        type Input = Counter;
+        type Output = Value;
+        fn call(&self, input: Counter, _cx: &mut Context<'_>) -> Result<Value, ToolError> {
+            let Counter::Up(args) = input;
+            Ok(json!({"up": args.by}))
+        }
+    }
+
+    fn full_request() -> ToolRequest {
+        ToolRequest {
+            request_id: "req-\"1\"".into(),
+            tool_id: "double".into(),
+            tool_version: "1.2.3".into(),
+            timestamp: 1_700_000_000_000,
+            agent_context: AgentContext {
+                session_id: "s".into(),
+                client: "c".into(),
+                mode: "agent".into(),
+                scopes: vec!["fs.read".into()],
+            },
+            inputs: json!({"n": 21}),
+            invocation_policies: InvocationPolicies {
+                timeout_ms: 5,
+                max_result_bytes: 6,
+                confirmed: true,
+                action: Some("up".into()),
+            },
+            config: json!({"who": "me"}),
+            memory_snippet: Some("{\"last\":1}".into()),
+            secrets: Secrets([("k".to_owned(), "v".to_owned())].into()),
+        }
+    }
+
+    #[test]
+    fn the_text_path_reads_a_request_as_tool_request_does() {
+        let full = serde_json::to_string(&full_request()).unwrap();
+        let minimal = r#"{"request_id":"r","tool_id":"t","tool_version":"1","timestamp":0}"#;
+        for text in [full.as_str(), minimal] {
+            let mut expected: ToolRequest = serde_json::from_str(text).unwrap();
+            let incoming: Incoming<'_> = serde_json::from_str(text).unwrap();
+            let (request, inputs) = incoming.split();
+            let inputs: Value = serde_json::from_str(inputs).unwrap();
+            assert_eq!(inputs, std::mem::take(&mut expected.inputs), "{text}");
+            assert_eq!(request, expected, "{text}");
+        }
+        // Both refuse a request without its essentials.
+        let broken = r#"{"request_id":"r","timestamp":0}"#;
+        assert!(serde_json::from_str::<ToolRequest>(broken).is_err());
+        assert!(serde_json::from_str::<Incoming<'_>>(broken).is_err());
+    }
+
+    #[test]
+    fn the_text_path_answers_what_the_value_path_answers() {
+        let registry = Registry::new("", vec![erase(Double), erase(Count)]);
+        let with = |tool: &str, inputs: Value, action: Option<&str>| {
+            let mut r = full_request();
+            r.tool_id = tool.into();
+            r.inputs = inputs;
+            r.invocation_policies.action = action.map(str::to_owned);
+            r
+        };
+        let cases = [
+            ("double", with("double", json!({"n": 21}), None)),
+            ("double", with("double", json!({"n": -1}), None)),
+            ("double", with("double", json!({"n": "x"}), None)),
+            ("double", with("double", Value::Null, None)),
+            ("count", with("count", json!({"by": 2}), Some("up"))),
+            ("count", with("count", json!({"action": "up"}), None)),
+            ("count", with("count", json!({"action": "down"}), None)),
+            ("nope", with("nope", json!({}), None)),
+        ];
+        for (tool, request) in cases {
+            let text = serde_json::to_string(&request).unwrap();
+            let answer = registry.call_text(tool, &text, Host::Detached);
+            let mut by_text: ToolResponse = serde_json::from_str(&answer).unwrap();
+            let mut by_value = registry.call(tool, request, Host::Detached);
+            // Reading text and reading a value place a type error differently ("at line 1
+            // column 9"); everything before that is the same.
+            if let (Some(a), Some(b)) = (&mut by_text.error, &mut by_value.error) {
+                let cut = |m: &mut String| m.truncate(m.find(" at line ").unwrap_or(m.len()));
+                cut(&mut a.message);
+                cut(&mut b.message);
+            }
+            assert_eq!(by_text, by_value, "{tool}: {answer}");
+        }
+        // An ok answer carries what the tool gathered, in the contract's shape.
+        let answer = registry.call_text("double", &serde_json::to_string(&full_request()).unwrap(), Host::Detached);
+        assert_eq!(
+            serde_json::from_str::<Value>(&answer).unwrap(),
+            json!({"status": "ok", "outputs": {"double": 42, "note": "req-\"1\" for \"me\""},
+                   "content": [{"type": "text", "text": "two times"}], "observations": ["doubled"],
+                   "memory_writes": [{"key": "last", "value": 21}], "telemetry": {"n": 21}})
+        );
+        // A request the plugin cannot read is refused by name.
+        let answer: ToolResponse = serde_json::from_str(&registry.call_text("double", "{", Host::Detached)).unwrap();
+        assert!(answer.error.unwrap().message.starts_with("the host sent a request this plugin cannot read"));
+    }
 }

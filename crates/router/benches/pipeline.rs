@@ -217,10 +217,8 @@ fn direct_fn() -> String {
 }
 
 fn direct_json(body: &str) -> String {
-    let request: ToolRequest = serde_json::from_str(body).expect("request");
-    let response =
-        marker_plugin::__quiver_plugin::registry().call("marker_echo", request, quiver_abi::sdk::Host::Detached);
-    serde_json::to_string(&response).expect("response")
+    // What the exported `invoke` does, without the ABI.
+    marker_plugin::__quiver_plugin::registry().call_text("marker_echo", body, quiver_abi::sdk::Host::Detached)
 }
 
 /// `abi_invoke`: the loaded library through its `ToolBackend`.
