@@ -85,11 +85,11 @@ impl SpinHint {
     }
 
     /// A caller spun for its whole budget without an answer: the tool ran fast, but its thread
-    /// did not get a processor in time (the machine is saturated). Counts as a slow call, so
-    /// the next few callers sleep instead of spinning until fast calls bring the average
-    /// back: on a saturated machine about one caller in four spins in vain.
+    /// did not get a processor in time. Counts as a call of [`SPIN`]: one such miss (a thread
+    /// preempted once) leaves spinning on, three in a row (a saturated machine) stop it until
+    /// fast calls bring the average back.
     pub(crate) fn missed(&self) {
-        self.record(SPIN * 4);
+        self.record(SPIN);
     }
 
     /// Records how long one call ran (or how long its caller waited before its deadline
@@ -481,16 +481,22 @@ mod tests {
         if can_spin() {
             assert!((5..=20).contains(&fast_calls), "{fast_calls} fast calls brought the spinning back");
         }
-        // A spin that ended without an answer stops the next callers' spinning too.
+        // Spins that end without an answer: one leaves spinning on, three in a row stop it.
+        for _ in 0..5 {
+            hint.record(Duration::from_micros(1));
+        }
         hint.missed();
-        assert_eq!(hint.budget(), None, "a spin in vain stops the spinning");
+        assert_eq!(hint.budget(), can_spin().then_some(SPIN), "one spin in vain");
+        hint.missed();
+        hint.missed();
+        assert_eq!(hint.budget(), None, "three spins in vain stop the spinning");
         let mut fast_calls = 0;
         while hint.budget().is_none() && fast_calls < 100 {
             hint.record(Duration::from_micros(1));
             fast_calls += 1;
         }
         if can_spin() {
-            assert!((2..=10).contains(&fast_calls), "{fast_calls} fast calls brought the spinning back after a miss");
+            assert!((1..=10).contains(&fast_calls), "{fast_calls} fast calls brought the spinning back after the misses");
         }
         // A call that ran for longer than the counter holds counts as the longest.
         hint.record(Duration::from_secs(3600));
