@@ -496,7 +496,10 @@ mod tests {
             fast_calls += 1;
         }
         if can_spin() {
-            assert!((1..=10).contains(&fast_calls), "{fast_calls} fast calls brought the spinning back after the misses");
+            assert!(
+                (1..=10).contains(&fast_calls),
+                "{fast_calls} fast calls brought the spinning back after the misses"
+            );
         }
         // A call that ran for longer than the counter holds counts as the longest.
         hint.record(Duration::from_secs(3600));
