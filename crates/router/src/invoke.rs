@@ -417,17 +417,17 @@ async fn on_thread(
         tokio::select! {
             biased;
             r = &mut rx => r,
-        _ = cancel.cancelled() => {
-            // `guard` marks the call abandoned and retires the thread.
-            return Err(cancelled(inv.tool_name));
-        }
-        _ = tokio::time::sleep_until(deadline.into()) => {
-            guard.armed = false;
-            sink.abandon(true);
-            pool.retire(&ticket);
-            inv.state.spin.record(handed.elapsed());
-            return Err(timeout_error(inv.tool_name));
-        }
+            _ = cancel.cancelled() => {
+                // `guard` marks the call abandoned and retires the thread.
+                return Err(cancelled(inv.tool_name));
+            }
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                guard.armed = false;
+                sink.abandon(true);
+                pool.retire(&ticket);
+                inv.state.spin.record(handed.elapsed());
+                return Err(timeout_error(inv.tool_name));
+            }
         }
     };
     guard.armed = false;
