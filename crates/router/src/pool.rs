@@ -8,7 +8,7 @@
 //! core is idle, an inter-processor wake-up (measured at 10-15 µs per call on a 2-vCPU virtual
 //! machine, far more than a fast tool's work). So both sides *spin briefly* where it pays: a
 //! caller waits for a tool's answer without sleeping for up to [`SPIN`] while that tool's recent
-//! calls answered within it ([`SpinHint`]), and a pool thread waits for its next job for up to
+//! calls ran within half of it ([`SpinHint`]), and a pool thread waits for its next job for up to
 //! [`SPIN`] after one that arrived within that long of the job before (a burst). Neither spins
 //! on a single CPU, a slow tool's caller never spins, and a thread between sparse calls sleeps
 //! at once; the most a spin can waste is [`SPIN`] per call, once per burst on the thread's side.
