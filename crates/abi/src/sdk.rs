@@ -237,17 +237,11 @@ impl Registry {
             ));
         };
         let inputs = std::mem::take(&mut request.inputs);
-        let (result, cx) = run_in_context(&request, host, |cx| t.invoke(inputs, cx));
-        let mut response = match result {
+        let (result, gathered) = run_in_context(&request, host, |cx| t.invoke(inputs, cx));
+        gathered.onto(match result {
             Ok(outputs) => ToolResponse::ok(outputs),
             Err(e) => ToolResponse::error(e),
-        };
-        let Gathered { observations, memory_writes, telemetry, content } = cx;
-        response.observations = observations;
-        response.memory_writes = memory_writes;
-        response.telemetry = telemetry;
-        response.content = content;
-        response
+        })
     }
 
     /// [`Registry::call`] on the request's JSON text, answering the response's JSON text (what
@@ -270,12 +264,7 @@ impl Registry {
         let (result, cx) = run_in_context(&request, host, |cx| t.invoke_text(inputs, cx));
         let outputs = match result {
             Ok(outputs) => outputs,
-            Err(e) => {
-                let Gathered { observations, memory_writes, telemetry, content } = cx;
-                let response =
-                    ToolResponse { observations, memory_writes, telemetry, content, ..ToolResponse::error(e) };
-                return response_text(&response);
-            }
+            Err(e) => return response_text(&cx.onto(ToolResponse::error(e))),
         };
         let answer = Answer {
             status: Status::Ok,
@@ -301,6 +290,14 @@ struct Gathered {
     memory_writes: Vec<MemoryWrite>,
     telemetry: Map<String, Value>,
     content: Vec<Value>,
+}
+
+impl Gathered {
+    /// `response` carrying what the tool gathered.
+    fn onto(self, response: ToolResponse) -> ToolResponse {
+        let Gathered { observations, memory_writes, telemetry, content } = self;
+        ToolResponse { observations, memory_writes, telemetry, content, ..response }
+    }
 }
 
 /// Runs `f` with a fresh [`Context`] over `request`; its result and what the tool gathered.
