@@ -14,7 +14,8 @@
 //! shows both halves); `--set`: a configuration override for tuning experiments (`k1=1.5`,
 //! `weight.name=2`, `b.param_desc=0.3`, `name_coverage=0.3`, ...); `--embedding`: a model2vec model folder (`model.safetensors`,
 //! `tokenizer.json`) whose ranking is fused with the lexical one; `--ablation`: a Markdown table of every ablation
-//! variant of `quiver_catalog::eval::ablations` on both halves).
+//! variant of `quiver_catalog::eval::ablations` on both halves and on the check-half queries for
+//! tools the tuning half never asks for).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -143,21 +144,24 @@ fn main() -> ExitCode {
         }
     };
     if args.ablation {
-        println!("| variant | tune R@1 | tune R@5 | check R@1 | check R@5 | check MRR |");
-        println!("|---|---|---|---|---|---|");
+        println!("| variant | tune R@1 | tune R@5 | check R@1 | check R@5 | check MRR | unseen R@1 | unseen R@5 |");
+        println!("|---|---|---|---|---|---|---|---|");
         for (label, config) in ablations() {
             let index = SearchIndex::build_with(tools.clone(), config);
             let report = evaluate(&index, &queries, &[1, 5]);
             let half = |s: Split| report.splits.iter().find(|r| r.split == s).cloned();
             let (Some(t), Some(c)) = (half(Split::Tune), half(Split::Check)) else { continue };
             let r = |x: &quiver_catalog::eval::SplitReport, k| x.recall_at(k).unwrap_or(0.0);
+            let u = &report.check_unseen_tools;
             println!(
-                "| {label} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                "| {label} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
                 r(&t, 1),
                 r(&t, 5),
                 r(&c, 1),
                 r(&c, 5),
-                c.mrr
+                c.mrr,
+                r(u, 1),
+                r(u, 5)
             );
         }
         return ExitCode::SUCCESS;

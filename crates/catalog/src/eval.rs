@@ -361,6 +361,11 @@ pub struct EvalReport {
     pub mrr: f64,
     /// The same measures on the tuning half and on the check half ([`split_of`]).
     pub splits: Vec<SplitReport>,
+    /// The same measures on the check-half queries none of whose expected tools is expected by
+    /// any tuning-half query. The split is by query, so most check queries ask for tools the
+    /// tuning half also asks for: a change that learns which tools tend to be right (rather
+    /// than how to match a request) carries over to the check half but not to these.
+    pub check_unseen_tools: SplitReport,
     /// Per-query search latency.
     pub latency: Latency,
     /// Expected tool names that are not in the index (each counts as a miss).
@@ -393,6 +398,17 @@ impl EvalReport {
                 sp.queries,
                 cells.join("  "),
                 sp.mrr
+            );
+        }
+        let u = &self.check_unseen_tools;
+        if u.queries > 0 && u.queries < self.queries {
+            let cells: Vec<String> = u.recall.iter().map(|r| format!("R@{} {:.3}", r.k, r.recall)).collect();
+            let _ = writeln!(
+                s,
+                "check half, tools the tuning half never asks for: {} queries  {}  MRR {:.3}",
+                u.queries,
+                cells.join("  "),
+                u.mrr
             );
         }
         let _ = writeln!(
@@ -528,13 +544,25 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
     });
     let mut unknown: Vec<String> = Vec::new();
     let splits = split_of(queries);
-    // Sums of recall@k per cut-off and of reciprocal ranks: all queries, tuning half, check half.
-    let mut recall_sum = vec![vec![0f64; ks.len()]; 3];
-    let mut rr_sum = [0f64; 3];
+    let tuned_tools: HashSet<&str> = queries
+        .iter()
+        .zip(&splits)
+        .filter(|(_, s)| **s == Split::Tune)
+        .flat_map(|(q, _)| q.expected.iter().map(String::as_str))
+        .collect();
+    let unseen = |q: &EvalQuery| q.expected.iter().all(|e| !tuned_tools.contains(e.as_str()));
+    // Sums of recall@k per cut-off and of reciprocal ranks: all queries, tuning half, check half,
+    // check-half queries for tools the tuning half never asks for.
+    let mut recall_sum = vec![vec![0f64; ks.len()]; 4];
+    let mut rr_sum = [0f64; 4];
     let mut times = Vec::with_capacity(queries.len());
     let mut misses = Vec::new();
     for (q, &split) in queries.iter().zip(&splits) {
-        let parts = [0, if split == Split::Tune { 1 } else { 2 }];
+        let parts: &[usize] = match split {
+            Split::Tune => &[0, 1],
+            Split::Check if unseen(q) => &[0, 2, 3],
+            Split::Check => &[0, 2],
+        };
         let start = Instant::now();
         let hits = run(q);
         times.push(start.elapsed().as_secs_f64() * 1e6);
@@ -549,7 +577,7 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
         let n_expected = q.expected.len().max(1) as f64;
         for (i, &k) in ks.iter().enumerate() {
             let found = ranks.iter().filter(|r| r.is_some_and(|r| r <= k)).count();
-            for p in parts {
+            for &p in parts {
                 recall_sum[p][i] += found as f64 / n_expected;
             }
             if i == 0 && found < q.expected.len() {
@@ -564,7 +592,7 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
             }
         }
         if let Some(first) = ranks.iter().flatten().min() {
-            for p in parts {
+            for &p in parts {
                 rr_sum[p] += 1.0 / *first as f64;
             }
         }
@@ -573,19 +601,18 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
         queries.len(),
         splits.iter().filter(|&&s| s == Split::Tune).count(),
         splits.iter().filter(|&&s| s == Split::Check).count(),
+        queries.iter().zip(&splits).filter(|(q, s)| **s == Split::Check && unseen(q)).count(),
     ];
     let recall_of = |p: usize| -> Vec<RecallAt> {
         ks.iter().zip(&recall_sum[p]).map(|(&k, &s)| RecallAt { k, recall: s / counts[p].max(1) as f64 }).collect()
     };
-    let split_reports = [(1, Split::Tune), (2, Split::Check)]
-        .into_iter()
-        .map(|(p, split)| SplitReport {
-            split,
-            queries: counts[p],
-            recall: recall_of(p),
-            mrr: rr_sum[p] / counts[p].max(1) as f64,
-        })
-        .collect();
+    let report_of = |p: usize, split| SplitReport {
+        split,
+        queries: counts[p],
+        recall: recall_of(p),
+        mrr: rr_sum[p] / counts[p].max(1) as f64,
+    };
+    let split_reports = vec![report_of(1, Split::Tune), report_of(2, Split::Check)];
     times.sort_by(f64::total_cmp);
     let pct = |p: f64| -> f64 {
         if times.is_empty() {
@@ -606,6 +633,7 @@ pub fn evaluate(index: &SearchIndex, queries: &[EvalQuery], ks: &[usize]) -> Eva
         recall: recall_of(0),
         mrr: rr_sum[0] / counts[0].max(1) as f64,
         splits: split_reports,
+        check_unseen_tools: report_of(3, Split::Check),
         latency,
         unknown_expected: unknown,
         misses,
@@ -758,6 +786,38 @@ mod tests {
         assert!((halves / 8.0 - report.recall_at(1).unwrap()).abs() < 1e-9);
         assert!((report.recall_at(1).unwrap() - 0.5).abs() < 1e-9);
         assert!(report.render(false).contains("check half"));
+    }
+
+    #[test]
+    fn check_queries_for_tools_the_tuning_half_never_asks_for_are_reported_apart() {
+        let index = SearchIndex::build(vec![
+            SearchDoc::new("get_weather", "Current weather forecast for a city"),
+            SearchDoc::new("read_file", "Read the contents of a file from disk"),
+        ]);
+        let queries: Vec<EvalQuery> = (0..8)
+            .map(|i| EvalQuery { id: Some(format!("multiple_{i}")), query: String::new(), expected: Vec::new() })
+            .collect();
+        let splits = split_of(&queries);
+        // Every tuning query asks for `get_weather`; one check query asks for `read_file` (and is
+        // found), the others for `get_weather` (not found: their text matches nothing).
+        let mut first_check = true;
+        let queries: Vec<EvalQuery> = queries
+            .into_iter()
+            .zip(&splits)
+            .map(|(mut q, s)| {
+                let new_tool = *s == Split::Check && std::mem::take(&mut first_check);
+                q.expected = vec![if new_tool { "read_file" } else { "get_weather" }.into()];
+                q.query = if new_tool { "read a file".into() } else { "zzzz".into() };
+                q
+            })
+            .collect();
+        let report = evaluate(&index, &queries, &[1]);
+        let unseen = &report.check_unseen_tools;
+        assert_eq!(unseen.split, Split::Check);
+        assert_eq!(unseen.queries, 1);
+        assert!((unseen.recall_at(1).unwrap() - 1.0).abs() < 1e-9);
+        assert!((report.splits[1].recall_at(1).unwrap() - 0.25).abs() < 1e-9);
+        assert!(report.render(false).contains("tools the tuning half never asks for: 1 queries  R@1 1.000"));
     }
 
     #[test]
