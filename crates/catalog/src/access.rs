@@ -2,15 +2,17 @@
 //! so listing, search, dispatch and error messages cannot disagree.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::ToolDef;
 
 /// What a session is allowed: the scopes it holds and the tool names its profile gates off.
+/// Never changed once made, so a clone (one per call) shares the sets instead of copying them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Access {
     all_scopes: bool,
-    scopes: BTreeSet<String>,
-    gated: BTreeSet<String>,
+    scopes: Arc<BTreeSet<String>>,
+    gated: Arc<BTreeSet<String>>,
 }
 
 impl Access {
@@ -26,7 +28,11 @@ impl Access {
                 set.insert(s.to_owned());
             }
         }
-        Access { all_scopes, scopes: set, gated: gated.into_iter().map(|g| g.as_ref().to_owned()).collect() }
+        Access {
+            all_scopes,
+            scopes: Arc::new(set),
+            gated: Arc::new(gated.into_iter().map(|g| g.as_ref().to_owned()).collect()),
+        }
     }
 
     /// Every scope, nothing gated (CLI use by the machine's owner).

@@ -218,7 +218,7 @@ mod tests {
                 sha256: None,
                 signer_key_id: None,
                 lifecycle_state: Some(state),
-                notice: Some(notice),
+                notice: Some(Box::new(notice)),
                 lane: Lane::Typed,
                 duration: Duration::from_millis(1),
                 retries: 0,

@@ -113,6 +113,8 @@ struct Setup {
     threaded: Arc<Router>,
     caller: Caller,
     body: String,
+    /// The plugin's answer to `body`.
+    answer: String,
     _plugins: support::Plugins,
 }
 
@@ -143,7 +145,7 @@ fn setup() -> Setup {
     .expect("request");
     let plugin = host.catalog().plugins()[0].clone();
     let answer = backend.invoke("marker_echo", &body, Arc::new(NullSink));
-    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(Canned { answer }));
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(Canned { answer: answer.clone() }));
     let catalog =
         quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
     let canned = Arc::new(Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default()));
@@ -162,6 +164,7 @@ fn setup() -> Setup {
         threaded,
         caller: Caller::new("bench", Access::unrestricted()),
         body,
+        answer,
         _plugins: plugins,
     }
 }
@@ -401,6 +404,10 @@ fn main() {
     println!("  direct_fn (the Rust function)                {direct:>9.0}");
     println!("  direct_json (registry, JSON in/out, no ABI)  {json:>9.0}");
     println!("  abi_invoke (loaded library via ToolBackend)  {abi:>9.0}");
+    // What reading the plugin's answer costs the router (its JSON into a `ToolResponse`).
+    let parse =
+        ns_per_call(|| drop(black_box(serde_json::from_str::<quiver_abi::ToolResponse>(black_box(&s.answer)))), budget);
+    println!("  answer read alone ({} bytes into ToolResponse) {parse:>9.0}", s.answer.len());
     let n = if budget < Duration::from_secs(1) { 3000 } else { 20_000 };
     for (name, rt) in [("current_thread", &s.rt1), ("multi_thread", &s.rt)] {
         round_trip_loop(rt, 200);
@@ -442,6 +449,17 @@ fn main() {
         black_box(router_loop(&s.threaded, &s, &s.rt, 2000));
     }) / 2000.0;
     println!("  allocations: building and dropping the bench's Call alone          {call_only:>9.1}");
+    // What a caller's task holds and moves for each call (bytes).
+    let future = s.router.call(Call::new("marker_echo", json!({}), s.caller.clone()));
+    println!(
+        "  size of a Router::call future                                      {:>9}",
+        std::mem::size_of_val(&future)
+    );
+    drop(future);
+    println!(
+        "  size of a CallOutcome                                              {:>9}",
+        std::mem::size_of::<quiver_router::CallOutcome>()
+    );
     println!("  allocations per call: router alone (incl. the Call)                {own_allocs:>9.1}");
     println!("  allocations per call: pipeline with the plugin, inline (host side) {full_allocs:>9.1}");
     println!("  allocations per call: pipeline with the plugin, thread (host side) {thread_allocs:>9.1}");

@@ -234,14 +234,16 @@ pub struct CallMeta {
     #[serde(serialize_with = "shared_str")]
     pub plugin_version: Option<Arc<str>>,
     /// sha256 of the plugin library.
-    pub sha256: Option<String>,
+    #[serde(serialize_with = "shared_str")]
+    pub sha256: Option<Arc<str>>,
     /// Key id of the manifest's signer.
     #[serde(serialize_with = "shared_str")]
     pub signer_key_id: Option<Arc<str>>,
     /// Lifecycle state of the name as called.
     pub lifecycle_state: Option<LifecycleState>,
-    /// Deprecation or compatibility notice for the name as called.
-    pub notice: Option<Notice>,
+    /// Deprecation or compatibility notice for the name as called (boxed: rare, and a call's
+    /// metadata is moved several times per call).
+    pub notice: Option<Box<Notice>>,
     /// Lane.
     pub lane: Lane,
     /// Wall time of the pipeline.
@@ -253,13 +255,19 @@ pub struct CallMeta {
     pub result_handle: Option<String>,
     /// How the result was cut to its size limit, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub truncation: Option<crate::Truncation>,
+    pub truncation: Option<Box<crate::Truncation>>,
     /// Policy decisions, in pipeline order (e.g. `approval:not-required`, `breaker:closed`,
     /// `retry:1:tool_error`, `result:truncated`).
     pub policy: Vec<crate::policy::Step>,
 }
 
 impl CallMeta {
+    /// This metadata, leaving an empty one (no allocation) in its place.
+    pub(crate) fn take(&mut self) -> CallMeta {
+        let empty = CallMeta { policy: Vec::new(), ..CallMeta::new(String::new(), String::new(), self.lane) };
+        std::mem::replace(self, empty)
+    }
+
     pub(crate) fn new(request_id: String, called_name: String, lane: Lane) -> CallMeta {
         CallMeta {
             request_id,

@@ -35,6 +35,26 @@ pub(crate) struct Invocation<'a> {
 /// The answer of a tool and its size in bytes.
 pub(crate) type Answer = Result<(ToolResponse, usize), ToolError>;
 
+/// How far [`Router::dispatch_now`] got.
+pub(crate) enum Dispatched {
+    /// The stage's outcome.
+    Done(Answer),
+    /// The rest needs waiting: [`Router::dispatch_wait`].
+    Wait(Wait),
+}
+
+/// What [`Router::dispatch_wait`] goes on from: the request, and the first answer when an
+/// inline attempt already ran and asked for a retry.
+pub(crate) struct Wait {
+    body: String,
+    first: Option<(ToolResponse, usize)>,
+}
+
+/// A response that asks to be tried again.
+fn retryable(response: &ToolResponse) -> bool {
+    response.status == Status::Error && response.error.as_ref().is_some_and(|e| e.retryable)
+}
+
 /// Appends the JSON of `value` to `out`.
 fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), ToolError> {
     serde_json::to_writer(out, value).map_err(|e| Code::Protocol.error(format!("cannot encode the request: {e}")))
@@ -95,16 +115,12 @@ async fn acquire(
 }
 
 impl Router {
-    /// Stage `dispatch`: runs the tool under its deadline, within the concurrency limits,
-    /// retrying retryable errors.
-    pub(crate) async fn dispatch(&self, cx: &mut CallContext, target: &Target<'_>) -> Answer {
-        let policies = target.def().policies;
-        let timeout = if policies.timeout_ms == 0 {
-            Duration::from_secs(365 * 24 * 3600)
-        } else {
-            Duration::from_millis(policies.timeout_ms)
-        };
-        let inv = Invocation {
+    /// What every attempt of the call shares.
+    fn invocation<'t>(&self, cx: &CallContext, target: &'t Target<'_>) -> Invocation<'t> {
+        let timeout_ms = target.def().policies.timeout_ms;
+        let timeout =
+            if timeout_ms == 0 { Duration::from_secs(365 * 24 * 3600) } else { Duration::from_millis(timeout_ms) };
+        Invocation {
             tool_name: target.name(),
             plugin: target.plugin(),
             tool: target.resolved.tool.tool,
@@ -112,9 +128,72 @@ impl Router {
             // From the call's start (no clock read of its own): the time the earlier stages
             // took counts against the tool's timeout, as the caller's wait does.
             deadline: cx.started + timeout,
+        }
+    }
+
+    /// Stage `dispatch`, as far as it goes without waiting: an inline tool with a free slot
+    /// runs here, on the caller's stack, and its answer is the stage's outcome unless it asks
+    /// for a retry. Anything that waits (a slot, a thread, a worker, a retry's pause) is left
+    /// to [`Router::dispatch_wait`], whose future exists only for the calls that need it.
+    pub(crate) fn dispatch_now(&self, cx: &mut CallContext, target: &Target<'_>) -> Dispatched {
+        let inv = self.invocation(cx, target);
+        let mut body = match self.request_body(cx, target) {
+            Ok(body) => body,
+            Err(e) => return Dispatched::Done(Err(e)),
         };
-        let body = self.request_body(cx, target)?;
-        self.invoke_with_retries(cx, &inv, body, policies.retries).await
+        if inv.plugin.backend.dispatch(inv.tool) != Dispatch::Inline {
+            return Dispatched::Wait(Wait { body, first: None });
+        }
+        // The tool's slot is borrowed for the call (no `Arc` clone). An inline tool takes no
+        // host-wide slot: those bound the blocking threads.
+        let Ok(_slot) = inv.state.semaphore.try_acquire() else {
+            return Dispatched::Wait(Wait { body, first: None });
+        };
+        if cx.cancel.is_cancelled() {
+            return Dispatched::Done(Err(cancelled(inv.tool_name)));
+        }
+        let max_retries = target.def().policies.retries;
+        let attempt_body = if max_retries > 0 { body.clone() } else { std::mem::take(&mut body) };
+        match self.inline(cx, &inv, attempt_body) {
+            Ok(answer) if retryable(&answer.0) && cx.meta.retries < max_retries => {
+                Dispatched::Wait(Wait { body, first: Some(answer) })
+            }
+            answer => Dispatched::Done(answer),
+        }
+    }
+
+    /// The rest of stage `dispatch` after [`Router::dispatch_now`]: runs the tool under its
+    /// deadline, within the concurrency limits, retrying retryable errors.
+    pub(crate) async fn dispatch_wait(&self, cx: &mut CallContext, target: &Target<'_>, wait: Wait) -> Answer {
+        let inv = self.invocation(cx, target);
+        let Wait { mut body, mut first } = wait;
+        let max_retries = target.def().policies.retries;
+        loop {
+            let (response, raw_len) = match first.take() {
+                Some(answer) => answer,
+                None => {
+                    let attempt_body =
+                        if cx.meta.retries < max_retries { body.clone() } else { std::mem::take(&mut body) };
+                    self.attempt(cx, &inv, attempt_body).await?
+                }
+            };
+            if !retryable(&response) || cx.meta.retries >= max_retries {
+                return Ok((response, raw_len));
+            }
+            let delay = self.backoff(cx.meta.retries);
+            if Instant::now() + delay >= inv.deadline {
+                cx.step(Step::RetryNoTimeLeft);
+                return Ok((response, raw_len));
+            }
+            cx.meta.retries += 1;
+            let code = response.error.as_ref().map(|e| e.code.as_str()).unwrap_or_default();
+            cx.step(Step::Retry(Retry::new(cx.meta.retries, code, delay.as_millis() as u64)));
+            tokio::select! {
+                biased;
+                _ = cx.cancel.cancelled() => return Err(cancelled(inv.tool_name)),
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
     }
 
     /// The JSON of the call's `ToolRequest`, written from borrowed parts (no copies of the
@@ -184,93 +263,63 @@ impl Router {
         String::from_utf8(b).map_err(|e| Code::Protocol.error(e.to_string()))
     }
 
-    async fn invoke_with_retries(
-        &self,
-        cx: &mut CallContext,
-        inv: &Invocation<'_>,
-        mut body: String,
-        max_retries: u32,
-    ) -> Answer {
-        loop {
-            let attempt_body = if cx.meta.retries < max_retries { body.clone() } else { std::mem::take(&mut body) };
-            let (response, raw_len) = self.attempt(cx, inv, attempt_body).await?;
-            let retryable = response.status == Status::Error && response.error.as_ref().is_some_and(|e| e.retryable);
-            if !retryable || cx.meta.retries >= max_retries {
-                return Ok((response, raw_len));
-            }
-            let delay = self.backoff(cx.meta.retries);
-            if Instant::now() + delay >= inv.deadline {
-                cx.step(Step::RetryNoTimeLeft);
-                return Ok((response, raw_len));
-            }
-            cx.meta.retries += 1;
-            let code = response.error.as_ref().map(|e| e.code.as_str()).unwrap_or_default();
-            cx.step(Step::Retry(Retry::new(cx.meta.retries, code, delay.as_millis() as u64)));
-            // Boxed: retries are rare, and the call's future stays small.
-            let pause = Box::pin(tokio::time::sleep(delay));
-            tokio::select! {
-                biased;
-                _ = cx.cancel.cancelled() => return Err(cancelled(inv.tool_name)),
-                _ = pause => {}
-            }
-        }
-    }
-
     /// One invocation. The caller stops waiting at the deadline or on cancellation; a thread
     /// cannot be killed, so it keeps its tool permit until the plugin returns (the overrun
     /// counts against the tool) and sees `is_cancelled() == true`.
     async fn attempt(&self, cx: &CallContext, inv: &Invocation<'_>, body: String) -> Answer {
-        let (cancel, deadline) = (&cx.cancel, inv.deadline);
-        if cancel.is_cancelled() {
+        if cx.cancel.is_cancelled() {
             return Err(cancelled(inv.tool_name));
         }
         let dispatch = inv.plugin.backend.dispatch(inv.tool);
-        let local_name = inv.plugin.tools[inv.tool].spec.name.as_str();
-        if dispatch == Dispatch::Inline {
-            // The tool answers within microseconds and never blocks: run it on this task and
-            // skip the thread handoff; its deadline is checked after. Its slot is borrowed for
-            // the call (no `Arc` clone), and it takes no host-wide slot: those bound the
-            // blocking threads.
-            let borrowed = inv.state.semaphore.try_acquire().ok();
-            let _owned = match borrowed {
-                Some(_) => None,
-                // Boxed, as every rarely taken wait of the call: the call's future stays small
-                // (it is boxed and moved once per call).
-                None => Some(
-                    Box::pin(acquire(
-                        &inv.state.semaphore,
-                        deadline,
-                        cancel,
-                        inv.tool_name,
-                        "the tool's concurrency limit",
-                    ))
-                    .await?,
-                ),
-            };
-            // The sink is borrowed for the call when the backend can take it so; without a
-            // runtime handle either way: an inline tool runs on a runtime thread, which cannot
-            // block on a client's answer (elicitation and sampling are refused with a reason).
-            let borrowed = InlineSink { bridge: &*cx.bridge, token: cancel, deadline, request_id: &cx.meta.request_id };
-            // The answer is read where the backend holds it (no copy of the plugin's string).
-            let mut settled = None;
-            let served = inv.plugin.backend.invoke_borrowed(local_name, &body, &borrowed, &mut |raw| {
-                settled = Some(settle(raw, inv, cancel));
-            });
-            let answer = if served {
-                settled.unwrap_or_else(|| {
-                    Err(Code::Protocol.error(format!("the backend of `{}` returned no answer", inv.tool_name)))
-                })
-            } else {
-                let sink = Arc::new(self.sink(cx, inv, None));
-                let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
-                sink.finished();
-                settle(&raw, inv, cancel)
-            };
-            recycle(body);
-            return answer;
+        if dispatch != Dispatch::Inline {
+            return self.off_task(cx, inv, body, dispatch).await;
         }
-        // Boxed: the inline path above is the one kept small.
-        Box::pin(self.off_task(cx, inv, body, dispatch)).await
+        let _slot = match inv.state.semaphore.try_acquire() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let slot = acquire(
+                    &inv.state.semaphore,
+                    inv.deadline,
+                    &cx.cancel,
+                    inv.tool_name,
+                    "the tool's concurrency limit",
+                );
+                return match slot.await {
+                    Ok(_slot) => self.inline(cx, inv, body),
+                    Err(e) => Err(e),
+                };
+            }
+        };
+        self.inline(cx, inv, body)
+    }
+
+    /// Runs an inline tool on this thread, its slot held by the caller. The tool answers within
+    /// microseconds and never blocks: no thread handoff; its deadline is checked after.
+    fn inline(&self, cx: &CallContext, inv: &Invocation<'_>, body: String) -> Answer {
+        let cancel = &cx.cancel;
+        let local_name = inv.plugin.tools[inv.tool].spec.name.as_str();
+        // The sink is borrowed for the call when the backend can take it so; without a runtime
+        // handle either way: an inline tool runs on a runtime thread, which cannot block on a
+        // client's answer (elicitation and sampling are refused with a reason).
+        let borrowed =
+            InlineSink { bridge: &*cx.bridge, token: cancel, deadline: inv.deadline, request_id: &cx.meta.request_id };
+        // The answer is read where the backend holds it (no copy of the plugin's string).
+        let mut settled = None;
+        let served = inv.plugin.backend.invoke_borrowed(local_name, &body, &borrowed, &mut |raw| {
+            settled = Some(settle(raw, inv, cancel));
+        });
+        let answer = if served {
+            settled.unwrap_or_else(|| {
+                Err(Code::Protocol.error(format!("the backend of `{}` returned no answer", inv.tool_name)))
+            })
+        } else {
+            let sink = Arc::new(self.sink(cx, inv, None));
+            let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
+            sink.finished();
+            settle(&raw, inv, cancel)
+        };
+        recycle(body);
+        answer
     }
 
     /// A thread or remote attempt: its slots, then the pool thread or the worker.

@@ -202,7 +202,7 @@ pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Re
         .confirmed(rec.confirmed);
         let mut outcome = router.call(call).await;
         if removed_notice.is_some() {
-            outcome.meta.notice = removed_notice;
+            outcome.meta.notice = removed_notice.map(Box::new);
         }
         let verdict = compare(&rec.response, &outcome.response);
         match verdict {

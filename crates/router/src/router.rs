@@ -1,5 +1,6 @@
 //! The one dispatch pipeline.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +14,7 @@ use quiver_telemetry::{
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
+use tokio_util::either::Either;
 
 use crate::breaker::Breaker;
 use crate::codes::Code;
@@ -51,6 +53,7 @@ pub(crate) struct SharedNames {
     pub(crate) plugin: Arc<str>,
     pub(crate) version: Arc<str>,
     pub(crate) signer_key_id: Option<Arc<str>>,
+    pub(crate) sha256: Arc<str>,
 }
 
 /// Plugin secrets per plugin id and name.
@@ -425,15 +428,19 @@ impl Router {
         self.source.catalog()
     }
 
-    pub async fn call(&self, call: Call) -> CallOutcome {
-        // Boxed: the pipeline's state is large, and an unboxed future would be copied whole
-        // each time a caller's task is spawned or moved. The context is made before the
-        // future, so the future does not keep the `Call` beside it.
+    pub fn call(&self, call: Call) -> impl Future<Output = CallOutcome> + Send + '_ {
         if call.name == RUN_TOOL {
-            return Box::pin(self.run_tool(call)).await;
+            return Either::Left(Box::pin(self.run_tool(call)));
         }
-        let cx = self.context(call);
-        Box::pin(self.run(cx)).await
+        // The context is made with the future, not at its first poll: the future then holds
+        // the context alone (an async fn keeps its arguments beside its locals for its whole
+        // life, so `Call` and the context would both take room). Its stages leave every wait
+        // to boxed futures of their own, so this one stays about the size of the context.
+        let mut cx = self.context(call);
+        Either::Right(async move {
+            let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
+            self.end(&mut cx, response)
+        })
     }
 
     /// The generic lane: `arguments` is `{"name": ..., "arguments": {...}}`. Refuses to
@@ -449,7 +456,7 @@ impl Router {
                 let mut cx = CallContext::new(call, recorded);
                 cx.step(Step::RunToolReadResult);
                 let response = self.read_result_call(&cx.caller, &arguments).unwrap_or_else(ToolResponse::error);
-                self.finish(cx, response)
+                self.finish(&mut cx, response)
             }
             Ok((name, arguments)) => {
                 call.name = name;
@@ -462,7 +469,7 @@ impl Router {
                 call.name = RUN_TOOL.to_owned();
                 let mut cx = CallContext::new(call, recorded);
                 cx.step(Step::RunToolRefused);
-                self.finish(cx, ToolResponse::error(e))
+                self.finish(&mut cx, ToolResponse::error(e))
             }
         }
     }
@@ -483,15 +490,24 @@ impl Router {
     /// One call through [`Router::pipeline`], then telemetry and the transcript.
     async fn run(&self, mut cx: CallContext) -> CallOutcome {
         let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
+        self.end(&mut cx, response)
+    }
+
+    /// The end of a call through [`Router::pipeline`]: its trace, telemetry and transcript.
+    fn end(&self, cx: &mut CallContext, response: ToolResponse) -> CallOutcome {
         if let (Some(export), Some(trace)) = (&self.traces, cx.trace.take()) {
-            crate::traced::finish(export, *trace, &cx, &response);
+            crate::traced::finish(export, *trace, cx, &response);
         }
         self.finish(cx, response)
     }
 
     /// Telemetry and the transcript line of a finished call.
-    fn finish(&self, cx: CallContext, response: ToolResponse) -> CallOutcome {
-        let CallContext { mut meta, caller, confirmed, started, started_at_ms, recorded, tool_counters, .. } = cx;
+    /// Takes the call's metadata out of `cx` (not the whole context: it is large, and moving
+    /// it costs more than this call's bookkeeping).
+    fn finish(&self, cx: &mut CallContext, response: ToolResponse) -> CallOutcome {
+        let mut meta = cx.meta.take();
+        let CallContext { caller, confirmed, started, started_at_ms, tool_counters, recorded, .. } = cx;
+        let (confirmed, started_at_ms) = (*confirmed, *started_at_ms);
         meta.duration = started.elapsed();
         self.counters.record_call(&CallEvent {
             request_id: &meta.request_id,
@@ -508,7 +524,7 @@ impl Router {
             tool_counters: tool_counters.as_deref(),
             action: meta.action.as_deref(),
         });
-        if let (Some(w), Some(arguments)) = (&self.transcript, recorded) {
+        if let (Some(w), Some(arguments)) = (&self.transcript, recorded.take()) {
             w.record(TranscriptRecord {
                 format: quiver_telemetry::TRANSCRIPT_FORMAT,
                 request_id: meta.request_id.clone(),
@@ -524,7 +540,7 @@ impl Router {
                 action: meta.action.clone(),
                 plugin: meta.plugin.as_deref().map(str::to_owned),
                 plugin_version: meta.plugin_version.as_deref().map(str::to_owned),
-                sha256: meta.sha256.clone(),
+                sha256: meta.sha256.as_deref().map(str::to_owned),
                 lifecycle_state: meta.lifecycle_state.map(|s| s.as_str().to_owned()),
                 notice: meta.notice.as_ref().and_then(|n| serde_json::to_value(n).ok()),
                 policy: meta.policy.iter().map(|p| p.to_string()).collect(),
@@ -625,6 +641,7 @@ impl Router {
                     plugin: Arc::from(plugin.manifest.id.as_str()),
                     version: Arc::from(state.version.as_str()),
                     signer_key_id: plugin.provenance.signer_key_id.as_deref().map(Arc::from),
+                    sha256: Arc::from(plugin.provenance.sha256.as_str()),
                 }
             })
             .collect();
@@ -723,7 +740,7 @@ impl Router {
         }
         response.status = Status::Partial;
         self.results.insert(handle.clone(), &cx.caller.session_id, text);
-        cx.meta.truncation = Some(Truncation {
+        cx.meta.truncation = Some(Box::new(Truncation {
             handle: handle.clone(),
             uri,
             total_bytes: total,
@@ -733,7 +750,7 @@ impl Router {
             reason,
             has_output_schema,
             cuts,
-        });
+        }));
         cx.meta.result_handle = Some(handle);
         cx.step(Step::ResultTruncated);
         if !structured {

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::codes::Code;
+use crate::invoke::Dispatched;
 use crate::policy::Step;
 use crate::router::{ToolState, cancelled, now_ms};
 use crate::{Approval, Call, CallMeta, Caller, ClientBridge, Router, codes, limits, validate};
@@ -168,14 +169,22 @@ impl Router {
         staged(cx, |cx| self.scopes(cx, &target))?;
         staged(cx, |cx| self.validate(cx, &target))?;
         staged(cx, |cx| self.rate_limit(cx, &target))?;
-        let approval = self.approval(cx, &target).await;
+        let approval = match self.approval(cx, &target) {
+            Approved::Decided(approval) => approval,
+            // Boxed: asking is rare, and the call's future stays small.
+            Approved::Ask(ask) => Box::pin(self.ask_user(cx, &ask)).await,
+        };
         stage_done(cx);
         cx.approved = approval?;
         let admission = self.breaker(cx, &target).inspect_err(|_| stage_done(cx))?;
         // A probe whose caller goes away before the outcome is known must not leave the breaker
         // half-open forever.
         let mut probe = ProbeRelease { breaker: &target.state.breaker, armed: admission == Admission::Probe };
-        let result = self.dispatch(cx, &target).await;
+        let result = match self.dispatch_now(cx, &target) {
+            Dispatched::Done(answer) => answer,
+            // Boxed: only calls that wait (a thread, a worker, a slot, a retry) hold it.
+            Dispatched::Wait(wait) => Box::pin(self.dispatch_wait(cx, &target, wait)).await,
+        };
         stage_done(cx);
         staged(cx, |cx| {
             let result = self.output(cx, &target, result);
@@ -197,7 +206,6 @@ impl Router {
             return Err(error);
         };
         let tool_name = resolved.tool.name.as_str();
-        let plugin = resolved.plugin;
         let index = index_in(catalog, resolved.tool)
             .ok_or_else(|| Code::Protocol.error(format!("catalog inconsistency: `{tool_name}` has no index")))?;
         let (state, names) = self.tool_state(catalog, index);
@@ -205,13 +213,13 @@ impl Router {
         cx.meta.tool = Some(names.tool);
         cx.meta.plugin = Some(names.plugin);
         cx.meta.plugin_version = Some(names.version);
-        cx.meta.sha256 = Some(plugin.provenance.sha256.clone());
+        cx.meta.sha256 = Some(names.sha256);
         cx.meta.signer_key_id = names.signer_key_id;
         cx.meta.lifecycle_state = Some(resolved.state);
-        cx.meta.notice = resolved.notice(&cx.meta.called_name);
+        cx.meta.notice = resolved.notice(&cx.meta.called_name).map(Box::new);
         if !resolved.state.is_dispatchable() {
             cx.step(Step::ResolveRemoved);
-            let notice = cx.meta.notice.clone().unwrap_or_else(|| Notice {
+            let notice = cx.meta.notice.as_deref().cloned().unwrap_or_else(|| Notice {
                 name: cx.meta.called_name.clone(),
                 state: resolved.state,
                 replacement: None,
@@ -277,17 +285,17 @@ impl Router {
         Err(limits::refused(target.name(), scope, limit, wait))
     }
 
-    /// Stage `approval`: whether the call may run; `Ok(confirmed)` when it may.
-    async fn approval(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<bool, ToolError> {
+    /// Stage `approval`: whether the call may run (`Ok(confirmed)` when it may), or the
+    /// question to ask the user first.
+    fn approval<'t>(&self, cx: &mut CallContext, target: &Target<'t>) -> Approved<'t> {
         let def = target.def();
-        let action = cx.meta.action.clone();
-        let action = action.as_deref();
+        let action = cx.meta.action.as_deref();
         if !def.needs_confirmation(action) {
             cx.step(Step::ApprovalNotRequired);
-            return Ok(cx.confirmed);
+            return Approved::Decided(Ok(cx.confirmed));
         }
-        let ask = Confirmation::new(target.name(), def, action);
-        match cx.caller.approval {
+        let ask = Confirmation::new(target.name(), def, action.map(str::to_owned));
+        Approved::Decided(match cx.caller.approval {
             // `deny` is final: checked before the caller's confirmation, and nobody is asked.
             Approval::Deny => {
                 cx.step(Step::ApprovalDeniedByProfile);
@@ -301,13 +309,12 @@ impl Router {
                 cx.step(Step::ApprovalAllowedByProfile);
                 Ok(true)
             }
-            // Boxed: asking is rare, and the call's future stays small.
-            Approval::Ask if cx.bridge.can_elicit() => Box::pin(self.ask_user(cx, &ask)).await,
+            Approval::Ask if cx.bridge.can_elicit() => return Approved::Ask(ask),
             Approval::Ask => {
                 cx.step(Step::ApprovalCannotAsk);
                 Err(ask.cannot_ask())
             }
-        }
+        })
     }
 
     /// Asks the user through the client (MCP elicitation) whether the call may run.
@@ -459,22 +466,30 @@ fn fill_action(cx: &mut CallContext, target: &Target<'_>) -> Result<(), ToolErro
     Ok(())
 }
 
+/// The approval stage's outcome.
+enum Approved<'t> {
+    /// Whether the call may run (`Ok(confirmed)`), decided without asking anyone.
+    Decided(Result<bool, ToolError>),
+    /// The user is to be asked ([`Router::ask_user`]).
+    Ask(Confirmation<'t>),
+}
+
 /// The texts of the approval stage for one call that needs confirmation.
 struct Confirmation<'a> {
     tool: &'a str,
     /// `` `tool` `` or `` `tool` (action `a`) ``.
     what: String,
     effects: &'static str,
-    action: Option<&'a str>,
+    action: Option<String>,
 }
 
 impl<'a> Confirmation<'a> {
-    fn new(tool: &'a str, def: &ToolDef, action: Option<&'a str>) -> Confirmation<'a> {
-        let what = match action {
+    fn new(tool: &'a str, def: &ToolDef, action: Option<String>) -> Confirmation<'a> {
+        let what = match &action {
             Some(a) => format!("`{tool}` (action `{a}`)"),
             None => format!("`{tool}`"),
         };
-        Confirmation { tool, what, effects: def.side_effects_for(action).as_str(), action }
+        Confirmation { tool, what, effects: def.side_effects_for(action.as_deref()).as_str(), action }
     }
 
     fn details(&self) -> Value {

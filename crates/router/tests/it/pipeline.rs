@@ -21,7 +21,7 @@ async fn a_typed_call_reaches_the_real_plugin_with_full_metadata() {
     assert_eq!(m.tool.as_deref(), Some("marker_echo"));
     assert_eq!(m.plugin.as_deref(), Some("marker-plugin"));
     assert_eq!(m.plugin_version.as_deref(), Some("0.1.0"));
-    assert_eq!(m.sha256.as_ref().map(String::len), Some(64));
+    assert_eq!(m.sha256.as_deref().map(str::len), Some(64));
     assert_eq!(m.signer_key_id.as_deref(), Some(f.plugins.key.key_id().as_str()));
     assert_eq!(m.lifecycle_state, Some(LifecycleState::Active));
     assert_eq!(m.lane, Lane::Typed);
