@@ -224,7 +224,7 @@ mod tests {
                 retries: 0,
                 result_handle: None,
                 truncation: None,
-                policy: Vec::new(),
+                policy: Default::default(),
             },
         }
     }

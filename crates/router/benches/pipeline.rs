@@ -38,8 +38,9 @@
 //! `--profile-time` skips that summary (for `perf record`). The summary also prints
 //! allocations per call (a counting global allocator: host code only) and the same plugin
 //! through the router inline and with thread execution (`AsThread`), wall and process CPU time:
-//! the difference is the thread handoff. `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread`
-//! (with `QUIVER_BENCH_CALLS`) runs only calls of that kind, for `heaptrack` or `perf record`.
+//! the difference is the thread handoff. `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread|abi`
+//! (with `QUIVER_BENCH_CALLS`) runs only calls of that kind (`abi`: the bare ABI call,
+//! `abi_loop`), for `heaptrack`, `perf record` or `valgrind --tool=callgrind`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -229,6 +230,15 @@ fn invoke(s: &Setup) -> String {
     s.backend.invoke("marker_echo", black_box(&s.body), Arc::new(NullSink))
 }
 
+/// `n` bare ABI calls (`abi_invoke`), one after another: a function of its own, so that a
+/// profiler can count it alone (`valgrind --tool=callgrind --toggle-collect='pipeline::abi_loop'`).
+#[inline(never)]
+fn abi_loop(s: &Setup, n: u64) {
+    for _ in 0..n {
+        drop(black_box(invoke(s)));
+    }
+}
+
 fn pipeline(s: &Setup, rt: &tokio::runtime::Runtime) -> quiver_router::CallOutcome {
     let out = rt.block_on(s.router.call(Call::new("marker_echo", json!({"text": "hello"}), s.caller.clone())));
     debug_assert_eq!(out.response.status, quiver_abi::Status::Ok);
@@ -356,15 +366,19 @@ fn main() {
         assert_eq!(first.response.status, quiver_abi::Status::Ok, "{:?}", first.response.error);
     }
 
-    // `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread`: only `QUIVER_BENCH_CALLS` (10,000)
+    // `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread|abi`: only `QUIVER_BENCH_CALLS` (10,000)
     // calls of that kind, nothing else (to run under `heaptrack` or `perf record`).
     if let Ok(which) = std::env::var("QUIVER_BENCH_ALLOC_PROFILE") {
+        let calls = std::env::var("QUIVER_BENCH_CALLS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+        if which == "abi" {
+            abi_loop(&s, calls);
+            return;
+        }
         let (router, rt) = match which.as_str() {
             "inline" => (&s.router, &s.rt1),
             "thread" => (&s.threaded, &s.rt),
             _ => (&s.canned, &s.rt1),
         };
-        let calls = std::env::var("QUIVER_BENCH_CALLS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
         router_loop(router, &s, rt, calls);
         return;
     }

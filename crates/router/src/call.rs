@@ -258,14 +258,13 @@ pub struct CallMeta {
     pub truncation: Option<Box<crate::Truncation>>,
     /// Policy decisions, in pipeline order (e.g. `approval:not-required`, `breaker:closed`,
     /// `retry:1:tool_error`, `result:truncated`).
-    pub policy: Vec<crate::policy::Step>,
+    pub policy: crate::policy::Record,
 }
 
 impl CallMeta {
-    /// This metadata, leaving an empty one (no allocation) in its place.
+    /// This metadata, leaving an empty one in its place.
     pub(crate) fn take(&mut self) -> CallMeta {
-        let empty = CallMeta { policy: Vec::new(), ..CallMeta::new(String::new(), String::new(), self.lane) };
-        std::mem::replace(self, empty)
+        std::mem::replace(self, CallMeta::new(String::new(), String::new(), self.lane))
     }
 
     pub(crate) fn new(request_id: String, called_name: String, lane: Lane) -> CallMeta {
@@ -285,7 +284,7 @@ impl CallMeta {
             retries: 0,
             result_handle: None,
             truncation: None,
-            policy: Vec::with_capacity(8),
+            policy: crate::policy::Record::new(),
         }
     }
 }

@@ -47,7 +47,8 @@ pub(crate) enum Dispatched {
 /// inline attempt already ran and asked for a retry.
 pub(crate) struct Wait {
     body: String,
-    first: Option<(ToolResponse, usize)>,
+    /// Boxed: a retry after an inline attempt is rare, and a call that waits moves this.
+    first: Option<Box<(ToolResponse, usize)>>,
 }
 
 /// A response that asks to be tried again.
@@ -156,7 +157,7 @@ impl Router {
         let attempt_body = if max_retries > 0 { body.clone() } else { std::mem::take(&mut body) };
         match self.inline(cx, &inv, attempt_body) {
             Ok(answer) if retryable(&answer.0) && cx.meta.retries < max_retries => {
-                Dispatched::Wait(Wait { body, first: Some(answer) })
+                Dispatched::Wait(Wait { body, first: Some(Box::new(answer)) })
             }
             answer => Dispatched::Done(answer),
         }
@@ -170,7 +171,7 @@ impl Router {
         let max_retries = target.def().policies.retries;
         loop {
             let (response, raw_len) = match first.take() {
-                Some(answer) => answer,
+                Some(answer) => *answer,
                 None => {
                     let attempt_body =
                         if cx.meta.retries < max_retries { body.clone() } else { std::mem::take(&mut body) };
@@ -259,8 +260,10 @@ impl Router {
             put(&mut b, &**secrets)?;
         }
         b.push(b'}');
-        // serde_json writes valid UTF-8, and so do the literals.
-        String::from_utf8(b).map_err(|e| Code::Protocol.error(e.to_string()))
+        // SAFETY: every byte was written by serde_json's writer (which writes valid UTF-8 for
+        // any value: strings come from `&str`s) or copied from a `str` (the ASCII literals here,
+        // `ToolState::request_tool`); the buffer was emptied before (`request_buffer`).
+        Ok(unsafe { String::from_utf8_unchecked(b) })
     }
 
     /// One invocation. The caller stops waiting at the deadline or on cancellation; a thread
@@ -542,12 +545,65 @@ fn timeout_error(tool_name: &str) -> ToolError {
         .retryable()
 }
 
+/// How the plugin SDK writes a successful answer that carries nothing but its output (the
+/// common case): these bytes, the output's JSON, and `}`.
+const PLAIN_OK: &str = r#"{"status":"ok","outputs":"#;
+
+/// The answer `raw` when it is exactly [`PLAIN_OK`], a JSON value and `}`: only the output is
+/// parsed (no field-by-field reading of the envelope). The same response as the general parse
+/// (`plain_answers_read_as_the_general_parse_reads_them`); `None` for anything else.
+fn plain_ok(raw: &str) -> Option<ToolResponse> {
+    let rest = raw.strip_prefix(PLAIN_OK)?.strip_suffix('}')?;
+    let outputs: Value = serde_json::from_str(rest).ok()?;
+    Some(ToolResponse { status: Status::Ok, outputs, ..ToolResponse::default() })
+}
+
 /// Reads a plugin's answer; returns it with its size in bytes.
 fn parse_response(tool_name: &str, raw: &str) -> Answer {
+    if let Some(response) = plain_ok(raw) {
+        return Ok((response, raw.len()));
+    }
     let response: ToolResponse = serde_json::from_str(raw).map_err(|e| {
         let mut shown = raw.to_owned();
         shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
         Code::Protocol.error(format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"))
     })?;
     Ok((response, raw.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_answers_read_as_the_general_parse_reads_them() {
+        let outputs = [
+            r#"{"text":"hello","version":"0.1.0"}"#,
+            r#"{}"#,
+            r#"null"#,
+            r#"[1,2,{"a":"}"}]"#,
+            r#""a string with } and \" in it""#,
+            r#"{"a":{"b":[true,false,null,1.5e3,-2]},"a":2}"#,
+            r#"  {"padded" : 1 }  "#,
+        ];
+        for o in outputs {
+            let raw = format!("{PLAIN_OK}{o}}}");
+            let fast = plain_ok(&raw).expect(&raw);
+            let general: ToolResponse = serde_json::from_str(&raw).unwrap();
+            assert_eq!(fast, general, "{raw}");
+        }
+        // Anything else goes to the general parse (which may refuse it).
+        for raw in [
+            r#"{"status":"ok","outputs":{"a":1},"observations":["x"]}"#,
+            r#"{"status":"ok","outputs":{"a":1}} "#,
+            r#"{"status":"ok","outputs":{"a":1}"#,
+            r#"{"status":"ok","outputs":{"a":1}}}"#,
+            r#"{"status":"ok","outputs":}"#,
+            r#"{"status":"error","outputs":null,"error":{"code":"tool_error","message":"m"}}"#,
+            r#"{"outputs":{"a":1},"status":"ok"}"#,
+            r#"{ "status":"ok","outputs":{"a":1}}"#,
+        ] {
+            assert_eq!(plain_ok(raw), None, "{raw}");
+        }
+    }
 }

@@ -48,6 +48,7 @@
 
 mod breaker;
 mod call;
+mod clock;
 pub mod codes;
 mod invoke;
 mod limits;

@@ -212,8 +212,204 @@ impl serde::Serialize for Step {
     }
 }
 
+/// The steps that carry nothing but their kind, in the order of their codes in a [`Record`].
+static UNIT_STEPS: [Step; 29] = [
+    Step::RunToolReadResult,
+    Step::RunToolRefused,
+    Step::ResolveUnknown,
+    Step::ResolveRemoved,
+    Step::ResolveCanonical,
+    Step::ResolveAlias,
+    Step::ActionConflict,
+    Step::ScopesDenied,
+    Step::ScopesOk,
+    Step::ArgumentsInvalid,
+    Step::ArgumentsOk,
+    Step::RateLimited,
+    Step::ApprovalNotRequired,
+    Step::ApprovalDeniedByProfile,
+    Step::ApprovalConfirmedByCaller,
+    Step::ApprovalAllowedByProfile,
+    Step::ApprovalConfirmedByUser,
+    Step::ApprovalDeclinedByUser,
+    Step::ApprovalAskFailed,
+    Step::ApprovalCannotAsk,
+    Step::BreakerOpen,
+    Step::BreakerHalfOpenProbe,
+    Step::BreakerClosed,
+    Step::BreakerOpened,
+    Step::BreakerClosedAfterProbe,
+    Step::RetryNoTimeLeft,
+    Step::OutputInvalid,
+    Step::ResultTruncated,
+    Step::ResultUnstructured,
+];
+
+impl Step {
+    /// The step's index in [`UNIT_STEPS`]; `None` for a retry (it carries its details).
+    fn code(&self) -> Option<u8> {
+        use Step::*;
+        Some(match self {
+            RunToolReadResult => 0,
+            RunToolRefused => 1,
+            ResolveUnknown => 2,
+            ResolveRemoved => 3,
+            ResolveCanonical => 4,
+            ResolveAlias => 5,
+            ActionConflict => 6,
+            ScopesDenied => 7,
+            ScopesOk => 8,
+            ArgumentsInvalid => 9,
+            ArgumentsOk => 10,
+            RateLimited => 11,
+            ApprovalNotRequired => 12,
+            ApprovalDeniedByProfile => 13,
+            ApprovalConfirmedByCaller => 14,
+            ApprovalAllowedByProfile => 15,
+            ApprovalConfirmedByUser => 16,
+            ApprovalDeclinedByUser => 17,
+            ApprovalAskFailed => 18,
+            ApprovalCannotAsk => 19,
+            BreakerOpen => 20,
+            BreakerHalfOpenProbe => 21,
+            BreakerClosed => 22,
+            BreakerOpened => 23,
+            BreakerClosedAfterProbe => 24,
+            RetryNoTimeLeft => 25,
+            OutputInvalid => 26,
+            ResultTruncated => 27,
+            ResultUnstructured => 28,
+            Retry(_) => return None,
+        })
+    }
+}
+
+/// Steps a [`Record`] keeps as one-byte codes (a call that runs records five or six).
+const CODES: usize = 22;
+
+/// The policy record of one call ([`crate::CallMeta::policy`]): its steps in pipeline order
+/// ([`Record::iter`]). Kept as one-byte codes in place while every step carries nothing but its
+/// kind (every call that is not retried, up to 22 steps): an ordinary call allocates nothing
+/// for its record, and the record is as small as a `Vec`.
+#[derive(Clone)]
+pub struct Record(Steps);
+
+#[derive(Clone)]
+enum Steps {
+    Codes { len: u8, codes: [u8; CODES] },
+    Steps(Vec<Step>),
+}
+
+impl Record {
+    /// An empty record.
+    pub const fn new() -> Record {
+        Record(Steps::Codes { len: 0, codes: [0; CODES] })
+    }
+
+    /// Appends a step.
+    pub fn push(&mut self, step: Step) {
+        match &mut self.0 {
+            Steps::Codes { len, codes } if usize::from(*len) < CODES => {
+                if let Some(code) = step.code() {
+                    codes[usize::from(*len)] = code;
+                    *len += 1;
+                    return;
+                }
+            }
+            Steps::Codes { .. } => {}
+            Steps::Steps(all) => return all.push(step),
+        }
+        let mut all: Vec<Step> = self.iter().cloned().collect();
+        all.push(step);
+        self.0 = Steps::Steps(all);
+    }
+
+    /// The steps, in order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { record: self, next: 0 }
+    }
+
+    /// Number of steps.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Steps::Codes { len, .. } => usize::from(*len),
+            Steps::Steps(all) => all.len(),
+        }
+    }
+
+    /// True when no step is recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The steps of a [`Record`], in order.
+pub struct Iter<'a> {
+    record: &'a Record,
+    next: usize,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = &'a Step;
+
+    fn next(&mut self) -> Option<&'a Step> {
+        let step = match &self.record.0 {
+            Steps::Codes { len, codes } => {
+                codes[..usize::from(*len)].get(self.next).map(|&c| &UNIT_STEPS[usize::from(c)])
+            }
+            Steps::Steps(all) => all.get(self.next),
+        };
+        self.next += 1;
+        step
+    }
+}
+
+impl<'a> IntoIterator for &'a Record {
+    type Item = &'a Step;
+    type IntoIter = Iter<'a>;
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+impl Default for Record {
+    fn default() -> Record {
+        Record::new()
+    }
+}
+
+impl From<Vec<Step>> for Record {
+    fn from(steps: Vec<Step>) -> Record {
+        let mut r = Record::new();
+        for s in steps {
+            r.push(s);
+        }
+        r
+    }
+}
+
+impl PartialEq for Record {
+    fn eq(&self, other: &Record) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Record {}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl serde::Serialize for Record {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
 /// A policy record shown as its steps joined by `,` (logs).
-pub struct Joined<'a>(pub &'a [Step]);
+pub struct Joined<'a>(pub &'a Record);
 
 impl std::fmt::Display for Joined<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -224,5 +420,38 @@ impl std::fmt::Display for Joined<'_> {
             f.write_str(s.as_str())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unit_step_has_its_code() {
+        for (i, step) in UNIT_STEPS.iter().enumerate() {
+            assert_eq!(step.code(), Some(i as u8), "{step}");
+        }
+        assert_eq!(Step::Retry(Retry::new(1, "tool_error", 10)).code(), None);
+    }
+
+    #[test]
+    fn a_record_keeps_its_steps_in_order() {
+        let unit: Vec<Step> = (0..CODES + 3).map(|i| UNIT_STEPS[i % UNIT_STEPS.len()].clone()).collect();
+        let mut retried = unit.clone();
+        retried.insert(3, Step::Retry(Retry::new(1, "tool_error", 10)));
+        for steps in [unit, retried] {
+            for n in 0..=steps.len() {
+                let mut r = Record::new();
+                for s in &steps[..n] {
+                    r.push(s.clone());
+                }
+                assert_eq!(r.iter().cloned().collect::<Vec<_>>(), steps[..n], "{n}");
+                assert_eq!(r.len(), n);
+                assert_eq!(r, Record::from(steps[..n].to_vec()));
+                assert_eq!(serde_json::to_value(&r).unwrap(), serde_json::to_value(&steps[..n]).unwrap());
+                assert_eq!(Joined(&r).to_string(), steps[..n].iter().map(Step::as_str).collect::<Vec<_>>().join(","));
+            }
+        }
     }
 }

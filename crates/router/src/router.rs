@@ -4,7 +4,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use quiver_abi::{Secrets, Status, ToolError, ToolResponse};
@@ -21,7 +21,7 @@ use crate::codes::Code;
 use crate::limits::Limits;
 use crate::policy::{Joined, Step};
 use crate::results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
-use crate::stages::{CallContext, Target};
+use crate::stages::{CallContext, Ran, Target};
 use crate::{Call, CallOutcome, Caller, RouterSettings, suggest};
 
 /// Per-tool state that outlives catalog snapshots: keyed by (library sha256, plugin-local tool
@@ -54,6 +54,38 @@ pub(crate) struct SharedNames {
     pub(crate) version: Arc<str>,
     pub(crate) signer_key_id: Option<Arc<str>>,
     pub(crate) sha256: Arc<str>,
+}
+
+/// The future of [`Router::call`] for a catalog tool: its first poll runs the call as far as it
+/// goes without waiting ([`Router::pipeline_now`]), so an inline tool's call completes in that
+/// poll and the future holds only the [`Call`]; a call that waits goes on in a boxed future.
+struct Calling<'r> {
+    router: &'r Router,
+    /// The call, until the first poll.
+    call: Option<Call>,
+    /// The rest of a call that waits.
+    waiting: Option<Waiting<'r>>,
+}
+
+/// A call that waits, going on from where [`Router::pipeline_now`] stopped.
+type Waiting<'r> = std::pin::Pin<Box<dyn Future<Output = CallOutcome> + Send + 'r>>;
+
+impl Future for Calling<'_> {
+    type Output = CallOutcome;
+
+    fn poll(self: std::pin::Pin<&mut Self>, task: &mut std::task::Context<'_>) -> std::task::Poll<CallOutcome> {
+        let this = self.get_mut();
+        if let Some(call) = this.call.take() {
+            match this.router.start(this.router.context(call)) {
+                Ok(outcome) => return std::task::Poll::Ready(outcome),
+                Err(rest) => this.waiting = Some(rest),
+            }
+        }
+        let Some(rest) = &mut this.waiting else { panic!("a call's future was polled after it completed") };
+        let outcome = std::task::ready!(rest.as_mut().poll(task));
+        this.waiting = None;
+        std::task::Poll::Ready(outcome)
+    }
 }
 
 /// Plugin secrets per plugin id and name.
@@ -89,7 +121,8 @@ pub struct Router {
     transcript: Option<TranscriptWriter>,
     /// Plugin secrets in force (starts as `settings.secrets`; [`Router::set_secrets`]).
     secrets: ArcSwap<PluginSecrets>,
-    epoch: Instant,
+    /// The monotonic clock's start (breaker times) and the wall-clock time of calls' starts.
+    pub(crate) clock: crate::clock::WallClock,
     jitter: AtomicU64,
     /// Where calls' trace records go (`None`: traces are not exported).
     traces: Option<TraceExport>,
@@ -208,7 +241,7 @@ impl Router {
             rebuild: Mutex::new(()),
             counters: Counters::new(),
             transcript,
-            epoch: Instant::now(),
+            clock: crate::clock::WallClock::new(),
             jitter: AtomicU64::new(seed),
             traces: None,
         }
@@ -432,15 +465,7 @@ impl Router {
         if call.name == RUN_TOOL {
             return Either::Left(Box::pin(self.run_tool(call)));
         }
-        // The context is made with the future, not at its first poll: the future then holds
-        // the context alone (an async fn keeps its arguments beside its locals for its whole
-        // life, so `Call` and the context would both take room). Its stages leave every wait
-        // to boxed futures of their own, so this one stays about the size of the context.
-        let mut cx = self.context(call);
-        Either::Right(async move {
-            let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
-            self.end(&mut cx, response)
-        })
+        Either::Right(Calling { router: self, call: Some(call), waiting: None })
     }
 
     /// The generic lane: `arguments` is `{"name": ..., "arguments": {...}}`. Refuses to
@@ -453,7 +478,7 @@ impl Router {
         match envelope(std::mem::take(&mut call.arguments)) {
             Ok((name, arguments)) if name == READ_RESULT => {
                 call.name = name;
-                let mut cx = CallContext::new(call, recorded);
+                let mut cx = CallContext::new(call, recorded, &self.clock);
                 cx.step(Step::RunToolReadResult);
                 let response = self.read_result_call(&cx.caller, &arguments).unwrap_or_else(ToolResponse::error);
                 self.finish(&mut cx, response)
@@ -467,7 +492,7 @@ impl Router {
             Err(e) => {
                 self.counters.record_run_tool_invalid();
                 call.name = RUN_TOOL.to_owned();
-                let mut cx = CallContext::new(call, recorded);
+                let mut cx = CallContext::new(call, recorded, &self.clock);
                 cx.step(Step::RunToolRefused);
                 self.finish(&mut cx, ToolResponse::error(e))
             }
@@ -476,10 +501,11 @@ impl Router {
 
     /// The context of a call through [`Router::pipeline`], with its trace record when traces
     /// are exported.
+    #[inline]
     fn context(&self, mut call: Call) -> CallContext {
         let recorded = self.transcript.is_some().then(|| call.arguments.clone());
         let parent = call.trace_parent.take();
-        let mut cx = CallContext::new(call, recorded);
+        let mut cx = CallContext::new(call, recorded, &self.clock);
         // Trace export: the call's record (`traced.rs`; none when traces are off).
         if self.traces.is_some() {
             crate::traced::start(&mut cx, parent);
@@ -487,10 +513,25 @@ impl Router {
         cx
     }
 
-    /// One call through [`Router::pipeline`], then telemetry and the transcript.
-    async fn run(&self, mut cx: CallContext) -> CallOutcome {
-        let response = self.pipeline(&mut cx).await.unwrap_or_else(ToolResponse::error);
-        self.end(&mut cx, response)
+    /// One call through the pipeline, then telemetry and the transcript: at once when it
+    /// needs no wait ([`Router::pipeline_now`]), else the future that goes on with it.
+    #[inline]
+    fn start(&self, mut cx: CallContext) -> Result<CallOutcome, Waiting<'_>> {
+        match self.pipeline_now(&mut cx) {
+            Ran::Done(result) => Ok(self.end(&mut cx, result.unwrap_or_else(ToolResponse::error))),
+            Ran::Wait(rest) => Err(Box::pin(async move {
+                let result = self.pipeline_rest(&mut cx, rest).await;
+                self.end(&mut cx, result.unwrap_or_else(ToolResponse::error))
+            })),
+        }
+    }
+
+    /// [`Router::start`], waiting when the call waits.
+    async fn run(&self, cx: CallContext) -> CallOutcome {
+        match self.start(cx) {
+            Ok(outcome) => outcome,
+            Err(rest) => rest.await,
+        }
     }
 
     /// The end of a call through [`Router::pipeline`]: its trace, telemetry and transcript.
@@ -553,7 +594,7 @@ impl Router {
     }
 
     pub(crate) fn now_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
+        self.clock.epoch().elapsed().as_nanos() as u64
     }
 
     /// A uniform number in `[0, 1)` (splitmix64 over an atomic counter; jitter only).

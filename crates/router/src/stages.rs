@@ -25,9 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::codes::Code;
-use crate::invoke::Dispatched;
+use crate::invoke::{Answer, Dispatched, Wait};
 use crate::policy::Step;
-use crate::router::{ToolState, cancelled, now_ms};
+use crate::router::{ToolState, cancelled};
 use crate::{Approval, Call, CallMeta, Caller, ClientBridge, Router, codes, limits, validate};
 
 /// One call as it moves through the stages: what the caller sent, who is calling, and what the
@@ -57,7 +57,9 @@ pub(crate) struct CallContext {
 
 impl CallContext {
     /// The context of `call`, started now.
-    pub(crate) fn new(call: Call, recorded: Option<Value>) -> CallContext {
+    #[inline]
+    pub(crate) fn new(call: Call, recorded: Option<Value>, clock: &crate::clock::WallClock) -> CallContext {
+        let started = Instant::now();
         let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge, config, trace_parent: _ } =
             call;
         CallContext {
@@ -69,8 +71,8 @@ impl CallContext {
             approved: false,
             cancel,
             bridge,
-            started: Instant::now(),
-            started_at_ms: now_ms(),
+            started,
+            started_at_ms: clock.millis_at(started),
             recorded,
             tool_counters: None,
             trace: None,
@@ -98,9 +100,18 @@ impl<'c> Target<'c> {
     pub(crate) fn plugin(&self) -> &'c Arc<PluginEntry> {
         self.resolved.plugin
     }
+
+    /// The target of a call that waited, found again by the name it was called by in the
+    /// snapshot it resolved in (the same snapshot resolves a name the same way every time).
+    fn again(catalog: &'c Catalog, called: &str, state: Arc<ToolState>) -> Result<Target<'c>, ToolError> {
+        let resolved = catalog
+            .resolve(called)
+            .ok_or_else(|| Code::Protocol.error(format!("catalog inconsistency: `{called}` no longer resolves")))?;
+        Ok(Target { resolved, state })
+    }
 }
 
-/// Releases a half-open breaker's probe slot without a verdict when dropped armed (the caller
+/// A half-open breaker's probe slot, released without a verdict when dropped armed (the caller
 /// went away before the outcome was known).
 struct ProbeRelease<'a> {
     breaker: &'a Breaker,
@@ -113,6 +124,52 @@ impl Drop for ProbeRelease<'_> {
             self.breaker.record(Admission::Probe, Verdict::Neutral, || 0, 0);
         }
     }
+}
+
+/// [`ProbeRelease`] for a call that waits: it owns the tool's state, so the slot is released
+/// also when the waiting call is dropped before it runs again.
+pub(crate) struct HeldProbe {
+    state: Arc<ToolState>,
+    armed: bool,
+}
+
+impl HeldProbe {
+    /// The outcome is known (the breaker learns it): nothing to release.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for HeldProbe {
+    fn drop(&mut self) {
+        if self.armed {
+            self.state.breaker.record(Admission::Probe, Verdict::Neutral, || 0, 0);
+        }
+    }
+}
+
+/// How far [`Router::pipeline_now`] got.
+pub(crate) enum Ran {
+    /// The call's response, or the error that ended it.
+    Done(Result<ToolResponse, ToolError>),
+    /// The call waits (for the user's answer, or in stage dispatch): [`Router::pipeline_rest`]
+    /// goes on from here.
+    Wait(Rest),
+}
+
+/// Where a call that waits goes on: the snapshot it resolved in and the tool's state (the
+/// target is found again in the same snapshot, so nothing borrowed is kept).
+pub(crate) struct Rest {
+    catalog: Arc<Catalog>,
+    state: Arc<ToolState>,
+    at: RestAt,
+}
+
+enum RestAt {
+    /// The user is to be asked ([`Router::ask_user`]), then breaker and dispatch.
+    Ask,
+    /// Stage dispatch waits ([`Router::dispatch_wait`]), the breaker having admitted the call.
+    Dispatch { admission: Admission, wait: Wait, probe: Option<HeldProbe> },
 }
 
 /// The position of `tool` (a reference into `catalog.tools()`, as [`Catalog::resolve`] hands
@@ -161,37 +218,114 @@ fn staged<T>(cx: &mut CallContext, stage: impl FnOnce(&mut CallContext) -> T) ->
 }
 
 impl Router {
-    /// The stages, in order (see the crate docs). Each ends with a boundary in the call's trace
+    /// The stages, in order (see the crate docs), as far as they go without waiting: a call of
+    /// an inline tool that needs no one's confirmation runs to its end here, on the caller's
+    /// stack, with no future of its own. Each stage ends with a boundary in the call's trace
     /// record (`quiver_telemetry::TRACE_STAGES`; the breaker belongs to `dispatch`).
-    pub(crate) async fn pipeline(&self, cx: &mut CallContext) -> Result<ToolResponse, ToolError> {
+    pub(crate) fn pipeline_now(&self, cx: &mut CallContext) -> Ran {
         let catalog = self.catalog_now();
-        let target = staged(cx, |cx| self.resolve(cx, &catalog))?;
-        staged(cx, |cx| self.scopes(cx, &target))?;
-        staged(cx, |cx| self.validate(cx, &target))?;
-        staged(cx, |cx| self.rate_limit(cx, &target))?;
-        let approval = match self.approval(cx, &target) {
-            Approved::Decided(approval) => approval,
-            // Boxed: asking is rare, and the call's future stays small.
-            Approved::Ask(ask) => Box::pin(self.ask_user(cx, &ask)).await,
+        let target = match staged(cx, |cx| self.resolve(cx, &catalog)) {
+            Ok(target) => target,
+            Err(e) => return Ran::Done(Err(e)),
+        };
+        let approval = match self.checks(cx, &target) {
+            Ok(Approved::Decided(approval)) => approval,
+            Ok(Approved::Ask) => {
+                let Target { state, .. } = target;
+                return Ran::Wait(Rest { catalog, state, at: RestAt::Ask });
+            }
+            Err(e) => return Ran::Done(Err(e)),
         };
         stage_done(cx);
-        cx.approved = approval?;
-        let admission = self.breaker(cx, &target).inspect_err(|_| stage_done(cx))?;
+        if let Err(e) = approval.map(|a| cx.approved = a) {
+            return Ran::Done(Err(e));
+        }
+        let admission = match self.breaker(cx, &target) {
+            Ok(admission) => admission,
+            Err(e) => {
+                stage_done(cx);
+                return Ran::Done(Err(e));
+            }
+        };
         // A probe whose caller goes away before the outcome is known must not leave the breaker
         // half-open forever.
         let mut probe = ProbeRelease { breaker: &target.state.breaker, armed: admission == Admission::Probe };
-        let result = match self.dispatch_now(cx, &target) {
-            Dispatched::Done(answer) => answer,
-            // Boxed: only calls that wait (a thread, a worker, a slot, a retry) hold it.
-            Dispatched::Wait(wait) => Box::pin(self.dispatch_wait(cx, &target, wait)).await,
+        match self.dispatch_now(cx, &target) {
+            Dispatched::Done(answer) => {
+                probe.armed = false;
+                stage_done(cx);
+                Ran::Done(self.after_dispatch(cx, &target, admission, answer))
+            }
+            Dispatched::Wait(wait) => {
+                // The waiting call holds the probe from here on.
+                probe.armed = false;
+                drop(probe);
+                let Target { state, .. } = target;
+                let probe = (admission == Admission::Probe).then(|| HeldProbe { state: state.clone(), armed: true });
+                Ran::Wait(Rest { catalog, state, at: RestAt::Dispatch { admission, wait, probe } })
+            }
+        }
+    }
+
+    /// The stages from scopes to approval; approval's outcome (its boundary not yet marked).
+    fn checks(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<Approved, ToolError> {
+        staged(cx, |cx| self.scopes(cx, target))?;
+        staged(cx, |cx| self.validate(cx, target))?;
+        staged(cx, |cx| self.rate_limit(cx, target))?;
+        Ok(self.approval(cx, target))
+    }
+
+    /// The rest of [`Router::pipeline_now`] for a call that waits: asking the user, or stage
+    /// dispatch's wait, then the stages after it.
+    pub(crate) async fn pipeline_rest(&self, cx: &mut CallContext, rest: Rest) -> Result<ToolResponse, ToolError> {
+        let Rest { catalog, state, at } = rest;
+        let target = Target::again(&catalog, &cx.meta.called_name, state)?;
+        let (admission, answer) = match at {
+            RestAt::Ask => {
+                let ask = Confirmation::new(target.name(), target.def(), cx.meta.action.clone());
+                let approval = self.ask_user(cx, &ask).await;
+                stage_done(cx);
+                cx.approved = approval?;
+                let admission = self.breaker(cx, &target).inspect_err(|_| stage_done(cx))?;
+                let mut probe = ProbeRelease { breaker: &target.state.breaker, armed: admission == Admission::Probe };
+                let answer = match self.dispatch_now(cx, &target) {
+                    Dispatched::Done(answer) => answer,
+                    Dispatched::Wait(wait) => self.dispatch_wait(cx, &target, wait).await,
+                };
+                probe.armed = false;
+                (admission, answer)
+            }
+            RestAt::Dispatch { admission, wait, probe } => {
+                let answer = self.dispatch_wait(cx, &target, wait).await;
+                // The outcome is known: the breaker learns it below.
+                if let Some(probe) = probe {
+                    probe.disarm();
+                }
+                (admission, answer)
+            }
         };
         stage_done(cx);
+        self.after_dispatch(cx, &target, admission, answer)
+    }
+
+    /// The stages after dispatch: the output check, what the breaker learns, memory writes and
+    /// the size limit.
+    fn after_dispatch(
+        &self,
+        cx: &mut CallContext,
+        target: &Target<'_>,
+        admission: Admission,
+        answer: Answer,
+    ) -> Result<ToolResponse, ToolError> {
         staged(cx, |cx| {
-            let result = self.output(cx, &target, result);
-            probe.armed = false;
-            self.breaker_learns(cx, &target, admission, &result);
-            let (response, raw_len) = result?;
-            Ok(self.keep(cx, &target, response, raw_len))
+            let mut result = answer;
+            if let Err(e) = self.output(cx, target, &result) {
+                result = Err(e);
+            }
+            self.breaker_learns(cx, target, admission, &result);
+            let (mut response, raw_len) = result?;
+            self.keep(cx, target, &mut response, raw_len);
+            Ok(response)
         })
     }
 
@@ -287,7 +421,7 @@ impl Router {
 
     /// Stage `approval`: whether the call may run (`Ok(confirmed)` when it may), or the
     /// question to ask the user first.
-    fn approval<'t>(&self, cx: &mut CallContext, target: &Target<'t>) -> Approved<'t> {
+    fn approval(&self, cx: &mut CallContext, target: &Target<'_>) -> Approved {
         let def = target.def();
         let action = cx.meta.action.as_deref();
         if !def.needs_confirmation(action) {
@@ -309,7 +443,7 @@ impl Router {
                 cx.step(Step::ApprovalAllowedByProfile);
                 Ok(true)
             }
-            Approval::Ask if cx.bridge.can_elicit() => return Approved::Ask(ask),
+            Approval::Ask if cx.bridge.can_elicit() => return Approved::Ask,
             Approval::Ask => {
                 cx.step(Step::ApprovalCannotAsk);
                 Err(ask.cannot_ask())
@@ -394,33 +528,18 @@ impl Router {
     }
 
     /// Stage `output`: an `ok` result against the output schema.
-    fn output(
-        &self,
-        cx: &mut CallContext,
-        target: &Target<'_>,
-        result: Result<(ToolResponse, usize), ToolError>,
-    ) -> Result<(ToolResponse, usize), ToolError> {
-        match result {
-            Ok((r, n)) if r.status == Status::Ok => match validate::output(target.name(), target.def(), &r.outputs) {
-                Ok(()) => Ok((r, n)),
-                Err(e) => {
-                    cx.step(Step::OutputInvalid);
-                    Err(e)
-                }
-            },
-            other => other,
+    fn output(&self, cx: &mut CallContext, target: &Target<'_>, answer: &Answer) -> Result<(), ToolError> {
+        match answer {
+            Ok((r, _)) if r.status == Status::Ok => {
+                validate::output(target.name(), target.def(), &r.outputs).inspect_err(|_| cx.step(Step::OutputInvalid))
+            }
+            _ => Ok(()),
         }
     }
 
     /// What the tool asked to remember (kept for its later calls in this session, never sent to
     /// the client), then the result-size limit.
-    fn keep(
-        &self,
-        cx: &mut CallContext,
-        target: &Target<'_>,
-        mut response: ToolResponse,
-        raw_len: usize,
-    ) -> ToolResponse {
+    fn keep(&self, cx: &mut CallContext, target: &Target<'_>, response: &mut ToolResponse, raw_len: usize) {
         if !response.memory_writes.is_empty() {
             let writes = std::mem::take(&mut response.memory_writes);
             let (session, plugin, tool) = (&cx.caller.session_id, target.plugin().id(), target.name());
@@ -428,8 +547,7 @@ impl Router {
                 tracing::warn!(tool, session = %session, "{refused}");
             }
         }
-        self.limit_size(cx, target, &mut response, raw_len);
-        response
+        self.limit_size(cx, target, response, raw_len);
     }
 }
 
@@ -467,11 +585,11 @@ fn fill_action(cx: &mut CallContext, target: &Target<'_>) -> Result<(), ToolErro
 }
 
 /// The approval stage's outcome.
-enum Approved<'t> {
+enum Approved {
     /// Whether the call may run (`Ok(confirmed)`), decided without asking anyone.
     Decided(Result<bool, ToolError>),
-    /// The user is to be asked ([`Router::ask_user`]).
-    Ask(Confirmation<'t>),
+    /// The user is to be asked ([`Router::ask_user`], in [`Router::pipeline_rest`]).
+    Ask,
 }
 
 /// The texts of the approval stage for one call that needs confirmation.

@@ -77,9 +77,9 @@ impl BreakerState {
     }
 }
 
+/// Calls by status (their sum is the number of calls: one atomic add per call).
 #[derive(Debug, Default)]
 struct StatusCounters {
-    calls: AtomicU64,
     ok: AtomicU64,
     partial: AtomicU64,
     error: AtomicU64,
@@ -87,7 +87,6 @@ struct StatusCounters {
 
 impl StatusCounters {
     fn add(&self, status: Status) {
-        self.calls.fetch_add(1, Relaxed);
         match status {
             Status::Ok => &self.ok,
             Status::Partial => &self.partial,
@@ -97,6 +96,10 @@ impl StatusCounters {
     }
     fn snapshot(&self) -> StatusCounts {
         StatusCounts { ok: self.ok.load(Relaxed), partial: self.partial.load(Relaxed), error: self.error.load(Relaxed) }
+    }
+    fn calls(&self) -> u64 {
+        let s = self.snapshot();
+        s.ok + s.partial + s.error
     }
 }
 
@@ -171,7 +174,7 @@ impl ToolCounters {
     fn snapshot(&self) -> ToolStats {
         let status = self.status.snapshot();
         ToolStats {
-            calls: self.status.calls.load(Relaxed),
+            calls: status.ok + status.partial + status.error,
             status,
             retries: self.retries.load(Relaxed),
             timeouts: self.timeouts.load(Relaxed),
@@ -240,7 +243,10 @@ impl Histogram {
     pub(crate) fn record(&self, d: Duration) {
         let us = d.as_micros().min(u128::from(u64::MAX)) as u64;
         self.buckets[Self::index(us)].fetch_add(1, Relaxed);
-        self.max_us.fetch_max(us, Relaxed);
+        // A load first: the maximum rarely changes, and a read costs less than a read-modify-write.
+        if us > self.max_us.load(Relaxed) {
+            self.max_us.fetch_max(us, Relaxed);
+        }
     }
 
     fn quantile(counts: &[u64], total: u64, q: f64) -> f64 {
@@ -479,7 +485,7 @@ impl Counters {
 
     /// Calls so far on a lane (every status).
     pub fn calls(&self, lane: Lane) -> u64 {
-        self.lanes[lane.index()].calls.load(Relaxed)
+        self.lanes[lane.index()].calls()
     }
 
     /// Calls so far that failed with `code`.
@@ -495,7 +501,7 @@ impl Counters {
         for lane in [Lane::Typed, Lane::Generic] {
             let c = &self.lanes[lane.index()];
             let s = c.snapshot();
-            let n = c.calls.load(Relaxed);
+            let n = s.ok + s.partial + s.error;
             calls += n;
             status.ok += s.ok;
             status.partial += s.partial;
