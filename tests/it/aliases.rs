@@ -70,7 +70,7 @@ async fn compatibility_names_dispatch_like_the_canonical_tool_but_are_never_foun
         let o = call(&s, name, json!({"path": "notes.txt"})).await;
         assert_eq!(o.response.status, Status::Ok);
         assert_eq!(o.response.outputs, canonical.response.outputs, "{name} answers exactly like fs_read");
-        assert_eq!(o.meta.tool.as_deref(), Some("fs_read"));
+        assert_eq!(o.meta.tool(), Some("fs_read"));
         let notice = o.meta.notice.expect("a notice in the result metadata");
         assert_eq!(notice.state, state);
         assert_eq!(notice.replacement.as_deref(), Some("fs_read"));
@@ -105,7 +105,7 @@ async fn compatibility_names_dispatch_like_the_canonical_tool_but_are_never_foun
     // A consolidated tool's aliases fill in their action: same effect as the canonical call.
     let o = call(&s, "write_file", json!({"path": "a.txt", "content": "via alias"})).await;
     assert_eq!(o.response.status, Status::Ok, "{:?}", o.response.error);
-    assert_eq!((o.meta.tool.as_deref(), o.meta.action.as_deref()), (Some("fs_edit"), Some("write")));
+    assert_eq!((o.meta.tool(), o.meta.action.as_deref()), (Some("fs_edit"), Some("write")));
     let c = call(&s, "fs_edit", json!({"action": "write", "path": "b.txt", "content": "via alias"})).await;
     assert_eq!(c.response.status, Status::Ok);
     assert_eq!(

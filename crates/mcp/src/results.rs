@@ -15,7 +15,7 @@ use crate::listing::{meta_of, notice_json};
 /// message, which suggests similar names and `tool_search`.
 pub(crate) fn unknown_tool(outcome: &CallOutcome) -> Option<ErrorData> {
     let e = outcome.response.error.as_ref()?;
-    (outcome.code() == Some(Code::UnknownTool) && outcome.meta.tool.is_none())
+    (outcome.code() == Some(Code::UnknownTool) && outcome.meta.tool().is_none())
         .then(|| ErrorData::invalid_params(e.message.clone(), Some(json!({ "code": e.code, "details": e.details }))))
 }
 
@@ -62,17 +62,17 @@ fn blocks(raw: Vec<Value>) -> Vec<ContentBlock> {
 fn call_json(meta: &mut CallMeta) -> Value {
     let mut m = Map::new();
     m.insert("request_id".into(), Value::String(std::mem::take(&mut meta.request_id)));
-    if let Some(t) = meta.tool.as_deref().filter(|t| *t != meta.called_name) {
+    if let Some(t) = meta.tool().filter(|t| *t != meta.called_name) {
         m.insert("tool".into(), Value::String(t.to_owned()));
     }
     if let Some(a) = &meta.action {
         m.insert("action".into(), Value::String(a.clone()));
     }
-    if let Some(p) = &meta.plugin {
-        m.insert("plugin".into(), Value::String(p.to_string()));
+    if let Some(p) = meta.plugin() {
+        m.insert("plugin".into(), Value::String(p.to_owned()));
     }
-    if let Some(v) = &meta.plugin_version {
-        m.insert("version".into(), Value::String(v.to_string()));
+    if let Some(v) = meta.plugin_version() {
+        m.insert("version".into(), Value::String(v.to_owned()));
     }
     // A hidden-compatibility name dispatches with no visible trace (telemetry records it).
     if let Some(s) =
@@ -188,10 +188,12 @@ pub(crate) fn tool_error(error: ToolError) -> CallToolResult {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use quiver_abi::ToolResponse;
     use quiver_catalog::Notice;
+    use quiver_router::ToolNames;
 
     use super::*;
 
@@ -211,12 +213,14 @@ mod tests {
             meta: CallMeta {
                 request_id: "r1".into(),
                 called_name: "old_name".into(),
-                tool: Some("new_name".into()),
+                names: Some(Arc::new(ToolNames {
+                    tool: "new_name".into(),
+                    plugin: "p".into(),
+                    plugin_version: "1.0.0".into(),
+                    sha256: "".into(),
+                    signer_key_id: None,
+                })),
                 action: None,
-                plugin: Some("p".into()),
-                plugin_version: Some("1.0.0".into()),
-                sha256: None,
-                signer_key_id: None,
                 lifecycle_state: Some(state),
                 notice: Some(Box::new(notice)),
                 lane: Lane::Typed,

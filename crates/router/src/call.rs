@@ -208,37 +208,35 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
     s.serialize_f64(d.as_micros() as f64 / 1000.0)
 }
 
-/// Serializes a shared string as the string (serde's `rc` feature is not needed for this).
-fn shared_str<S: serde::Serializer>(v: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
-    v.as_deref().serialize(s)
+/// The names of the tool a call reached, as [`CallMeta`] carries them: made once per tool and
+/// catalog snapshot and shared by its calls (a call takes one reference count, not five strings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolNames {
+    /// The canonical tool.
+    pub tool: Arc<str>,
+    /// Plugin id.
+    pub plugin: Arc<str>,
+    /// Plugin version.
+    pub plugin_version: Arc<str>,
+    /// sha256 of the plugin library.
+    pub sha256: Arc<str>,
+    /// Key id of the manifest's signer.
+    pub signer_key_id: Option<Arc<str>>,
 }
 
-/// What the router knows about a call besides its response. The tool's and plugin's names,
-/// version and signer are shared strings made once per tool when the catalog is built: a call
-/// copies pointers, not strings.
-#[derive(Debug, Clone, Serialize)]
+/// What the router knows about a call besides its response. It serializes with the tool's
+/// names as fields of their own (`tool`, `plugin`, `plugin_version`, `sha256`, `signer_key_id`).
+#[derive(Debug, Clone)]
 pub struct CallMeta {
     /// Request id.
     pub request_id: String,
     /// The name as called.
     pub called_name: String,
-    /// The canonical tool it reached (`None` when it did not resolve or is invisible).
-    #[serde(serialize_with = "shared_str")]
-    pub tool: Option<Arc<str>>,
+    /// The canonical tool it reached, its plugin, version, library and signer (`None` when the
+    /// name did not resolve or is invisible). Read them with [`CallMeta::tool`] and the like.
+    pub names: Option<Arc<ToolNames>>,
     /// The consolidated-tool action run, if any.
     pub action: Option<String>,
-    /// Plugin id.
-    #[serde(serialize_with = "shared_str")]
-    pub plugin: Option<Arc<str>>,
-    /// Plugin version.
-    #[serde(serialize_with = "shared_str")]
-    pub plugin_version: Option<Arc<str>>,
-    /// sha256 of the plugin library.
-    #[serde(serialize_with = "shared_str")]
-    pub sha256: Option<Arc<str>>,
-    /// Key id of the manifest's signer.
-    #[serde(serialize_with = "shared_str")]
-    pub signer_key_id: Option<Arc<str>>,
     /// Lifecycle state of the name as called.
     pub lifecycle_state: Option<LifecycleState>,
     /// Deprecation or compatibility notice for the name as called (boxed: rare, and a call's
@@ -247,36 +245,97 @@ pub struct CallMeta {
     /// Lane.
     pub lane: Lane,
     /// Wall time of the pipeline.
-    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
     pub duration: Duration,
     /// Retries made.
     pub retries: u32,
     /// Handle of the full result when it was truncated ([`crate::Router::fetch_result`]).
     pub result_handle: Option<String>,
     /// How the result was cut to its size limit, when it was.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub truncation: Option<Box<crate::Truncation>>,
     /// Policy decisions, in pipeline order (e.g. `approval:not-required`, `breaker:closed`,
     /// `retry:1:tool_error`, `result:truncated`).
     pub policy: crate::policy::Record,
 }
 
+/// [`CallMeta`] as it serializes.
+#[derive(Serialize)]
+struct MetaFields<'a> {
+    request_id: &'a str,
+    called_name: &'a str,
+    tool: Option<&'a str>,
+    action: Option<&'a str>,
+    plugin: Option<&'a str>,
+    plugin_version: Option<&'a str>,
+    sha256: Option<&'a str>,
+    signer_key_id: Option<&'a str>,
+    lifecycle_state: Option<LifecycleState>,
+    notice: Option<&'a Notice>,
+    lane: Lane,
+    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
+    duration: Duration,
+    retries: u32,
+    result_handle: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncation: Option<&'a crate::Truncation>,
+    policy: &'a crate::policy::Record,
+}
+
+impl Serialize for CallMeta {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        MetaFields {
+            request_id: &self.request_id,
+            called_name: &self.called_name,
+            tool: self.tool(),
+            action: self.action.as_deref(),
+            plugin: self.plugin(),
+            plugin_version: self.plugin_version(),
+            sha256: self.sha256(),
+            signer_key_id: self.signer_key_id(),
+            lifecycle_state: self.lifecycle_state,
+            notice: self.notice.as_deref(),
+            lane: self.lane,
+            duration: self.duration,
+            retries: self.retries,
+            result_handle: self.result_handle.as_deref(),
+            truncation: self.truncation.as_deref(),
+            policy: &self.policy,
+        }
+        .serialize(s)
+    }
+}
+
 impl CallMeta {
-    /// This metadata, leaving an empty one in its place.
-    pub(crate) fn take(&mut self) -> CallMeta {
-        std::mem::replace(self, CallMeta::new(String::new(), String::new(), self.lane))
+    /// The canonical tool the call reached.
+    pub fn tool(&self) -> Option<&str> {
+        self.names.as_deref().map(|n| &*n.tool)
+    }
+
+    /// Its plugin's id.
+    pub fn plugin(&self) -> Option<&str> {
+        self.names.as_deref().map(|n| &*n.plugin)
+    }
+
+    /// Its plugin's version.
+    pub fn plugin_version(&self) -> Option<&str> {
+        self.names.as_deref().map(|n| &*n.plugin_version)
+    }
+
+    /// The sha256 of its plugin's library.
+    pub fn sha256(&self) -> Option<&str> {
+        self.names.as_deref().map(|n| &*n.sha256)
+    }
+
+    /// The key id of its plugin's signer.
+    pub fn signer_key_id(&self) -> Option<&str> {
+        self.names.as_deref().and_then(|n| n.signer_key_id.as_deref())
     }
 
     pub(crate) fn new(request_id: String, called_name: String, lane: Lane) -> CallMeta {
         CallMeta {
             request_id,
             called_name,
-            tool: None,
+            names: None,
             action: None,
-            plugin: None,
-            plugin_version: None,
-            sha256: None,
-            signer_key_id: None,
             lifecycle_state: None,
             notice: None,
             lane,
@@ -286,5 +345,42 @@ impl CallMeta {
             truncation: None,
             policy: crate::policy::Record::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn call_meta_serializes_the_tool_names_as_fields_of_their_own() {
+        let mut m = CallMeta::new("r1".into(), "echo".into(), Lane::Typed);
+        m.duration = Duration::from_micros(1500);
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({
+                "request_id": "r1", "called_name": "echo", "tool": null, "action": null, "plugin": null,
+                "plugin_version": null, "sha256": null, "signer_key_id": null, "lifecycle_state": null,
+                "notice": null, "lane": "typed", "duration_ms": 1.5, "retries": 0, "result_handle": null,
+                "policy": [],
+            })
+        );
+        m.names = Some(Arc::new(ToolNames {
+            tool: "echo".into(),
+            plugin: "p".into(),
+            plugin_version: "1.0.0".into(),
+            sha256: "ab".into(),
+            signer_key_id: Some("k".into()),
+        }));
+        m.policy.push(crate::policy::Step::ResolveCanonical);
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            (&v["tool"], &v["plugin"], &v["plugin_version"], &v["sha256"], &v["signer_key_id"], &v["policy"]),
+            (&json!("echo"), &json!("p"), &json!("1.0.0"), &json!("ab"), &json!("k"), &json!(["resolve:canonical"]))
+        );
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), 15, "{keys:?}");
     }
 }

@@ -65,7 +65,9 @@ mod suggest;
 mod traced;
 mod validate;
 
-pub use call::{Approval, BoxFuture, Call, CallMeta, CallOutcome, Caller, ClientBridge, Lane, LogLevel, NullBridge};
+pub use call::{
+    Approval, BoxFuture, Call, CallMeta, CallOutcome, Caller, ClientBridge, Lane, LogLevel, NullBridge, ToolNames,
+};
 pub use replay::{ReplayEntry, ReplayReport, ReplayVerdict, replay};
 pub use results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, Truncation};
 pub use router::Router;

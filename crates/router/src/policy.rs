@@ -247,6 +247,7 @@ static UNIT_STEPS: [Step; 29] = [
 
 impl Step {
     /// The step's index in [`UNIT_STEPS`]; `None` for a retry (it carries its details).
+    #[inline]
     fn code(&self) -> Option<u8> {
         use Step::*;
         Some(match self {
@@ -307,17 +308,23 @@ impl Record {
     }
 
     /// Appends a step.
+    #[inline]
     pub fn push(&mut self, step: Step) {
-        match &mut self.0 {
-            Steps::Codes { len, codes } if usize::from(*len) < CODES => {
-                if let Some(code) = step.code() {
-                    codes[usize::from(*len)] = code;
-                    *len += 1;
-                    return;
-                }
-            }
-            Steps::Codes { .. } => {}
-            Steps::Steps(all) => return all.push(step),
+        if let (Steps::Codes { len, codes }, Some(code)) = (&mut self.0, step.code())
+            && let Some(slot) = codes.get_mut(usize::from(*len))
+        {
+            *slot = code;
+            *len += 1;
+            return;
+        }
+        self.push_slow(step);
+    }
+
+    /// [`Record::push`] of a retry, or past the room for codes, or once the steps are kept whole.
+    #[cold]
+    fn push_slow(&mut self, step: Step) {
+        if let Steps::Steps(all) = &mut self.0 {
+            return all.push(step);
         }
         let mut all: Vec<Step> = self.iter().cloned().collect();
         all.push(step);

@@ -22,7 +22,7 @@ use crate::limits::Limits;
 use crate::policy::{Joined, Step};
 use crate::results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
 use crate::stages::{CallContext, Ran, Target};
-use crate::{Call, CallOutcome, Caller, RouterSettings, suggest};
+use crate::{Call, CallOutcome, Caller, RouterSettings, ToolNames, suggest};
 
 /// Per-tool state that outlives catalog snapshots: keyed by (library sha256, plugin-local tool
 /// name), so a hot swap to new bytes starts fresh while unrelated swaps keep breakers and limits.
@@ -42,18 +42,6 @@ pub(crate) struct ToolState {
     pub(crate) secrets: ArcSwap<Secrets>,
     /// Whether the tool's thread calls answer fast enough for callers to spin for the answer.
     pub(crate) spin: crate::pool::SpinHint,
-}
-
-/// The tool's, plugin's, version's and signer's names as [`crate::CallMeta`] carries them: made
-/// once per tool and catalog snapshot (the exposed name can change with the snapshot while the
-/// tool's [`ToolState`] is kept), cloned (reference counts) per call.
-#[derive(Clone)]
-pub(crate) struct SharedNames {
-    pub(crate) tool: Arc<str>,
-    pub(crate) plugin: Arc<str>,
-    pub(crate) version: Arc<str>,
-    pub(crate) signer_key_id: Option<Arc<str>>,
-    pub(crate) sha256: Arc<str>,
 }
 
 /// The future of [`Router::call`] for a catalog tool: its first poll runs the call as far as it
@@ -102,7 +90,7 @@ struct ToolStates {
     catalog: Option<Arc<Catalog>>,
     by_tool: Vec<Arc<ToolState>>,
     /// Parallel to `by_tool`.
-    names: Vec<SharedNames>,
+    names: Vec<Arc<ToolNames>>,
 }
 
 /// The router: every call, by any name and through any lane, takes [`Router::call`]'s pipeline.
@@ -481,7 +469,7 @@ impl Router {
                 let mut cx = CallContext::new(call, recorded, &self.clock);
                 cx.step(Step::RunToolReadResult);
                 let response = self.read_result_call(&cx.caller, &arguments).unwrap_or_else(ToolResponse::error);
-                self.finish(&mut cx, response)
+                self.finish(cx, response)
             }
             Ok((name, arguments)) => {
                 call.name = name;
@@ -494,7 +482,7 @@ impl Router {
                 call.name = RUN_TOOL.to_owned();
                 let mut cx = CallContext::new(call, recorded, &self.clock);
                 cx.step(Step::RunToolRefused);
-                self.finish(&mut cx, ToolResponse::error(e))
+                self.finish(cx, ToolResponse::error(e))
             }
         }
     }
@@ -518,10 +506,10 @@ impl Router {
     #[inline]
     fn start(&self, mut cx: CallContext) -> Result<CallOutcome, Waiting<'_>> {
         match self.pipeline_now(&mut cx) {
-            Ran::Done(result) => Ok(self.end(&mut cx, result.unwrap_or_else(ToolResponse::error))),
+            Ran::Done(result) => Ok(self.end(cx, result.unwrap_or_else(ToolResponse::error))),
             Ran::Wait(rest) => Err(Box::pin(async move {
                 let result = self.pipeline_rest(&mut cx, rest).await;
-                self.end(&mut cx, result.unwrap_or_else(ToolResponse::error))
+                self.end(cx, result.unwrap_or_else(ToolResponse::error))
             })),
         }
     }
@@ -535,27 +523,23 @@ impl Router {
     }
 
     /// The end of a call through [`Router::pipeline`]: its trace, telemetry and transcript.
-    fn end(&self, cx: &mut CallContext, response: ToolResponse) -> CallOutcome {
+    fn end(&self, mut cx: CallContext, response: ToolResponse) -> CallOutcome {
         if let (Some(export), Some(trace)) = (&self.traces, cx.trace.take()) {
-            crate::traced::finish(export, *trace, cx, &response);
+            crate::traced::finish(export, *trace, &cx, &response);
         }
         self.finish(cx, response)
     }
 
     /// Telemetry and the transcript line of a finished call.
-    /// Takes the call's metadata out of `cx` (not the whole context: it is large, and moving
-    /// it costs more than this call's bookkeeping).
-    fn finish(&self, cx: &mut CallContext, response: ToolResponse) -> CallOutcome {
-        let mut meta = cx.meta.take();
-        let CallContext { caller, confirmed, started, started_at_ms, tool_counters, recorded, .. } = cx;
-        let (confirmed, started_at_ms) = (*confirmed, *started_at_ms);
+    fn finish(&self, cx: CallContext, response: ToolResponse) -> CallOutcome {
+        let CallContext { mut meta, caller, confirmed, started, started_at_ms, tool_counters, mut recorded, .. } = cx;
         meta.duration = started.elapsed();
         self.counters.record_call(&CallEvent {
             request_id: &meta.request_id,
             called_name: &meta.called_name,
-            tool: meta.tool.as_deref(),
-            plugin: meta.plugin.as_deref(),
-            version: meta.plugin_version.as_deref(),
+            tool: meta.tool(),
+            plugin: meta.plugin(),
+            version: meta.plugin_version(),
             lane: meta.lane,
             status: response.status,
             error_code: response.error.as_ref().map(|e| e.code.as_str()),
@@ -577,11 +561,11 @@ impl Router {
                 called_name: meta.called_name.clone(),
                 arguments,
                 confirmed,
-                tool: meta.tool.as_deref().map(str::to_owned),
+                tool: meta.tool().map(str::to_owned),
                 action: meta.action.clone(),
-                plugin: meta.plugin.as_deref().map(str::to_owned),
-                plugin_version: meta.plugin_version.as_deref().map(str::to_owned),
-                sha256: meta.sha256.as_deref().map(str::to_owned),
+                plugin: meta.plugin().map(str::to_owned),
+                plugin_version: meta.plugin_version().map(str::to_owned),
+                sha256: meta.sha256().map(str::to_owned),
                 lifecycle_state: meta.lifecycle_state.map(|s| s.as_str().to_owned()),
                 notice: meta.notice.as_ref().and_then(|n| serde_json::to_value(n).ok()),
                 policy: meta.policy.iter().map(|p| p.to_string()).collect(),
@@ -614,7 +598,7 @@ impl Router {
 
     /// The state of tool `index` of `catalog`, rebuilding the per-tool map when the snapshot
     /// changed (under a lock taken only then).
-    pub(crate) fn tool_state(&self, catalog: &Arc<Catalog>, index: usize) -> (Arc<ToolState>, SharedNames) {
+    pub(crate) fn tool_state(&self, catalog: &Arc<Catalog>, index: usize) -> (Arc<ToolState>, Arc<ToolNames>) {
         {
             let g = self.states.load();
             if g.catalog.as_ref().is_some_and(|c| Arc::ptr_eq(c, catalog)) {
@@ -671,19 +655,19 @@ impl Router {
                 })
             })
             .collect();
-        let names: Vec<SharedNames> = catalog
+        let names: Vec<Arc<ToolNames>> = catalog
             .tools()
             .iter()
             .zip(&by_tool)
             .map(|(r, state)| {
                 let plugin = catalog.plugin_of(r);
-                SharedNames {
+                Arc::new(ToolNames {
                     tool: Arc::from(r.name.as_str()),
                     plugin: Arc::from(plugin.manifest.id.as_str()),
-                    version: Arc::from(state.version.as_str()),
+                    plugin_version: Arc::from(state.version.as_str()),
                     signer_key_id: plugin.provenance.signer_key_id.as_deref().map(Arc::from),
                     sha256: Arc::from(plugin.provenance.sha256.as_str()),
-                }
+                })
             })
             .collect();
         let state = (by_tool[index].clone(), names[index].clone());

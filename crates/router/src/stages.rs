@@ -79,6 +79,7 @@ impl CallContext {
         }
     }
 
+    #[inline]
     pub(crate) fn step(&mut self, step: Step) {
         self.meta.policy.push(step);
     }
@@ -344,11 +345,7 @@ impl Router {
             .ok_or_else(|| Code::Protocol.error(format!("catalog inconsistency: `{tool_name}` has no index")))?;
         let (state, names) = self.tool_state(catalog, index);
         cx.tool_counters = Some(state.counters.clone());
-        cx.meta.tool = Some(names.tool);
-        cx.meta.plugin = Some(names.plugin);
-        cx.meta.plugin_version = Some(names.version);
-        cx.meta.sha256 = Some(names.sha256);
-        cx.meta.signer_key_id = names.signer_key_id;
+        cx.meta.names = Some(names);
         cx.meta.lifecycle_state = Some(resolved.state);
         cx.meta.notice = resolved.notice(&cx.meta.called_name).map(Box::new);
         if !resolved.state.is_dispatchable() {

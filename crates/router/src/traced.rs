@@ -48,7 +48,7 @@ pub(crate) fn finish(export: &TraceExport, traced: Traced, cx: &CallContext, res
         Some(c) => Cow::Borrowed(c.as_str()),
         None => Cow::Owned(e.code.clone()),
     });
-    record.finish(meta.tool.as_deref(), meta.action.as_deref(), &meta.request_id, response.status, code);
+    record.finish(meta.tool(), meta.action.as_deref(), &meta.request_id, response.status, code);
     record.set_host_trips(bridge.take());
     export.send(record);
 }

@@ -18,11 +18,11 @@ async fn a_typed_call_reaches_the_real_plugin_with_full_metadata() {
     assert_eq!(o.response.status, Status::Ok, "{:?}", o.response.error);
     assert_eq!(o.response.outputs, json!({"text": "hi", "version": "0.1.0"}));
     let m = &o.meta;
-    assert_eq!(m.tool.as_deref(), Some("marker_echo"));
-    assert_eq!(m.plugin.as_deref(), Some("marker-plugin"));
-    assert_eq!(m.plugin_version.as_deref(), Some("0.1.0"));
-    assert_eq!(m.sha256.as_deref().map(str::len), Some(64));
-    assert_eq!(m.signer_key_id.as_deref(), Some(f.plugins.key.key_id().as_str()));
+    assert_eq!(m.tool(), Some("marker_echo"));
+    assert_eq!(m.plugin(), Some("marker-plugin"));
+    assert_eq!(m.plugin_version(), Some("0.1.0"));
+    assert_eq!(m.sha256().map(str::len), Some(64));
+    assert_eq!(m.signer_key_id(), Some(f.plugins.key.key_id().as_str()));
     assert_eq!(m.lifecycle_state, Some(LifecycleState::Active));
     assert_eq!(m.lane, Lane::Typed);
     assert!(m.notice.is_none());
@@ -49,7 +49,7 @@ async fn run_tool_refuses_to_dispatch_itself_and_the_other_meta_tools() {
         assert_eq!(e.details["errors"][0]["pointer"], "/name");
         assert!(e.message.contains(&format!("Call `{name}` directly")), "{}", e.message);
         assert_eq!(o.meta.lane, Lane::Generic);
-        assert!(o.meta.tool.is_none());
+        assert!(o.meta.tool().is_none());
     }
     // Also when `run_tool` arrives by name through `call`.
     let o = f.router.call(Call::new("run_tool", json!({"name": "run_tool"}), everyone())).await;
@@ -258,7 +258,7 @@ async fn aliases_fill_in_their_action_and_carry_notices() {
     let f = fixture(RouterSettings::default());
     let o = f.typed("marker_say", json!({"text": "quiet"}), everyone()).await;
     assert_eq!(o.response.outputs, json!({"text": "quiet"}));
-    assert_eq!(o.meta.tool.as_deref(), Some("marker_text"));
+    assert_eq!(o.meta.tool(), Some("marker_text"));
     assert_eq!(o.meta.action.as_deref(), Some("echo"));
     let n = o.meta.notice.unwrap();
     assert_eq!(n.state, LifecycleState::HiddenCompatibility);

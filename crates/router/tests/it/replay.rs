@@ -92,9 +92,9 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
     assert_eq!(report.identical, 6);
     for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
         let o = e.outcome.as_ref().unwrap();
-        assert_eq!(o.meta.tool.as_deref(), Some("marker_text"));
+        assert_eq!(o.meta.tool(), Some("marker_text"));
         assert_eq!(o.meta.action.as_deref(), Some("shout"));
-        assert_eq!(o.meta.plugin_version.as_deref(), Some("0.2.0"));
+        assert_eq!(o.meta.plugin_version(), Some("0.2.0"));
         let n = o.meta.notice.as_ref().expect("the notice is added in metadata");
         assert_eq!(n.state, LifecycleState::Deprecated);
         assert_eq!(n.replacement.as_deref(), Some("marker_text"));
@@ -108,7 +108,7 @@ async fn a_transcript_recorded_before_a_deprecation_replays_identically_after_it
     assert_eq!((report.identical, report.changed, report.failed), (6, 0, 0), "{:#?}", report.entries);
     for e in report.entries.iter().filter(|e| e.called_name == "marker_shout") {
         let o = e.outcome.as_ref().unwrap();
-        assert_eq!((o.meta.tool.as_deref(), o.meta.action.as_deref()), (Some("marker_text"), Some("shout")));
+        assert_eq!((o.meta.tool(), o.meta.action.as_deref()), (Some("marker_text"), Some("shout")));
         let n = o.meta.notice.as_ref().expect("the removal notice");
         assert_eq!(n.state, LifecycleState::Removed);
     }
