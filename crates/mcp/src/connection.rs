@@ -620,7 +620,7 @@ impl Connection {
             // Trace export: a client's W3C trace context parents the call's span.
             trace_parent: if self.shared.router.exports_traces() {
                 let meta = |k: &str| context.meta.0.0.get(k).and_then(Value::as_str);
-                quiver_telemetry::TraceParent::from_meta(meta("traceparent"), meta("tracestate"))
+                quiver_telemetry::TraceParent::from_meta(meta("traceparent"), meta("tracestate")).map(Box::new)
             } else {
                 None
             },

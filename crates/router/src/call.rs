@@ -127,8 +127,8 @@ pub struct Call {
     /// to the tool as `ToolRequest.config`; null when none.
     pub config: Value,
     /// The client's W3C trace context (`_meta.traceparent`): the parent of the call's span when
-    /// traces are exported.
-    pub trace_parent: Option<quiver_telemetry::TraceParent>,
+    /// traces are exported (boxed: rare, and a call is moved whole a few times).
+    pub trace_parent: Option<Box<quiver_telemetry::TraceParent>>,
 }
 
 impl std::fmt::Debug for Call {

@@ -41,8 +41,8 @@
 //! deadline: an in-process call cannot be killed, so the caller stops waiting, the tool is told
 //! through `is_cancelled`, and its thread keeps its concurrency slot until it returns.
 
-// Issue 15: `Router::pipeline` and its helpers stay readable (threshold in the workspace
-// `clippy.toml`; CI runs clippy with `-D warnings`).
+// Issue 15: the pipeline (`Router::pipeline_now`, `pipeline_rest`) and its helpers stay readable
+// (threshold in the workspace `clippy.toml`; CI runs clippy with `-D warnings`).
 #![warn(clippy::too_many_lines)]
 #![deny(clippy::too_many_arguments)]
 

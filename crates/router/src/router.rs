@@ -440,15 +440,17 @@ impl Router {
         }
     }
 
-    /// Runs one call through the pipeline: resolve → visibility and scopes → argument
-    /// validation → approval → circuit breaker → concurrency limits → invocation with a deadline
-    /// (retrying retryable errors) → output validation → result-size limit → notice →
-    /// telemetry and transcript. A call named `run_tool` is handed to [`Router::run_tool`].
     /// The catalog snapshot calls resolve against now.
     pub(crate) fn catalog_now(&self) -> Arc<Catalog> {
         self.source.catalog()
     }
 
+    /// Runs one call through the pipeline: resolve → visibility and scopes → argument
+    /// validation → approval → circuit breaker → concurrency limits → invocation with a deadline
+    /// (retrying retryable errors) → output validation → result-size limit → notice →
+    /// telemetry and transcript. A call named `run_tool` is handed to [`Router::run_tool`].
+    /// Nothing runs before the future is first polled; a call that needs no wait ends in that
+    /// poll.
     pub fn call(&self, call: Call) -> impl Future<Output = CallOutcome> + Send + '_ {
         if call.name == RUN_TOOL {
             return Either::Left(Box::pin(self.run_tool(call)));
@@ -487,7 +489,7 @@ impl Router {
         }
     }
 
-    /// The context of a call through [`Router::pipeline`], with its trace record when traces
+    /// The context of a call through the pipeline, with its trace record when traces
     /// are exported.
     #[inline]
     fn context(&self, mut call: Call) -> CallContext {
@@ -522,7 +524,7 @@ impl Router {
         }
     }
 
-    /// The end of a call through [`Router::pipeline`]: its trace, telemetry and transcript.
+    /// The end of a call through the pipeline: its trace, telemetry and transcript.
     fn end(&self, mut cx: CallContext, response: ToolResponse) -> CallOutcome {
         if let (Some(export), Some(trace)) = (&self.traces, cx.trace.take()) {
             crate::traced::finish(export, *trace, &cx, &response);

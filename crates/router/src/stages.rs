@@ -3,7 +3,8 @@
 //! [`Step`] and returns a typed outcome, or the error that ends the call. In order:
 //! [`Stage::Resolve`], [`Stage::Scopes`], [`Stage::Validate`], [`Stage::RateLimit`],
 //! [`Stage::Approval`], [`Stage::Breaker`], [`Stage::Dispatch`] (in `invoke.rs`),
-//! [`Stage::Output`]. A new stage is one more method and one more line in [`Router::pipeline`].
+//! [`Stage::Output`]. A new stage is one more method and one more line in
+//! [`Router::pipeline_now`] (and in [`Router::pipeline_rest`] when it comes after a wait).
 //!
 //! [`Stage::Resolve`]: crate::policy::Stage::Resolve
 //! [`Stage::Scopes`]: crate::policy::Stage::Scopes

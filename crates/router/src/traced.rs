@@ -33,11 +33,12 @@ impl Traced {
 }
 
 /// Starts the trace record of `cx` (export on): the bridge is wrapped to time host services.
-pub(crate) fn start(cx: &mut CallContext, parent: Option<TraceParent>) {
+pub(crate) fn start(cx: &mut CallContext, parent: Option<Box<TraceParent>>) {
     let bridge =
         Arc::new(TracedBridge { inner: cx.bridge.clone(), host: HostTrips::default(), deferred: OnceLock::new() });
     cx.bridge = bridge.clone();
-    cx.trace = Some(Box::new(Traced { record: CallTrace::start(cx.meta.lane, cx.started, parent), bridge }));
+    cx.trace =
+        Some(Box::new(Traced { record: CallTrace::start(cx.meta.lane, cx.started, parent.map(|p| *p)), bridge }));
 }
 
 /// Records how the call ended and hands its record to the exporter.

@@ -28,7 +28,7 @@ async fn a_traced_call_records_every_stage_its_host_services_and_its_parent() {
     let parent = TraceParent::from_meta(Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), Some("v=1"));
     let bridge = TestBridge::new(true, json!({"action": "accept", "content": {"answer": "blue"}}));
     let mut call = Call::new("marker_ask", json!({"question": "colour?"}), everyone()).with_bridge(bridge.clone());
-    call.trace_parent = parent.clone();
+    call.trace_parent = parent.clone().map(Box::new);
     let o = router.call(call).await;
     assert!(o.response.error.is_none(), "{:?}", o.response.error);
     assert_eq!(bridge.elicitations.load(std::sync::atomic::Ordering::SeqCst), 1, "the wrapped bridge still asks");
