@@ -228,7 +228,7 @@ fn init_only() -> Vec<String> {
 fn header(quick: bool, profile: &Profile, rounds: usize, load: &str) -> String {
     format!(
         "Measured by `cargo xtask bench --speed{}{}` ({rounds} interleaved rounds; medians; load average at the end: {load}; \
-         other builds shared the 2 cores, so read the ratios, taken within each round). The Rust servers (`quiver`, \
+         on a shared machine other work may run alongside, so read the ratios, taken within each round). The Rust servers (`quiver`, \
          bare rmcp `bare_echo`) are built with the cargo profile `{}`; the clients (`stdio_bench`, `http_bench`) and \
          the plugin libraries with `release`.",
         if quick { " --quick" } else { "" },

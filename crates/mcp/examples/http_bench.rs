@@ -167,7 +167,9 @@ fn main() {
                 let mut n = 0u64;
                 while start.elapsed() < deadline {
                     let r = s.post(&json!({"jsonrpc":"2.0","id":1000 + n,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}}));
-                    assert!(r.get("result").is_some(), "{r}");
+                    // Every timed call is checked too: a fast error (a rate limit, a refused
+                    // call) must not count as a call served.
+                    assert!(r.get("result").is_some() && r["result"]["isError"] != json!(true), "{r}");
                     n += 1;
                 }
                 n
