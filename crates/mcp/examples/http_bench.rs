@@ -39,6 +39,15 @@ impl Session {
         }
     }
 
+    /// Calls `tool` once and checks that it was served: a reply with a result that is not an
+    /// error, so a fast refusal (a rate limit, a refused call) never counts as a call served.
+    fn call(&mut self, id: u64, tool: &str, text: &str) {
+        let r = self.post(
+            &json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}}),
+        );
+        assert!(r.get("result").is_some() && r["result"]["isError"] != json!(true), "{r}");
+    }
+
     /// POSTs one JSON-RPC message; returns the JSON-RPC reply (or `Null` for a notification).
     fn post(&mut self, body: &Value) -> Value {
         let body = serde_json::to_vec(body).expect("encode");
@@ -152,8 +161,7 @@ fn main() {
     // Warm-up: a few calls per session, checked.
     for s in &mut opened {
         for id in 1..=50 {
-            let r = s.post(&json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}}));
-            assert!(r.get("result").is_some() && r["result"]["isError"] != json!(true), "{r}");
+            s.call(id, &tool, &text);
         }
     }
     let deadline = Duration::from_secs_f64(seconds);
@@ -166,10 +174,7 @@ fn main() {
             std::thread::spawn(move || {
                 let mut n = 0u64;
                 while start.elapsed() < deadline {
-                    let r = s.post(&json!({"jsonrpc":"2.0","id":1000 + n,"method":"tools/call","params":{"name":tool,"arguments":{"text":text}}}));
-                    // Every timed call is checked too: a fast error (a rate limit, a refused
-                    // call) must not count as a call served.
-                    assert!(r.get("result").is_some() && r["result"]["isError"] != json!(true), "{r}");
+                    s.call(1000 + n, &tool, &text);
                     n += 1;
                 }
                 n
