@@ -12,7 +12,7 @@
 //! the tuning-half queries that missed at
 //! the smallest k (the check half's queries are not for looking at while tuning; `--misses-all`
 //! shows both halves); `--set`: a configuration override for tuning experiments (`k1=1.5`,
-//! `weight.name=2`, `b.param_desc=0.3`, `name_coverage=0.3`, ...); `--embedding`: a model2vec model folder (`model.safetensors`,
+//! `weight.name=2`, `b.param_desc=0.3`, `name_coverage=0.3`, `required_prior=0.1`, ...); `--embedding`: a model2vec model folder (`model.safetensors`,
 //! `tokenizer.json`) whose ranking is fused with the lexical one; `--ablation`: a Markdown table of every ablation
 //! variant of `quiver_catalog::eval::ablations` on both halves and on the check-half queries for
 //! tools the tuning half never asks for).
@@ -87,6 +87,7 @@ fn apply_set(config: &mut SearchConfig, spec: &str) -> Result<(), String> {
         "translation_weight" => &mut config.translation_weight,
         "translated_expansion" => &mut config.translated_expansion,
         "loanword_weight" => &mut config.loanword_weight,
+        "required_prior" => &mut config.required_prior,
         _ => return Err(format!("--set: unknown key `{key}`")),
     };
     *slot = v;

@@ -516,6 +516,7 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
         ("no typo tolerance", with(&|c| c.typo_weight = 0.0)),
         ("no near-duplicate collapsing", with(&|c| c.diversify = false)),
         ("with multi-intent splitting (off by default)", with(&|c| c.split_intents = true)),
+        ("with the required-parameter prior 0.1 (off by default)", with(&|c| c.required_prior = 0.1)),
     ]
 }
 

@@ -72,6 +72,9 @@ pub struct SearchDoc {
     pub prompt_snippet: String,
     /// Example user requests that should find this tool.
     pub examples: Vec<String>,
+    /// How many parameters the input schema's top-level `required` names (what a caller must
+    /// supply); read by [`SearchConfig::required_prior`].
+    pub required: usize,
 }
 
 /// One parameter of a tool, as search sees it.
@@ -92,7 +95,11 @@ impl SearchDoc {
     /// A document with a name, description and the parameters of `input_schema` (a JSON Schema
     /// object: properties, nested objects, array items and enum values are all read).
     pub fn from_input_schema(name: impl Into<String>, description: impl Into<String>, input_schema: &Value) -> Self {
-        SearchDoc { params: params_from_schema(input_schema), ..SearchDoc::new(name, description) }
+        SearchDoc {
+            params: params_from_schema(input_schema),
+            required: schema::required_count(input_schema),
+            ..SearchDoc::new(name, description)
+        }
     }
 
     /// The parameter documentation of a JSON Schema; see [`params_from_schema`].
@@ -313,7 +320,15 @@ pub struct SearchConfig {
     /// parameter names under another name) behind the distinct tools, so that copies do not
     /// crowd a page.
     pub diversify: bool,
+    /// A prior for tools that ask less of the caller: a tool's score is multiplied by
+    /// `(1 - required_prior)` for each parameter its schema requires, counting at most
+    /// [`REQUIRED_PRIOR_CAP`]. 0 (the default) turns it off: it gained on both halves of the
+    /// dev set but lost on the MCP reference servers' tools (docs/BENCHMARKS.md).
+    pub required_prior: f32,
 }
+
+/// Most required parameters [`SearchConfig::required_prior`] counts.
+pub const REQUIRED_PRIOR_CAP: usize = 3;
 
 impl Default for SearchConfig {
     fn default() -> Self {
@@ -353,6 +368,7 @@ impl Default for SearchConfig {
             // (docs/BENCHMARKS.md).
             split_intents: false,
             diversify: true,
+            required_prior: 0.0,
         }
     }
 }
@@ -424,6 +440,9 @@ pub struct SearchIndex {
     name_mass: Vec<f32>,
     /// Hash of each document's description and parameter names: equal for copies of a tool.
     fingerprint: Vec<u64>,
+    /// Per document, its score factor from [`SearchConfig::required_prior`]; empty when that
+    /// is off.
+    prior: Vec<f32>,
     /// True when two documents share a fingerprint (otherwise there is nothing to collapse).
     has_copies: bool,
     /// Per document: true when another document has its fingerprint.
@@ -668,6 +687,12 @@ impl SearchIndex {
             fingerprint.iter().map(|f| count[f] > 1).collect()
         };
         let has_copies = copied.iter().any(|&c| c);
+        let prior = if config.required_prior > 0.0 {
+            let keep = (1.0 - config.required_prior).clamp(0.0, 1.0);
+            docs.iter().map(|doc| keep.powi(doc.required.min(REQUIRED_PRIOR_CAP) as i32)).collect()
+        } else {
+            Vec::new()
+        };
         let mut lower_names: Vec<(Box<str>, u32)> =
             docs.iter().enumerate().map(|(d, doc)| (doc.name.to_lowercase().into(), d as u32)).collect();
         lower_names.sort_unstable();
@@ -687,6 +712,7 @@ impl SearchIndex {
             post_start,
             postings,
             name_mass,
+            prior,
             has_copies,
             copied,
             fingerprint,
@@ -1157,6 +1183,9 @@ impl SearchIndex {
             let mass = self.name_mass[d as usize];
             let nc = if mass > 0.0 { (a.name_hit / mass).min(1.0) } else { 0.0 };
             a.score *= 1.0 + cfg.name_coverage * nc;
+            if let Some(f) = self.prior.get(d as usize) {
+                a.score *= f;
+            }
             best = best.max(a.score);
         }
 

@@ -21,6 +21,17 @@ pub fn params_from_schema(schema: &Value) -> Vec<ParamDoc> {
     out
 }
 
+/// How many distinct names the schema's top-level `required` array lists (0 when it has none).
+pub(crate) fn required_count(schema: &Value) -> usize {
+    let Some(list) = schema.get("required").and_then(Value::as_array) else {
+        return 0;
+    };
+    let mut names: Vec<&str> = list.iter().filter_map(Value::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
+}
+
 fn collect(schema: &Value, prefix: &str, depth: usize, out: &mut Vec<ParamDoc>) {
     let Some(obj) = schema.as_object() else {
         return;
@@ -139,6 +150,14 @@ mod tests {
         assert_eq!(unit[0].description, "Values: celsius, f.");
         assert_eq!(params[1].description, "Postal code");
         assert_eq!(params[3].description, "Values: fast, 3.");
+    }
+
+    #[test]
+    fn counts_each_required_name_once() {
+        assert_eq!(required_count(&json!({"required": ["a", "b", "a", 3]})), 2);
+        assert_eq!(required_count(&json!({"properties": {"a": {}}})), 0);
+        assert_eq!(required_count(&json!({"required": "a"})), 0);
+        assert_eq!(required_count(&json!("nope")), 0);
     }
 
     #[test]

@@ -231,6 +231,40 @@ fn builds_docs_from_input_schema() {
 }
 
 #[test]
+fn the_required_parameter_prior_prefers_the_tool_that_asks_less_only_when_on() {
+    let schema = |required: &[&str]| {
+        json!({
+            "type": "object",
+            "properties": {"server": {"type": "string", "description": "PostgreSQL server"},
+                           "host": {"type": "string"}, "port": {"type": "integer"}},
+            "required": required,
+        })
+    };
+    let docs = || {
+        vec![
+            SearchDoc::from_input_schema("add_server", "Add a PostgreSQL server", &schema(&["server", "host", "port"])),
+            SearchDoc::from_input_schema("show_servers", "List the servers", &schema(&[])),
+        ]
+    };
+    assert_eq!(docs()[0].required, 3);
+    let off = SearchIndex::build(docs());
+    let on = SearchIndex::build_with(docs(), SearchConfig { required_prior: 0.3, ..SearchConfig::default() });
+    let scores = |index: &SearchIndex| {
+        let r = index.search(&Query::text("PostgreSQL servers"), &|_| true).unwrap();
+        let score = |name: &str| r.hits.iter().find(|h| index.doc(h.doc).name == name).unwrap().score;
+        (score("add_server"), score("show_servers"))
+    };
+    let ((add_off, show_off), (add_on, show_on)) = (scores(&off), scores(&on));
+    // Off: the prior changes nothing. On: three required parameters cost 1 - 0.7^3 of the score,
+    // none cost nothing.
+    assert!(add_off > show_off, "{add_off} vs {show_off}");
+    assert_eq!(top(&off, "PostgreSQL servers"), "add_server");
+    assert_eq!(show_on, show_off);
+    assert!((add_on - add_off * 0.7f32.powi(3)).abs() < 1e-4 * add_off, "{add_on} vs {add_off}");
+    assert_eq!(top(&on, "PostgreSQL servers"), "show_servers");
+}
+
+#[test]
 fn empty_index_is_fine() {
     let index = SearchIndex::build(Vec::new());
     assert!(index.is_empty());
