@@ -250,10 +250,9 @@ fn header(quick: bool, profile: &Profile, rounds: usize, load: &str) -> String {
 /// 15.1 MiB against 10.2 MiB).
 fn link_order_note(ws: &Workspace, quiver: &Path) -> String {
     let list = fs::read_to_string(ws.root.join("crates/cli/link-order.txt")).unwrap_or_default();
-    let symbols = Command::new("nm").arg("--defined-only").arg(quiver).stderr(Stdio::null()).output();
-    match symbols {
-        Ok(out) if out.status.success() => {
-            let (found, total) = link_order_placed(&list, &String::from_utf8_lossy(&out.stdout));
+    match crate::link_order::function_addresses(quiver) {
+        Ok(defined) => {
+            let (found, total) = link_order_placed(&list, &defined);
             if found < total {
                 eprintln!(
                     "warning: the measured quiver defines {found} of the {total} names in crates/cli/link-order.txt; \
@@ -265,16 +264,15 @@ fn link_order_note(ws: &Workspace, quiver: &Path) -> String {
                  (the order its code is linked in; `cargo xtask link-order` regenerates it)."
             )
         }
-        _ => "Whether the measured `quiver` matches `crates/cli/link-order.txt` was not checked (no `nm`).".to_owned(),
+        Err(e) => format!("Whether the measured `quiver` matches `crates/cli/link-order.txt` was not checked ({e:#})."),
     }
 }
 
-/// Of the names in a link-order list (`#` lines are comments), how many `nm` lists as defined:
-/// (found, total).
-fn link_order_placed(list: &str, nm: &str) -> (usize, usize) {
-    let defined: std::collections::HashSet<&str> = nm.lines().filter_map(|l| l.split_whitespace().nth(2)).collect();
+/// Of the names in a link-order list (`#` lines are comments), how many the executable defines
+/// (its function symbols, [`crate::link_order::function_addresses`]): (found, total).
+fn link_order_placed(list: &str, defined: &std::collections::BTreeMap<String, u64>) -> (usize, usize) {
     let names: Vec<&str> = list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
-    (names.iter().filter(|n| defined.contains(**n)).count(), names.len())
+    (names.iter().filter(|n| defined.contains_key(**n)).count(), names.len())
 }
 
 /// `quiver` and the bare rmcp server built with `profile`, the two clients with `release`; the
@@ -742,9 +740,10 @@ mod tests {
     #[test]
     fn link_order_coverage_counts_the_listed_names_the_executable_defines() {
         let list = "# a comment\nmain\n_RNvfoo\n\n_RNvgone\n";
-        let nm = "0000000000b41180 T main\n0000000000b411b0 t _RNvfoo\n                 U malloc\n0000000000c00000 T _RNvother\n";
-        assert_eq!(link_order_placed(list, nm), (2, 3));
-        assert_eq!(link_order_placed("", nm), (0, 0));
+        let defined: std::collections::BTreeMap<String, u64> =
+            [("main", 0xb41180), ("_RNvfoo", 0xb411b0), ("_RNvother", 0xc00000)].map(|(n, a)| (n.to_owned(), a)).into();
+        assert_eq!(link_order_placed(list, &defined), (2, 3));
+        assert_eq!(link_order_placed("", &defined), (0, 0));
     }
 
     #[test]

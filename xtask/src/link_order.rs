@@ -126,7 +126,7 @@ fn plain(name: &str) -> &str {
 }
 
 /// The executable's function symbols and their addresses (`nm --defined-only`).
-fn function_addresses(exe: &Path) -> Result<BTreeMap<String, u64>> {
+pub(crate) fn function_addresses(exe: &Path) -> Result<BTreeMap<String, u64>> {
     let out = Command::new("nm")
         .arg("--defined-only")
         .arg(exe)
