@@ -112,7 +112,8 @@ struct Setup {
     canned: Arc<Router>,
     /// The real plugin behind [`AsThread`]: `marker_echo` with thread execution.
     threaded: Arc<Router>,
-    caller: Caller,
+    /// Shared by the calls, as a session's caller is in the MCP server.
+    caller: Arc<Caller>,
     body: String,
     /// The plugin's answer to `body`.
     answer: String,
@@ -163,7 +164,7 @@ fn setup() -> Setup {
         backend,
         canned,
         threaded,
-        caller: Caller::new("bench", Access::unrestricted()),
+        caller: Arc::new(Caller::new("bench", Access::unrestricted())),
         body,
         answer,
         _plugins: plugins,
@@ -253,12 +254,25 @@ fn pipeline_loop(s: &Setup, rt: &tokio::runtime::Runtime, iters: u64) -> Duratio
 
 /// [`pipeline_loop`] through `router`.
 fn router_loop(router: &Arc<Router>, s: &Setup, rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
+    router_loop_with(router, s, rt, iters, false)
+}
+
+/// [`router_loop`], the calls taking their output as text when `as_text` (as the MCP server's
+/// calls do: `Call::outputs_as_text`).
+fn router_loop_with(
+    router: &Arc<Router>,
+    s: &Setup,
+    rt: &tokio::runtime::Runtime,
+    iters: u64,
+    as_text: bool,
+) -> Duration {
     let router = router.clone();
     let caller = s.caller.clone();
     let task = async move {
         let start = Instant::now();
         for _ in 0..iters {
-            let out = router.call(Call::new("marker_echo", json!({"text": "hello"}), caller.clone())).await;
+            let call = Call::new("marker_echo", json!({"text": "hello"}), caller.clone()).with_outputs_as_text(as_text);
+            let out = router.call(call).await;
             black_box(out);
         }
         start.elapsed()
@@ -375,11 +389,11 @@ fn main() {
             return;
         }
         let (router, rt) = match which.as_str() {
-            "inline" => (&s.router, &s.rt1),
+            "inline" | "inline_text" => (&s.router, &s.rt1),
             "thread" => (&s.threaded, &s.rt),
             _ => (&s.canned, &s.rt1),
         };
-        router_loop(router, &s, rt, calls);
+        router_loop_with(router, &s, rt, calls, which == "inline_text");
         return;
     }
     let mut c = Criterion::default().configure_from_args();
@@ -392,6 +406,9 @@ fn main() {
         });
         g.bench_function("round_trip_current_thread", |b| b.iter_custom(|n| round_trip_loop(&s.rt1, n)));
         g.bench_function("pipeline_current_thread", |b| b.iter_custom(|n| pipeline_loop(&s, &s.rt1, n)));
+        g.bench_function("pipeline_text_current_thread", |b| {
+            b.iter_custom(|n| router_loop_with(&s.router, &s, &s.rt1, n, true))
+        });
         g.bench_function("pipeline_metrics_current_thread", |b| {
             b.iter_custom(|n| router_loop(&s.metered, &s, &s.rt1, n))
         });
@@ -427,10 +444,11 @@ fn main() {
         round_trip_loop(rt, 200);
         pipeline_loop(&s, rt, 200);
         // Interleaved, best of 5: the machine is shared, and the minimum is the least disturbed.
-        let (mut handoff, mut full, mut abi) = (f64::MAX, f64::MAX, abi);
+        let (mut handoff, mut full, mut text, mut abi) = (f64::MAX, f64::MAX, f64::MAX, abi);
         for _ in 0..5 {
             handoff = handoff.min(per_call(round_trip_loop(rt, n / 5), n / 5));
             full = full.min(per_call(pipeline_loop(&s, rt, n / 5), n / 5));
+            text = text.min(per_call(router_loop_with(&s.router, &s, rt, n / 5, true), n / 5));
             abi = abi.min(ns_per_call(|| drop(black_box(invoke(&s))), budget / 5));
         }
         println!("  [{name}] abi_invoke, best of the same rounds                {abi:>9.0}");
@@ -444,6 +462,8 @@ fn main() {
         println!("  [{name}] pipeline / direct_fn                               {:>9.1}x", full / direct);
         println!("  [{name}] overhead vs direct_fn                              {:>9.0} ns", full - direct);
         println!("  [{name}] router work (pipeline - abi_invoke)                {:>9.0} ns", full - abi);
+        println!("  [{name}] pipeline, output passed on as text (MCP server)    {text:>9.0}");
+        println!("  [{name}] router work, output as text (as the server calls)  {:>9.0} ns", text - abi);
     }
     // Allocations per call (current-thread runtime, one task): the bench's own `Call` (built and
     // dropped without a call) and the calls through the router alone and the real plugin.

@@ -112,8 +112,8 @@ pub struct Call {
     pub arguments: Value,
     /// Which lane the call came through.
     pub lane: Lane,
-    /// Who is calling.
-    pub caller: Caller,
+    /// Who is calling (shared: a session's calls all hold its one caller).
+    pub caller: Arc<Caller>,
     /// A request id chosen by the caller; one is generated when `None`.
     pub request_id: Option<String>,
     /// A person already confirmed this call (through the client's own approval step).
@@ -129,6 +129,10 @@ pub struct Call {
     /// The client's W3C trace context (`_meta.traceparent`): the parent of the call's span when
     /// traces are exported (boxed: rare, and a call is moved whole a few times).
     pub trace_parent: Option<Box<quiver_telemetry::TraceParent>>,
+    /// The caller takes a successful output as JSON text ([`CallOutcome::outputs_text`]) when
+    /// the router can check it as text: no `serde_json::Value` is built for it. Off by
+    /// default; the MCP server turns it on (it sends the output on as text).
+    pub outputs_as_text: bool,
 }
 
 impl std::fmt::Debug for Call {
@@ -145,23 +149,24 @@ impl std::fmt::Debug for Call {
 
 impl Call {
     /// A typed-lane call with a fresh cancellation token and no client bridge.
-    pub fn new(name: impl Into<String>, arguments: Value, caller: Caller) -> Call {
+    pub fn new(name: impl Into<String>, arguments: Value, caller: impl Into<Arc<Caller>>) -> Call {
         Call {
             name: name.into(),
             arguments,
             lane: Lane::Typed,
-            caller,
+            caller: caller.into(),
             request_id: None,
             confirmed: false,
             cancel: CancellationToken::new(),
             bridge: null_bridge(),
             config: Value::Null,
             trace_parent: None,
+            outputs_as_text: false,
         }
     }
 
     /// A `run_tool` call (generic lane) of `name` with `arguments`.
-    pub fn generic(name: &str, arguments: Value, caller: Caller) -> Call {
+    pub fn generic(name: &str, arguments: Value, caller: impl Into<Arc<Caller>>) -> Call {
         let mut c =
             Call::new(quiver_catalog::RUN_TOOL, serde_json::json!({ "name": name, "arguments": arguments }), caller);
         c.lane = Lane::Generic;
@@ -180,6 +185,13 @@ impl Call {
         self
     }
 
+    /// The same call taking a successful output as JSON text when it can
+    /// ([`Call::outputs_as_text`]).
+    pub fn with_outputs_as_text(mut self, on: bool) -> Call {
+        self.outputs_as_text = on;
+        self
+    }
+
     /// The same call with a cancellation token.
     pub fn with_cancel(mut self, cancel: CancellationToken) -> Call {
         self.cancel = cancel;
@@ -194,9 +206,22 @@ pub struct CallOutcome {
     pub response: ToolResponse,
     /// Result metadata (MCP `_meta`), telemetry and transcripts.
     pub meta: CallMeta,
+    /// With [`Call::outputs_as_text`]: the tool's output as compact JSON text (an object,
+    /// already checked against the output schema), and `response.outputs` is null. `None`
+    /// when the output is in `response.outputs` as usual ([`CallOutcome::outputs_as_value`]
+    /// puts it there in any case).
+    pub outputs_text: Option<Box<str>>,
 }
 
 impl CallOutcome {
+    /// Moves an output held as text ([`CallOutcome::outputs_text`]) into `response.outputs`.
+    pub fn outputs_as_value(&mut self) {
+        if let Some(text) = self.outputs_text.take() {
+            // Checked JSON: it parses.
+            self.response.outputs = serde_json::from_str(&text).unwrap_or_default();
+        }
+    }
+
     /// The kind of the call's error, when it failed with a code the host knows.
     pub fn code(&self) -> Option<crate::codes::Code> {
         self.response.error.as_ref().and_then(crate::codes::Code::of)

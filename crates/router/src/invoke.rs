@@ -19,6 +19,7 @@ use crate::codes::Code;
 use crate::policy::{Retry, Step};
 use crate::pool::{Pool, Refused, Work, spin_until};
 use crate::router::{ToolState, cancelled};
+use crate::shape::OutputShape;
 use crate::sink::{AbandonOnDrop, InlineSink, RouterSink};
 use crate::stages::{CallContext, Target};
 
@@ -30,12 +31,24 @@ pub(crate) struct Invocation<'a> {
     pub(crate) tool: usize,
     pub(crate) state: &'a Arc<ToolState>,
     pub(crate) deadline: Instant,
+    /// The output's shape, when the call passes the output on as text and it has one.
+    pub(crate) text_shape: Option<&'a OutputShape>,
 }
 
-/// The answer of a tool and its size in bytes.
-pub(crate) type Answer = Result<(ToolResponse, usize), ToolError>;
+/// A tool's answer as read: its size in bytes, and its outputs as JSON text when the call
+/// passes them on as text and they were checked so ([`crate::shape`]; `outputs` of the
+/// response is then null).
+pub(crate) struct Raw {
+    pub(crate) len: usize,
+    pub(crate) text: Option<Box<str>>,
+}
+
+/// The answer of a tool, as read.
+pub(crate) type Answer = Result<(ToolResponse, Raw), ToolError>;
 
 /// How far [`Router::dispatch_now`] got.
+// `Done` is what nearly every call returns, moved once: boxing it would allocate per call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Dispatched {
     /// The stage's outcome.
     Done(Answer),
@@ -48,7 +61,7 @@ pub(crate) enum Dispatched {
 pub(crate) struct Wait {
     body: String,
     /// Boxed: a retry after an inline attempt is rare, and a call that waits moves this.
-    first: Option<Box<(ToolResponse, usize)>>,
+    first: Option<Box<(ToolResponse, Raw)>>,
 }
 
 /// A response that asks to be tried again.
@@ -129,6 +142,7 @@ impl Router {
             // From the call's start (no clock read of its own): the time the earlier stages
             // took counts against the tool's timeout, as the caller's wait does.
             deadline: cx.started + timeout,
+            text_shape: if cx.outputs_as_text { target.state.output_shape.as_ref() } else { None },
         }
     }
 
@@ -170,7 +184,7 @@ impl Router {
         let Wait { mut body, mut first } = wait;
         let max_retries = target.def().policies.retries;
         loop {
-            let (response, raw_len) = match first.take() {
+            let (response, raw) = match first.take() {
                 Some(answer) => *answer,
                 None => {
                     let attempt_body =
@@ -179,12 +193,12 @@ impl Router {
                 }
             };
             if !retryable(&response) || cx.meta.retries >= max_retries {
-                return Ok((response, raw_len));
+                return Ok((response, raw));
             }
             let delay = self.backoff(cx.meta.retries);
             if Instant::now() + delay >= inv.deadline {
                 cx.step(Step::RetryNoTimeLeft);
-                return Ok((response, raw_len));
+                return Ok((response, raw));
             }
             cx.meta.retries += 1;
             let code = response.error.as_ref().map(|e| e.code.as_str()).unwrap_or_default();
@@ -534,7 +548,7 @@ fn settle(raw: &str, inv: &Invocation<'_>, cancel: &CancellationToken) -> Answer
         inv.state.counters.timed_out();
         return Err(timeout_error(inv.tool_name));
     }
-    parse_response(inv.tool_name, raw)
+    parse_response(inv.tool_name, raw, inv.text_shape)
 }
 
 fn timeout_error(tool_name: &str) -> ToolError {
@@ -551,24 +565,37 @@ const PLAIN_OK: &str = r#"{"status":"ok","outputs":"#;
 
 /// The answer `raw` when it is exactly [`PLAIN_OK`], a JSON value and `}`: only the output is
 /// parsed (no field-by-field reading of the envelope). The same response as the general parse
-/// (`plain_answers_read_as_the_general_parse_reads_them`); `None` for anything else.
-fn plain_ok(raw: &str) -> Option<ToolResponse> {
+/// (`plain_answers_read_as_the_general_parse_reads_them`); `None` for anything else. With a
+/// `shape` the output accepts, it is kept as text instead (already checked: no `Value`).
+fn plain_ok(raw: &str, shape: Option<&OutputShape>) -> Option<(ToolResponse, Option<Box<str>>)> {
     let rest = raw.strip_prefix(PLAIN_OK)?.strip_suffix('}')?;
+    if let Some(shape) = shape
+        && shape.accepts(rest)
+    {
+        let text = rest.trim_matches(is_json_space).into();
+        return Some((ToolResponse { status: Status::Ok, ..ToolResponse::default() }, Some(text)));
+    }
     let outputs: Value = serde_json::from_str(rest).ok()?;
-    Some(ToolResponse { status: Status::Ok, outputs, ..ToolResponse::default() })
+    Some((ToolResponse { status: Status::Ok, outputs, ..ToolResponse::default() }, None))
 }
 
-/// Reads a plugin's answer; returns it with its size in bytes.
-fn parse_response(tool_name: &str, raw: &str) -> Answer {
-    if let Some(response) = plain_ok(raw) {
-        return Ok((response, raw.len()));
+/// JSON's whitespace (around a value).
+fn is_json_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// Reads a plugin's answer; returns it with its size in bytes (and its output as text: see
+/// [`plain_ok`]).
+fn parse_response(tool_name: &str, raw: &str, shape: Option<&OutputShape>) -> Answer {
+    if let Some((response, text)) = plain_ok(raw, shape) {
+        return Ok((response, Raw { len: raw.len(), text }));
     }
     let response: ToolResponse = serde_json::from_str(raw).map_err(|e| {
         let mut shown = raw.to_owned();
         shown.truncate(shown.char_indices().nth(200).map(|(i, _)| i).unwrap_or(shown.len()));
         Code::Protocol.error(format!("`{tool_name}` answered something that is not a tool response ({e}): {shown}"))
     })?;
-    Ok((response, raw.len()))
+    Ok((response, Raw { len: raw.len(), text: None }))
 }
 
 #[cfg(test)]
@@ -588,7 +615,7 @@ mod tests {
         ];
         for o in outputs {
             let raw = format!("{PLAIN_OK}{o}}}");
-            let fast = plain_ok(&raw).expect(&raw);
+            let fast = plain_ok(&raw, None).expect(&raw).0;
             let general: ToolResponse = serde_json::from_str(&raw).unwrap();
             assert_eq!(fast, general, "{raw}");
         }
@@ -603,7 +630,28 @@ mod tests {
             r#"{"outputs":{"a":1},"status":"ok"}"#,
             r#"{ "status":"ok","outputs":{"a":1}}"#,
         ] {
-            assert_eq!(plain_ok(raw), None, "{raw}");
+            assert!(plain_ok(raw, None).is_none(), "{raw}");
         }
+    }
+
+    #[test]
+    fn an_output_its_shape_accepts_is_kept_as_text_and_any_other_is_read_as_before() {
+        let shape = OutputShape::of(&serde_json::json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"]
+        }))
+        .unwrap();
+        let raw = format!("{PLAIN_OK} {{\"text\":\"hi\"}}\n}}");
+        let (response, text) = plain_ok(&raw, Some(&shape)).unwrap();
+        assert_eq!(text.as_deref(), Some(r#"{"text":"hi"}"#));
+        assert_eq!(response, ToolResponse { status: Status::Ok, ..ToolResponse::default() });
+        let answer = parse_response("t", &raw, Some(&shape)).unwrap();
+        assert_eq!((answer.1.len, answer.1.text.as_deref()), (raw.len(), Some(r#"{"text":"hi"}"#)));
+        // Not accepted (a required property missing): the output as a `Value`, for the output
+        // stage to word the error.
+        let raw = format!("{PLAIN_OK}{{\"other\":1}}}}");
+        let (response, text) = plain_ok(&raw, Some(&shape)).unwrap();
+        assert_eq!((response.outputs, text), (serde_json::json!({"other": 1}), None));
     }
 }

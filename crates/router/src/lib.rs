@@ -59,6 +59,7 @@ mod replay;
 mod results;
 mod router;
 mod settings;
+mod shape;
 mod sink;
 mod stages;
 mod suggest;

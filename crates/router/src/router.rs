@@ -42,6 +42,8 @@ pub(crate) struct ToolState {
     pub(crate) secrets: ArcSwap<Secrets>,
     /// Whether the tool's thread calls answer fast enough for callers to spin for the answer.
     pub(crate) spin: crate::pool::SpinHint,
+    /// The output schema in the form checked on text, when it has one ([`crate::shape`]).
+    pub(crate) output_shape: Option<crate::shape::OutputShape>,
 }
 
 /// The future of [`Router::call`] for a catalog tool: its first poll runs the call as far as it
@@ -534,7 +536,17 @@ impl Router {
 
     /// Telemetry and the transcript line of a finished call.
     fn finish(&self, cx: CallContext, response: ToolResponse) -> CallOutcome {
-        let CallContext { mut meta, caller, confirmed, started, started_at_ms, tool_counters, mut recorded, .. } = cx;
+        let CallContext {
+            mut meta,
+            caller,
+            confirmed,
+            started,
+            started_at_ms,
+            tool_counters,
+            mut recorded,
+            outputs_text,
+            ..
+        } = cx;
         meta.duration = started.elapsed();
         self.counters.record_call(&CallEvent {
             request_id: &meta.request_id,
@@ -576,7 +588,7 @@ impl Router {
                 response: response.clone(),
             });
         }
-        CallOutcome { response, meta }
+        CallOutcome { response, meta, outputs_text }
     }
 
     pub(crate) fn now_ns(&self) -> u64 {
@@ -636,6 +648,7 @@ impl Router {
                         ))),
                         breaker: Breaker::default(),
                         spin: crate::pool::SpinHint::default(),
+                        output_shape: def.output_schema.as_deref().and_then(crate::shape::OutputShape::of),
                         secrets: ArcSwap::from_pointee(secrets_of(
                             &self.secrets.load(),
                             &plugin.manifest.id,

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, Breaker, Verdict};
 use crate::codes::Code;
-use crate::invoke::{Answer, Dispatched, Wait};
+use crate::invoke::{Answer, Dispatched, Raw, Wait};
 use crate::policy::Step;
 use crate::router::{ToolState, cancelled};
 use crate::{Approval, Call, CallMeta, Caller, ClientBridge, Router, codes, limits, validate};
@@ -39,7 +39,7 @@ pub(crate) struct CallContext {
     pub(crate) args: Value,
     /// `ToolRequest.config` as the caller gave it (null: the host's `plugin_config`).
     pub(crate) config: Value,
-    pub(crate) caller: Caller,
+    pub(crate) caller: Arc<Caller>,
     /// The caller marked the call as confirmed by a person.
     pub(crate) confirmed: bool,
     /// The approval stage let the call run as confirmed (`ToolRequest`'s `confirmed`).
@@ -54,6 +54,10 @@ pub(crate) struct CallContext {
     pub(crate) tool_counters: Option<Arc<ToolCounters>>,
     /// The call's trace record, when traces are exported (`traced.rs`).
     pub(crate) trace: Option<Box<crate::traced::Traced>>,
+    /// The caller takes an output as JSON text ([`Call::outputs_as_text`]).
+    pub(crate) outputs_as_text: bool,
+    /// The output as JSON text, checked against the output schema (see [`Raw`]).
+    pub(crate) outputs_text: Option<Box<str>>,
 }
 
 impl CallContext {
@@ -61,8 +65,21 @@ impl CallContext {
     #[inline]
     pub(crate) fn new(call: Call, recorded: Option<Value>, clock: &crate::clock::WallClock) -> CallContext {
         let started = Instant::now();
-        let Call { name, arguments, lane, caller, request_id, confirmed, cancel, bridge, config, trace_parent: _ } =
-            call;
+        let Call {
+            name,
+            arguments,
+            lane,
+            caller,
+            request_id,
+            confirmed,
+            cancel,
+            bridge,
+            config,
+            trace_parent: _,
+            outputs_as_text,
+        } = call;
+        // A transcript records the output as a value.
+        let outputs_as_text = outputs_as_text && recorded.is_none();
         CallContext {
             meta: CallMeta::new(request_id.unwrap_or_else(next_request_id), name, lane),
             args: arguments,
@@ -77,6 +94,8 @@ impl CallContext {
             recorded,
             tool_counters: None,
             trace: None,
+            outputs_as_text,
+            outputs_text: None,
         }
     }
 
@@ -188,7 +207,7 @@ fn index_in(catalog: &Catalog, tool: &ToolRef) -> Option<usize> {
 }
 
 /// How a finished invocation counts for the breaker.
-fn verdict(result: &Result<(ToolResponse, usize), ToolError>) -> Verdict {
+fn verdict(result: &Answer) -> Verdict {
     let code = match result {
         Ok((r, _)) if r.status != Status::Error => return Verdict::Success,
         Ok((r, _)) => r.error.as_ref().map(|e| e.code.as_str()).unwrap_or(ErrorCode::TOOL_ERROR),
@@ -325,8 +344,8 @@ impl Router {
                 result = Err(e);
             }
             self.breaker_learns(cx, target, admission, &result);
-            let (mut response, raw_len) = result?;
-            self.keep(cx, target, &mut response, raw_len);
+            let (mut response, raw) = result?;
+            self.keep(cx, target, &mut response, raw);
             Ok(response)
         })
     }
@@ -508,13 +527,7 @@ impl Router {
     }
 
     /// The breaker learns the outcome of an admitted call.
-    fn breaker_learns(
-        &self,
-        cx: &mut CallContext,
-        target: &Target<'_>,
-        admission: Admission,
-        result: &Result<(ToolResponse, usize), ToolError>,
-    ) {
+    fn breaker_learns(&self, cx: &mut CallContext, target: &Target<'_>, admission: Admission, result: &Answer) {
         let state = &target.state;
         let learned =
             state.breaker.record(admission, verdict(result), || self.now_ns(), self.settings.breaker_failures);
@@ -525,10 +538,11 @@ impl Router {
         }
     }
 
-    /// Stage `output`: an `ok` result against the output schema.
+    /// Stage `output`: an `ok` result against the output schema (an output kept as text was
+    /// checked as it was read).
     fn output(&self, cx: &mut CallContext, target: &Target<'_>, answer: &Answer) -> Result<(), ToolError> {
         match answer {
-            Ok((r, _)) if r.status == Status::Ok => {
+            Ok((r, raw)) if r.status == Status::Ok && raw.text.is_none() => {
                 validate::output(target.name(), target.def(), &r.outputs).inspect_err(|_| cx.step(Step::OutputInvalid))
             }
             _ => Ok(()),
@@ -537,7 +551,7 @@ impl Router {
 
     /// What the tool asked to remember (kept for its later calls in this session, never sent to
     /// the client), then the result-size limit.
-    fn keep(&self, cx: &mut CallContext, target: &Target<'_>, response: &mut ToolResponse, raw_len: usize) {
+    fn keep(&self, cx: &mut CallContext, target: &Target<'_>, response: &mut ToolResponse, raw: Raw) {
         if !response.memory_writes.is_empty() {
             let writes = std::mem::take(&mut response.memory_writes);
             let (session, plugin, tool) = (&cx.caller.session_id, target.plugin().id(), target.name());
@@ -545,7 +559,17 @@ impl Router {
                 tracing::warn!(tool, session = %session, "{refused}");
             }
         }
-        self.limit_size(cx, target, response, raw_len);
+        let max = target.def().policies.max_result_bytes;
+        match raw.text {
+            // Within the limit: passed on as text.
+            Some(text) if max == 0 || raw.len as u64 <= max => cx.outputs_text = Some(text),
+            // Maybe over it: cut as a value.
+            Some(text) => {
+                response.outputs = serde_json::from_str(&text).unwrap_or_default();
+                self.limit_size(cx, target, response, raw.len);
+            }
+            None => self.limit_size(cx, target, response, raw.len),
+        }
     }
 }
 

@@ -670,6 +670,36 @@ async fn an_output_schema_violation_is_an_error_naming_the_pointer() {
     assert_eq!(code(&f.typed("marker_echo", json!({"text": "still here"}), everyone()).await), "ok");
 }
 
+/// `Call::outputs_as_text`: an output the router can check as text comes back as that text
+/// (the same value), and everything the output stage and the size limit do still happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_passed_on_as_text_is_the_same_result_checked_the_same_way() {
+    let f = fixture(RouterSettings::default());
+    let call = |name: &str, args: Value| Call::new(name, args, everyone()).with_outputs_as_text(true);
+    let as_value = f.typed("marker_echo", json!({"text": "hé \"x\""}), everyone()).await;
+    assert!(as_value.outputs_text.is_none());
+    let mut as_text = f.router.call(call("marker_echo", json!({"text": "hé \"x\""}))).await;
+    assert_eq!(as_text.response.status, Status::Ok);
+    assert_eq!(as_text.response.outputs, Value::Null, "the output is not also a value");
+    let text = as_text.outputs_text.clone().expect("marker_echo's output schema is checked on text");
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), as_value.response.outputs);
+    as_text.outputs_as_value();
+    assert_eq!((as_text.response.outputs, as_text.outputs_text), (as_value.response.outputs, None));
+    // An output its schema refuses: the same error, from the same validator.
+    let bad = f.router.call(call("marker_bad_output", json!({"text": "seven"}))).await;
+    assert!(bad.outputs_text.is_none());
+    let e = bad.response.error.expect("invalid output");
+    assert_eq!((e.code.as_str(), &e.details["pointer"]), (codes::INVALID_OUTPUT, &json!("/value")));
+    // Over the size limit: cut as a value, as without text.
+    let big = f.router.call(call("marker_big", json!({"bytes": 5000}))).await;
+    assert_eq!(big.response.status, Status::Partial);
+    assert!(big.outputs_text.is_none() && big.meta.truncation.is_some());
+    assert!(big.response.outputs["text"].as_str().unwrap().starts_with("0123456789"));
+    let small = f.router.call(call("marker_big", json!({"bytes": 100}))).await;
+    assert_eq!(small.response.status, Status::Ok);
+    assert!(small.outputs_text.is_some_and(|t| t.len() > 100));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_asks_the_user_through_the_client_bridge() {
     let f = fixture(RouterSettings::default());
