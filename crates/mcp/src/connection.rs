@@ -51,7 +51,8 @@ struct SessionState {
 
 /// An initialized session.
 pub(crate) struct Live {
-    caller: Caller,
+    /// Shared with each of the session's calls (`Call::caller`).
+    caller: Arc<Caller>,
     mode: ExposureMode,
     /// Profile `structured_text`: structured results also as JSON text.
     structured_text: bool,
@@ -354,7 +355,14 @@ impl Connection {
             }),
             _ => None,
         };
-        let live = Arc::new(Live { caller, mode, structured_text, client, state: Mutex::new(state), stored });
+        let live = Arc::new(Live {
+            caller: Arc::new(caller),
+            mode,
+            structured_text,
+            client,
+            state: Mutex::new(state),
+            stored,
+        });
         self.watch_catalog(live.clone());
         live
     }
@@ -573,7 +581,7 @@ impl Connection {
         live: &Live,
         params: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<Routed, ErrorData> {
         let name = params.name.into_owned();
         let arguments = Value::Object(params.arguments.unwrap_or_default());
         // The tool and arguments a repeated malformed call is judged by (inside `run_tool`).
@@ -585,10 +593,12 @@ impl Connection {
             let mut state = live.lock();
             state.session.next_turn();
             if let Some(refusal) = state.session.repeats.refusal(&target, &target_args) {
-                return Ok(tool_error(
-                    quiver_abi::ToolError::invalid(refusal).with_details(json!({ "hint": { "level": "refused" } })),
-                )
-                .into());
+                return Ok(Routed::Answered(
+                    tool_error(
+                        quiver_abi::ToolError::invalid(refusal).with_details(json!({ "hint": { "level": "refused" } })),
+                    )
+                    .into(),
+                ));
             }
         }
         // The router serves `run_tool` (the generic lane) whatever the mode lists: it is no side
@@ -624,6 +634,8 @@ impl Connection {
             } else {
                 None
             },
+            // Sent on as text (`results::call_line`, or as the text copy of structured content).
+            outputs_as_text: true,
         };
         let peer = &live.client.peer;
         // Boxed: the router's future is large, and rmcp moves this handler's future into a
@@ -653,7 +665,30 @@ impl Connection {
         if live.mode.uses_intent() {
             self.note_call(live, &target).await;
         }
-        Ok(call_result_with(outcome, live.structured_text).into())
+        Ok(Routed::Outcome(Box::new(outcome), live.structured_text))
+    }
+
+    /// `tools/call`: the meta tools answered here, any other call through the router (its
+    /// outcome, for the caller to turn into a result or a response line).
+    pub(crate) async fn call_tool_routed(
+        &self,
+        params: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<Routed, ErrorData> {
+        let live = self.live()?.clone();
+        live.refresh(&self.shared, &context).await;
+        let arguments = || Value::Object(params.arguments.clone().unwrap_or_default());
+        if params.name == TOOL_SEARCH && Connection::offers(&live, TOOL_SEARCH) {
+            let r = self.tool_search(&live, arguments()).await;
+            self.shared.router.record_meta_call(&live.caller, TOOL_SEARCH, !is_error(&r));
+            return Ok(Routed::Answered(r));
+        }
+        if params.name == LIST_TOOLS && Connection::offers(&live, LIST_TOOLS) {
+            let r = self.list_tools_meta(&live, arguments());
+            self.shared.router.record_meta_call(&live.caller, LIST_TOOLS, !is_error(&r));
+            return Ok(Routed::Answered(r));
+        }
+        self.dispatch(&live, params, context).await
     }
 
     /// A call is intent (adaptive, hybrid): a tool called by a name not in the session's tool
@@ -710,6 +745,15 @@ impl Connection {
 
 /// A meta tool's arguments: checked against its advertised schema (repairable errors), then read
 /// into its type.
+/// How a `tools/call` went ([`Connection::call_tool_routed`]).
+pub(crate) enum Routed {
+    /// Answered without the router (a meta tool, a refused repeat).
+    Answered(CallToolResponse),
+    /// The router's outcome, and whether structured content is repeated as text (profile
+    /// `structured_text`).
+    Outcome(Box<CallOutcome>, bool),
+}
+
 fn is_error(r: &CallToolResponse) -> bool {
     matches!(r, CallToolResponse::Complete(c) if c.is_error == Some(true))
 }
@@ -815,20 +859,10 @@ impl ServerHandler for Connection {
         params: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let live = self.live()?.clone();
-        live.refresh(&self.shared, &context).await;
-        let arguments = || Value::Object(params.arguments.clone().unwrap_or_default());
-        if params.name == TOOL_SEARCH && Connection::offers(&live, TOOL_SEARCH) {
-            let r = self.tool_search(&live, arguments()).await;
-            self.shared.router.record_meta_call(&live.caller, TOOL_SEARCH, !is_error(&r));
-            return Ok(r);
-        }
-        if params.name == LIST_TOOLS && Connection::offers(&live, LIST_TOOLS) {
-            let r = self.list_tools_meta(&live, arguments());
-            self.shared.router.record_meta_call(&live.caller, LIST_TOOLS, !is_error(&r));
-            return Ok(r);
-        }
-        self.dispatch(&live, params, context).await
+        Ok(match self.call_tool_routed(params, context).await? {
+            Routed::Answered(r) => r,
+            Routed::Outcome(outcome, structured_text) => call_result_with(*outcome, structured_text).into(),
+        })
     }
 
     async fn list_resources(

@@ -32,7 +32,7 @@ impl HookEvent {
 
 /// Starts the `event` hooks of every plugin for the session of `caller` in the background
 /// (no-op outside a tokio runtime or when no plugin has one).
-pub(crate) fn spawn(shared: &Arc<Shared>, caller: &Caller, event: HookEvent, resumed: bool) {
+pub(crate) fn spawn(shared: &Arc<Shared>, caller: &Arc<Caller>, event: HookEvent, resumed: bool) {
     let catalog = shared.source.catalog();
     let tools: Vec<String> = catalog
         .plugins()
@@ -58,7 +58,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>, caller: &Caller, event: HookEvent, res
     });
 }
 
-async fn run(shared: &Shared, caller: &Caller, tool: &str, event: HookEvent, resumed: bool) {
+async fn run(shared: &Shared, caller: &Arc<Caller>, tool: &str, event: HookEvent, resumed: bool) {
     let cancel = CancellationToken::new();
     let call = Call {
         name: tool.to_owned(),
@@ -77,6 +77,8 @@ async fn run(shared: &Shared, caller: &Caller, tool: &str, event: HookEvent, res
         bridge: Arc::new(NullBridge),
         config: serde_json::Value::Null,
         trace_parent: None,
+        // The output is not read.
+        outputs_as_text: true,
     };
     let limit = Duration::from_millis(SessionHooks::TIMEOUT_MS);
     match tokio::time::timeout(limit, shared.router.call(call)).await {

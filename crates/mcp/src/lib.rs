@@ -76,7 +76,7 @@ pub use http_sessions::http_in_place_calls;
 pub use server::{Profiles, QuiverServer, ServerOptions, SessionIdentity, SessionProfile};
 pub use sessions::{MAX_SESSION_KEY_LEN, SESSION_META_KEY, SessionStore, StoreError, StoredSession, valid_session_key};
 #[doc(hidden)]
-pub use stdio::lane_calls;
+pub use stdio::{lane_calls, lane_lines};
 pub use stdio::{serve_io, serve_stdio};
 #[doc(hidden)]
 pub use wire::fuzzing;

@@ -4,7 +4,7 @@ use quiver_abi::{Status, ToolError};
 use quiver_manifest::LifecycleState;
 use quiver_router::codes::Code;
 use quiver_router::{CallMeta, CallOutcome, Lane, Truncation};
-use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData, RequestId};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -124,10 +124,21 @@ pub(crate) fn call_result(outcome: CallOutcome) -> CallToolResult {
 /// [`call_result`]; with `structured_text` false, structured content is not repeated as text
 /// (profile `structured_text`).
 pub(crate) fn call_result_with(outcome: CallOutcome, structured_text: bool) -> CallToolResult {
-    let CallOutcome { response, mut meta } = outcome;
+    let CallOutcome { mut response, mut meta, outputs_text } = outcome;
     let mut pairs = Vec::with_capacity(3);
     pairs.push(("call", call_json(&mut meta)));
     let mut result = match response.status {
+        // An output passed on as text (an object, checked): its text copy is the tool's own.
+        Status::Ok if let Some(text) = outputs_text => {
+            let mut content = blocks(response.content);
+            if content.is_empty() && structured_text {
+                content.push(ContentBlock::text(String::from(text.clone())));
+            }
+            response.outputs = serde_json::from_str(&text).unwrap_or_default();
+            let mut r = CallToolResult::success(content);
+            r.structured_content = Some(response.outputs);
+            r
+        }
         Status::Ok | Status::Partial => {
             let mut content = blocks(response.content);
             if content.is_empty() && !response.outputs.is_null() && (structured_text || !response.outputs.is_object()) {
@@ -167,6 +178,60 @@ pub(crate) fn call_result_with(outcome: CallOutcome, structured_text: bool) -> C
     }
     result.meta = Some(meta_of(pairs));
     result
+}
+
+/// The JSON-RPC response line of a call whose output was passed on as text and that has
+/// nothing else to say (no content blocks, observations, notice or truncation): written here
+/// from the tool's own text, with no `Value` of it built, parsed or serialized. The same
+/// message as [`call_result_with`]'s result in a response, by the test
+/// `a_written_line_is_the_message_rmcp_would_send`; `result_type`: with `resultType:
+/// "complete"` (protocol 2026-07-28 and later, as `rmcp` sends it). Anything else is given
+/// back.
+pub(crate) fn call_line(
+    id: &RequestId,
+    outcome: Box<CallOutcome>,
+    structured_text: bool,
+    result_type: bool,
+) -> Result<Vec<u8>, Box<CallOutcome>> {
+    let simple = |o: &CallOutcome| {
+        let r = &o.response;
+        r.status == Status::Ok
+            && r.content.is_empty()
+            && r.observations.is_empty()
+            && o.meta.truncation.is_none()
+            && o.meta.notice.as_ref().is_none_or(|n| n.state == LifecycleState::HiddenCompatibility)
+    };
+    if outcome.outputs_text.is_none() || !simple(&outcome) {
+        return Err(outcome);
+    }
+    let CallOutcome { mut meta, outputs_text, .. } = *outcome;
+    let Some(text) = outputs_text else { unreachable!("checked above") };
+    let call = meta_of([("call", call_json(&mut meta))]);
+    let mut line = Vec::with_capacity(160 + 2 * text.len());
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    put(&mut line, id);
+    line.extend_from_slice(if result_type {
+        br#","result":{"resultType":"complete","content":["#
+    } else {
+        br#","result":{"content":["#
+    });
+    if structured_text {
+        line.extend_from_slice(br#"{"type":"text","text":"#);
+        put(&mut line, &*text);
+        line.push(b'}');
+    }
+    line.extend_from_slice(br#"],"structuredContent":"#);
+    line.extend_from_slice(text.as_bytes());
+    line.extend_from_slice(br#","isError":false,"_meta":"#);
+    put(&mut line, &call);
+    line.extend_from_slice(b"}}\n");
+    Ok(line)
+}
+
+/// Appends the JSON of `value` (a string, a request id, a map with string keys: writing them
+/// into a `Vec` cannot fail).
+fn put<T: serde::Serialize + ?Sized>(line: &mut Vec<u8>, value: &T) {
+    serde_json::to_writer(line, value).expect("writing JSON into a Vec cannot fail");
 }
 
 /// A meta tool's result: compact JSON as text and as structured content.
@@ -230,6 +295,7 @@ mod tests {
                 truncation: None,
                 policy: Default::default(),
             },
+            outputs_text: None,
         }
     }
 
@@ -289,5 +355,65 @@ mod tests {
         o.response = ToolResponse::ok(json!("plain"));
         let plain = serde_json::to_value(call_result_with(o, false)).unwrap();
         assert_eq!(plain["content"][0]["text"], r#""plain""#, "{plain}");
+    }
+
+    /// `outcome` with its output held as text, as the router hands it over for
+    /// `Call::outputs_as_text`.
+    fn as_text(mut o: CallOutcome) -> CallOutcome {
+        o.outputs_text = Some(o.response.outputs.to_string().into());
+        o.response.outputs = Value::Null;
+        o
+    }
+
+    #[test]
+    fn a_written_line_is_the_message_rmcp_would_send() {
+        use rmcp::model::{NumberOrString, ServerJsonRpcMessage, ServerResult};
+        let mut o = outcome(LifecycleState::HiddenCompatibility);
+        o.response = ToolResponse::ok(json!({"text": "a \"quoted\" line\nwith é", "n": [1, 2.5, null]}));
+        let message = |o: CallOutcome, id: &NumberOrString, structured_text: bool, current: bool| {
+            let mut result = ServerResult::CallToolResult(call_result_with(o, structured_text));
+            if !current {
+                result.strip_result_type_for_legacy_peer();
+            }
+            serde_json::to_value(ServerJsonRpcMessage::response(result, id.clone())).unwrap()
+        };
+        for id in [NumberOrString::Number(7), NumberOrString::String("req-\"1\"".into())] {
+            for (structured_text, current) in [(true, false), (false, false), (true, true), (false, true)] {
+                let line = call_line(&id, Box::new(as_text(o.clone())), structured_text, current)
+                    .unwrap_or_else(|_| panic!("written"));
+                assert_eq!(line.last(), Some(&b'\n'));
+                let written: Value = serde_json::from_slice(&line).unwrap();
+                let rmcp = message(o.clone(), &id, structured_text, current);
+                assert_eq!(written, rmcp, "{}", String::from_utf8_lossy(&line));
+                assert_eq!(written["result"].get("resultType").is_some(), current);
+                // The same message from the general path with the output held as text.
+                assert_eq!(written, message(as_text(o.clone()), &id, structured_text, current));
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_plain_result_is_written_as_a_line() {
+        let id = rmcp::model::NumberOrString::Number(1);
+        let plain = as_text(outcome(LifecycleState::Active));
+        let mut cases = Vec::new();
+        // Held as a value.
+        cases.push(outcome(LifecycleState::Active));
+        // With a notice the model reads.
+        cases.push(as_text(outcome(LifecycleState::Deprecated)));
+        let mut o = plain.clone();
+        o.response.observations.push("note".into());
+        cases.push(o);
+        let mut o = plain.clone();
+        o.response.content.push(json!({"type": "text", "text": "own"}));
+        cases.push(o);
+        for o in cases {
+            let before = format!("{o:?}");
+            let back = call_line(&id, Box::new(o), true, false).expect_err("given back");
+            assert_eq!(format!("{back:?}"), before);
+        }
+        let mut plain = plain;
+        plain.meta.notice = None;
+        assert!(call_line(&id, Box::new(plain), true, false).is_ok());
     }
 }

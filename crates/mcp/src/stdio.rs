@@ -30,8 +30,8 @@ use std::task::{Context, Poll};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequest, ClientJsonRpcMessage, ClientNotification, ClientRequest, RequestId, RequestMetaObject,
-    ServerJsonRpcMessage,
+    CallToolRequest, CallToolResponse, ClientJsonRpcMessage, ClientNotification, ClientRequest, ProtocolVersion,
+    RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{Peer, RxJsonRpcMessage, Service, ServiceExt, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -39,6 +39,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use tokio_util::sync::CancellationToken;
 
+use crate::connection::Routed;
+use crate::results::call_result_with;
 use crate::wire::{Refusal, call_message, parse, parse_call, too_large};
 use crate::{Connection, QuiverServer};
 
@@ -238,6 +240,16 @@ pub fn lane_calls() -> u64 {
     LANE_CALLS.load(Ordering::Relaxed)
 }
 
+/// Lane calls answered with a line written from the tool's output text, in this process.
+static LANE_LINES: AtomicU64 = AtomicU64::new(0);
+
+/// How many lane calls were answered with a line written from the tool's output text
+/// (`results::call_line`) in this process (for tests; not part of the API).
+#[doc(hidden)]
+pub fn lane_lines() -> u64 {
+    LANE_LINES.load(Ordering::Relaxed)
+}
+
 /// A lane call's future: its id and serial, and its response line (`None` when it could not
 /// be encoded).
 type LaneCall = Pin<Box<dyn Future<Output = (RequestId, u64, Option<Vec<u8>>)> + Send>>;
@@ -286,8 +298,31 @@ impl CallLane {
         let serial = self.serial;
         let connection = self.connection.clone();
         let answer_to = id.clone();
+        // What `rmcp`'s handler does with a result for the protocol version (see `finish`).
+        let current = context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        // A session that did not start with `initialize` (none here) goes through `rmcp`'s
+        // whole handler, which checks such a request's own metadata.
+        let inline_session = context.peer.peer_info().is_none();
         let future: LaneCall = Box::pin(async move {
-            let answer = match connection.handle_request(ClientRequest::CallToolRequest(request), context).await {
+            let answer = if inline_session {
+                connection.handle_request(ClientRequest::CallToolRequest(request), context).await
+            } else {
+                match connection.call_tool_routed(request.params, context).await {
+                    // The usual case: the line written from the tool's own output text.
+                    Ok(Routed::Outcome(outcome, structured_text)) => {
+                        match crate::results::call_line(&answer_to, outcome, structured_text, current) {
+                            Ok(line) => {
+                                LANE_LINES.fetch_add(1, Ordering::Relaxed);
+                                return (answer_to, serial, Some(line));
+                            }
+                            Err(outcome) => Ok(finish(call_result_with(*outcome, structured_text).into(), current)),
+                        }
+                    }
+                    Ok(Routed::Answered(response)) => Ok(finish(response, current)),
+                    Err(error) => Err(error),
+                }
+            };
+            let answer = match answer {
                 Ok(result) => ServerJsonRpcMessage::response(result, answer_to.clone()),
                 Err(error) => {
                     tracing::warn!(id = %answer_to, ?error, "response error");
@@ -468,6 +503,19 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Outbox<W> {
             return Poll::Ready(());
         }
     }
+}
+
+/// A `tools/call` result as `rmcp`'s handler finishes it for the session's protocol version:
+/// `resultType: "complete"` only for 2026-07-28 and later (the lane calls the handler's
+/// `call_tool` itself).
+fn finish(response: CallToolResponse, current: bool) -> ServerResult {
+    let mut result = ServerResult::from(response);
+    if current {
+        result.fill_missing_cache_hints();
+    } else {
+        result.strip_result_type_for_legacy_peer();
+    }
+    result
 }
 
 /// Room for a typical response line up front (a tool result with its `_meta` is a few hundred

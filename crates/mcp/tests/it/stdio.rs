@@ -585,10 +585,15 @@ async fn a_lane_call_answers_as_the_rmcp_path_does() {
     ];
     for params in calls {
         let line = json!({ "jsonrpc": "2.0", "id": "same-id", "method": "tools/call", "params": params }).to_string();
-        let before = quiver_mcp::lane_calls();
+        let (before, lines_before) = (quiver_mcp::lane_calls(), quiver_mcp::lane_lines());
         c.send(&line).await;
         let lane = c.recv().await;
         assert!(quiver_mcp::lane_calls() > before, "the lane did not take {line}");
+        // A plain result is written from the tool's own output text (`marker_echo`'s output
+        // schema is checked on text); errors and other results go through `rmcp`'s types.
+        if params["arguments"]["text"] == "same" {
+            assert!(quiver_mcp::lane_lines() > lines_before, "not written from the output text: {line}");
+        }
         other.send(&line.replace("tools/call", "tools\\/call")).await;
         let rmcp = other.recv().await;
         assert_eq!(lane["id"], "same-id", "{lane}");
