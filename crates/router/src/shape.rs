@@ -42,8 +42,6 @@ const ANNOTATIONS: &[&str] = &[
     "writeOnly",
     "deprecated",
     "format",
-    "contentMediaType",
-    "contentEncoding",
 ];
 
 /// At most this many properties (one bit each for "seen" and "required").
