@@ -2,18 +2,29 @@
 //! ([`crate::Call::outputs_as_text`]): no `serde_json::Value` is built, checked and dropped.
 //!
 //! [`OutputShape::of`] accepts only output schemas this check decides exactly as `jsonschema`
-//! does: an object schema whose declared properties each constrain at most their JSON type and
-//! a numeric `minimum` / `maximum`, with `required` and annotations (`title`, `description`,
-//! `format`, which draft 2020-12 treats as an annotation, ...). Anything else (`$ref`,
-//! `items`, `enum`, `pattern`, nested property schemas, ...) has no shape, and its outputs take
-//! the `Value` path as before.
+//! does (draft 2020-12, formats not asserted), built from:
+//! - leaves that constrain at most their JSON `type` (one or a list) and a numeric `minimum` /
+//!   `maximum`;
+//! - objects (`type: object` with `properties`, `required`, `additionalProperties` as a
+//!   boolean); an object schema without `properties` or `required` is a leaf;
+//! - arrays (`type: array` with `items`);
+//! - string enumerations (`enum` of strings, `const` string, or a `oneOf` / `anyOf` of such
+//!   constants, as `schemars` writes a unit enum);
+//! - a schema or null (`anyOf` / `oneOf` of a schema and `{"type": "null"}`, as `schemars`
+//!   writes an `Option` of a struct), or `type: [object|array, "null"]`;
+//! - `$ref` to `#/$defs/NAME` (or `#/definitions/NAME`) of the root, at most 16 deep;
+//! - annotations (`title`, `description`, `format`, `default`, `examples`, ...) anywhere.
+//!
+//! Anything else (`pattern`, `minItems`, `allOf`, `if`, a `$ref` elsewhere, ...) has no shape,
+//! and its outputs take the `Value` path as before. The root must be an object schema.
 //!
 //! [`OutputShape::accepts`] reads the text once with `serde_json`'s parser (the same parser the
 //! `Value` path uses, so the syntax it accepts is the same) and says yes only when the text is
-//! one JSON object, every key is a declared property, no key repeats, every value has a
-//! declared type within the bounds, and every required property is present. A "no" is not a
-//! verdict: the caller takes the `Value` path, whose validator words the error. The property
-//! test `text_verdicts_agree_with_jsonschema` holds the yes to `jsonschema`'s verdict.
+//! one JSON object the schema accepts, in which no object has a key its schema does not
+//! declare or a key twice. A "no" is not a verdict: the caller takes the `Value` path, whose
+//! validator words the error. The property tests (`text_verdicts_agree_with_jsonschema`,
+//! `nested_text_verdicts_agree_with_jsonschema`) hold every yes to `jsonschema`'s verdict, and
+//! every valid text without undeclared or repeated keys to a yes.
 
 use std::fmt;
 
@@ -44,25 +55,36 @@ const ANNOTATIONS: &[&str] = &[
     "format",
 ];
 
-/// At most this many properties (one bit each for "seen" and "required").
+/// At most this many properties per object (one bit each for "seen" and "required").
 const MAX_PROPERTIES: usize = 64;
 
-/// One declared property.
+/// At most this many `$ref`s followed from the root to a leaf (recursive types have no shape).
+const MAX_DEPTH: usize = 16;
+
+/// What one value must be.
 #[derive(Debug, Clone)]
-struct Prop {
-    name: Box<str>,
-    types: u8,
-    minimum: Option<f64>,
-    maximum: Option<f64>,
+enum Node {
+    /// Any value of these types (numbers within the bounds).
+    Leaf { types: u8, minimum: Option<f64>, maximum: Option<f64> },
+    /// An object of declared properties, or null when `nullable`.
+    Object { shape: ObjectShape, nullable: bool },
+    /// An array whose items are each `items`, or null when `nullable`.
+    Array { items: Box<Node>, nullable: bool },
+    /// One of these strings, or null when `nullable`.
+    Strings { values: Box<[Box<str>]>, nullable: bool },
+}
+
+/// An object's declared properties.
+#[derive(Debug, Clone)]
+struct ObjectShape {
+    props: Box<[(Box<str>, Node)]>,
+    /// Bit `i`: property `i` is required.
+    required: u64,
 }
 
 /// An output schema in the form [`OutputShape::accepts`] checks on text.
 #[derive(Debug, Clone)]
-pub(crate) struct OutputShape {
-    props: Box<[Prop]>,
-    /// Bit `i`: property `i` is required.
-    required: u64,
-}
+pub(crate) struct OutputShape(ObjectShape);
 
 fn type_bit(name: &str) -> Option<u8> {
     Some(match name {
@@ -102,33 +124,152 @@ fn bound(v: Option<&Value>) -> Option<Option<f64>> {
     }
 }
 
-fn prop(name: &str, schema: &Value) -> Option<Prop> {
-    let m = schema.as_object()?;
-    if !m.keys().all(|k| ANNOTATIONS.contains(&k.as_str()) || matches!(k.as_str(), "type" | "minimum" | "maximum")) {
-        return None;
-    }
-    let (minimum, maximum) = (bound(m.get("minimum"))?, bound(m.get("maximum"))?);
-    Some(Prop { name: name.into(), types: types_of(m.get("type"))?, minimum, maximum })
+/// Whether every key of `m` is an annotation or one of `allowed`.
+fn only(m: &Map<String, Value>, allowed: &[&str]) -> bool {
+    m.keys().all(|k| ANNOTATIONS.contains(&k.as_str()) || allowed.contains(&k.as_str()))
 }
 
-impl OutputShape {
-    /// The shape of `schema`, when [`OutputShape::accepts`] decides it exactly.
-    pub(crate) fn of(schema: &Value) -> Option<OutputShape> {
-        let m: &Map<String, Value> = schema.as_object()?;
-        let known = |k: &str| {
-            ANNOTATIONS.contains(&k) || matches!(k, "type" | "properties" | "required" | "additionalProperties")
+/// The schemas `$ref`s point at: the root's `$defs` and `definitions`.
+struct Defs<'s> {
+    root: &'s Map<String, Value>,
+}
+
+impl<'s> Defs<'s> {
+    fn get(&self, reference: &str) -> Option<&'s Value> {
+        let (table, name) = match reference.strip_prefix("#/$defs/") {
+            Some(name) => ("$defs", name),
+            None => ("definitions", reference.strip_prefix("#/definitions/")?),
         };
-        if !m.keys().all(|k| known(k)) || m.get("type")?.as_str()? != "object" {
+        // No JSON-pointer escapes or nested pointers.
+        if name.is_empty() || name.contains(['/', '~', '%']) {
             return None;
         }
+        self.root.get(table)?.as_object()?.get(name)
+    }
+}
+
+impl Node {
+    fn accepts_null(&self) -> bool {
+        match self {
+            Node::Leaf { types, .. } => types & NULL != 0,
+            Node::Object { nullable, .. } | Node::Array { nullable, .. } | Node::Strings { nullable, .. } => *nullable,
+        }
+    }
+
+    fn or_null(self) -> Node {
+        match self {
+            Node::Leaf { types, minimum, maximum } => Node::Leaf { types: types | NULL, minimum, maximum },
+            Node::Object { shape, .. } => Node::Object { shape, nullable: true },
+            Node::Array { items, .. } => Node::Array { items, nullable: true },
+            Node::Strings { values, .. } => Node::Strings { values, nullable: true },
+        }
+    }
+
+    fn of(schema: &Value, defs: &Defs<'_>, depth: usize) -> Option<Node> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let m = match schema {
+            Value::Bool(true) => return Some(Node::Leaf { types: ANY, minimum: None, maximum: None }),
+            Value::Object(m) => m,
+            _ => return None,
+        };
+        if let Some(r) = m.get("$ref") {
+            return if only(m, &["$ref"]) { Node::of(defs.get(r.as_str()?)?, defs, depth + 1) } else { None };
+        }
+        for (key, exactly_one) in [("anyOf", false), ("oneOf", true)] {
+            if let Some(list) = m.get(key) {
+                return if only(m, &[key]) {
+                    Node::alternatives(list.as_array()?, exactly_one, defs, depth)
+                } else {
+                    None
+                };
+            }
+        }
+        if let Some(list) = m.get("enum") {
+            if !only(m, &["enum", "type"]) || m.get("type").is_some_and(|t| t != "string") {
+                return None;
+            }
+            let values = list.as_array()?.iter().map(|v| v.as_str().map(Box::from)).collect::<Option<_>>()?;
+            return Some(Node::Strings { values, nullable: false });
+        }
+        if let Some(c) = m.get("const") {
+            if !only(m, &["const", "type"]) || m.get("type").is_some_and(|t| t != "string") {
+                return None;
+            }
+            return Some(Node::Strings { values: Box::new([c.as_str()?.into()]), nullable: false });
+        }
+        let types = types_of(m.get("type"))?;
+        let nullable = types & NULL != 0;
+        if m.contains_key("properties") || m.contains_key("required") {
+            if types & !NULL != OBJECT || !only(m, &["type", "properties", "required", "additionalProperties"]) {
+                return None;
+            }
+            return Some(Node::Object { shape: ObjectShape::of(m, defs, depth)?, nullable });
+        }
+        if let Some(items) = m.get("items") {
+            if types & !NULL != ARRAY || !only(m, &["type", "items"]) {
+                return None;
+            }
+            return Some(Node::Array { items: Box::new(Node::of(items, defs, depth)?), nullable });
+        }
+        // `additionalProperties` alone only refuses keys of objects with no declared ones.
+        if !only(m, &["type", "minimum", "maximum"]) {
+            return None;
+        }
+        Some(Node::Leaf { types, minimum: bound(m.get("minimum"))?, maximum: bound(m.get("maximum"))? })
+    }
+
+    /// `anyOf` / `oneOf` (`exactly_one`): one schema, or string constants, and maybe null.
+    fn alternatives(list: &[Value], exactly_one: bool, defs: &Defs<'_>, depth: usize) -> Option<Node> {
+        let is_null =
+            |v: &&Value| v.as_object().is_some_and(|m| only(m, &["type"]) && m.get("type") == Some(&"null".into()));
+        let nulls = list.iter().filter(is_null).count();
+        let rest: Vec<&Value> = list.iter().filter(|v| !is_null(v)).collect();
+        let node = match rest.as_slice() {
+            [] => return None,
+            [one] => Node::of(one, defs, depth)?,
+            many => {
+                let mut values: Vec<Box<str>> = Vec::with_capacity(many.len());
+                for alt in many {
+                    match Node::of(alt, defs, depth)? {
+                        Node::Strings { values: v, nullable: false } => values.extend(v),
+                        _ => return None,
+                    }
+                }
+                // `oneOf` of repeated constants refuses them: not decided here.
+                let mut distinct: Vec<&str> = values.iter().map(|v| &**v).collect();
+                distinct.sort_unstable();
+                distinct.dedup();
+                if exactly_one && distinct.len() != values.len() {
+                    return None;
+                }
+                Node::Strings { values: values.into(), nullable: false }
+            }
+        };
+        match nulls {
+            0 => Some(node),
+            // `oneOf` refuses null when two of its schemas take it: not decided here.
+            _ if exactly_one && (nulls > 1 || node.accepts_null()) => None,
+            _ => Some(node.or_null()),
+        }
+    }
+}
+
+impl ObjectShape {
+    fn of(m: &Map<String, Value>, defs: &Defs<'_>, depth: usize) -> Option<ObjectShape> {
         // `additionalProperties` only ever refuses keys this check does not accept anyway.
         match m.get("additionalProperties") {
             None | Some(Value::Bool(_)) => {}
             Some(_) => return None,
         }
-        let props: Vec<Prop> = match m.get("properties") {
+        let props: Vec<(Box<str>, Node)> = match m.get("properties") {
             None => Vec::new(),
-            Some(p) => p.as_object()?.iter().map(|(k, v)| prop(k, v)).collect::<Option<_>>()?,
+            Some(p) => p
+                .as_object()?
+                .iter()
+                .map(|(k, v)| Some((k.as_str().into(), Node::of(v, defs, depth)?)))
+                .collect::<Option<_>>()?,
         };
         if props.len() > MAX_PROPERTIES {
             return None;
@@ -137,21 +278,37 @@ impl OutputShape {
         if let Some(r) = m.get("required") {
             for name in r.as_array()? {
                 // A required name with no declared property is never accepted here.
-                let i = props.iter().position(|p| Some(&*p.name) == name.as_str())?;
+                let i = props.iter().position(|(p, _)| Some(&**p) == name.as_str())?;
                 required |= 1 << i;
             }
         }
-        Some(OutputShape { props: props.into(), required })
+        Some(ObjectShape { props: props.into(), required })
+    }
+}
+
+impl OutputShape {
+    /// The shape of `schema`, when [`OutputShape::accepts`] decides it exactly (see the module
+    /// doc); the root is an object schema.
+    pub(crate) fn of(schema: &Value) -> Option<OutputShape> {
+        let root = schema.as_object()?;
+        if root.get("type")?.as_str()? != "object" {
+            return None;
+        }
+        let mut body = root.clone();
+        body.remove("$defs");
+        body.remove("definitions");
+        // An object schema at the root even without `properties` (no key accepted then).
+        if !only(&body, &["type", "properties", "required", "additionalProperties"]) {
+            return None;
+        }
+        Some(OutputShape(ObjectShape::of(&body, &Defs { root }, 0)?))
     }
 
     /// Whether `text` is one JSON object that the schema accepts (see the module doc): `false`
     /// means "not shown here", not "invalid".
     pub(crate) fn accepts(&self, text: &str) -> bool {
         let mut de = serde_json::Deserializer::from_str(text);
-        match ObjectSeed(self).deserialize(&mut de) {
-            Ok(seen) => seen & self.required == self.required && de.end().is_ok(),
-            Err(_) => false,
-        }
+        de.deserialize_map(ObjectVisitor(&self.0)).is_ok() && de.end().is_ok()
     }
 }
 
@@ -160,22 +317,15 @@ fn no<E: de::Error>() -> E {
     E::custom("not accepted")
 }
 
-/// The top-level object: the set of properties seen.
-struct ObjectSeed<'s>(&'s OutputShape);
+/// An object of declared properties.
+struct ObjectVisitor<'s>(&'s ObjectShape);
 
-impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
-    type Value = u64;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u64, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ObjectSeed<'_> {
-    type Value = u64;
+impl<'de> Visitor<'de> for ObjectVisitor<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen = 0u64;
         while let Some(i) = map.next_key_seed(KeySeed(self.0))? {
             let bit = 1u64 << i;
@@ -184,18 +334,14 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
                 return Err(no());
             }
             seen |= bit;
-            let prop = &self.0.props[i];
-            let kind = map.next_value_seed(KindSeed)?;
-            if !kind.fits(prop) {
-                return Err(no());
-            }
+            map.next_value_seed(NodeSeed(&self.0.props[i].1))?;
         }
-        Ok(seen)
+        if seen & self.0.required == self.0.required { Ok(()) } else { Err(no()) }
     }
 }
 
 /// A key: the index of its declared property (any other key is not accepted).
-struct KeySeed<'s>(&'s OutputShape);
+struct KeySeed<'s>(&'s ObjectShape);
 
 impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
     type Value = usize;
@@ -210,88 +356,84 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
         f.write_str("a property name")
     }
     fn visit_str<E: de::Error>(self, key: &str) -> Result<usize, E> {
-        self.0.props.iter().position(|p| &*p.name == key).ok_or_else(no)
+        self.0.props.iter().position(|(p, _)| &**p == key).ok_or_else(no)
     }
 }
 
-/// What kind of JSON value was read (its number, for bounds).
-enum Kind {
-    String,
-    Int(f64),
-    /// A number with a fraction or an exponent (an integer when its fraction is zero).
-    Float(f64),
-    Bool,
-    Null,
-    Array,
-    Object,
-}
+/// One value against its node.
+#[derive(Clone, Copy)]
+struct NodeSeed<'s>(&'s Node);
 
-impl Kind {
-    fn fits(&self, p: &Prop) -> bool {
-        let (bit, n) = match *self {
-            Kind::String => (STRING, None),
-            Kind::Int(n) => (INTEGER, Some(n)),
-            Kind::Float(n) if n.fract() == 0.0 => (INTEGER, Some(n)),
-            Kind::Float(n) => (NUMBER, Some(n)),
-            Kind::Bool => (BOOLEAN, None),
-            Kind::Null => (NULL, None),
-            Kind::Array => (ARRAY, None),
-            Kind::Object => (OBJECT, None),
-        };
-        if p.types & bit == 0 {
-            return false;
-        }
-        match n {
-            Some(n) => p.minimum.is_none_or(|m| n >= m) && p.maximum.is_none_or(|m| n <= m),
-            None => true,
-        }
-    }
-}
-
-/// Integers past 2^53 are not compared as `f64`: not accepted when the property is bounded.
-fn int(n: f64, exact: bool) -> Kind {
-    if exact { Kind::Int(n) } else { Kind::Int(f64::NAN) }
-}
-
-struct KindSeed;
-
-impl<'de> DeserializeSeed<'de> for KindSeed {
-    type Value = Kind;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Kind, D::Error> {
+impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for KindSeed {
-    type Value = Kind;
+impl NodeSeed<'_> {
+    /// A leaf of type `bit` (a number `n`, for the bounds).
+    fn leaf<E: de::Error>(self, bit: u8, n: Option<f64>) -> Result<(), E> {
+        let Node::Leaf { types, minimum, maximum } = self.0 else { return Err(no()) };
+        let within = match n {
+            Some(n) => minimum.is_none_or(|m| n >= m) && maximum.is_none_or(|m| n <= m),
+            None => true,
+        };
+        if types & bit != 0 && within { Ok(()) } else { Err(no()) }
+    }
+
+    /// An integer (past 2^53 not compared as `f64`: NaN fails any bound).
+    fn int<E: de::Error>(self, n: f64, exact: bool) -> Result<(), E> {
+        self.leaf(INTEGER, Some(if exact { n } else { f64::NAN }))
+    }
+}
+
+impl<'de> Visitor<'de> for NodeSeed<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Kind, E> {
-        Ok(Kind::Bool)
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        self.leaf(BOOLEAN, None)
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Kind, E> {
-        Ok(int(v as f64, v.unsigned_abs() <= 1 << 53))
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.int(v as f64, v.unsigned_abs() <= 1 << 53)
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Kind, E> {
-        Ok(int(v as f64, v <= 1 << 53))
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.int(v as f64, v <= 1 << 53)
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Kind, E> {
-        Ok(Kind::Float(v))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        self.leaf(if v.fract() == 0.0 { INTEGER } else { NUMBER }, Some(v))
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Kind, E> {
-        Ok(Kind::String)
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        match self.0 {
+            Node::Strings { values, .. } if values.iter().any(|s| &**s == v) => Ok(()),
+            Node::Strings { .. } => Err(no()),
+            _ => self.leaf(STRING, None),
+        }
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Kind, E> {
-        Ok(Kind::Null)
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        if self.0.accepts_null() { Ok(()) } else { Err(no()) }
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Kind::Array)
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        match self.0 {
+            Node::Array { items, .. } => while seq.next_element_seed(NodeSeed(items))?.is_some() {},
+            _ => {
+                self.leaf::<A::Error>(ARRAY, None)?;
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+            }
+        }
+        Ok(())
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Kind::Object)
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        match self.0 {
+            Node::Object { shape, .. } => ObjectVisitor(shape).visit_map(map),
+            _ => {
+                self.leaf::<A::Error>(OBJECT, None)?;
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(())
+            }
+        }
     }
 }
 
@@ -328,23 +470,109 @@ mod tests {
         })
     }
 
+    /// What `schemars` writes for a listing: `$defs`, `$ref`s, a unit enum as a `oneOf` of
+    /// constants, an `Option` of a struct as an `anyOf` with null, arrays of objects.
+    fn nested() -> Value {
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "Listing",
+            "type": "object",
+            "$defs": {
+                "Kind": {"oneOf": [
+                    {"const": "file", "type": "string", "description": "A file."},
+                    {"const": "dir", "type": "string"},
+                ]},
+                "Entry": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "kind": {"$ref": "#/$defs/Kind", "description": "What it is."},
+                        "size": {"type": ["integer", "null"], "minimum": 0},
+                        "tags": {"type": "array", "items": {"enum": ["a", "b"]}},
+                    },
+                    "required": ["path", "kind"],
+                },
+                "Owner": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+            },
+            "properties": {
+                "entries": {"type": "array", "items": {"$ref": "#/$defs/Entry"}},
+                "owner": {"anyOf": [{"$ref": "#/$defs/Owner"}, {"type": "null"}]},
+                "mode": {"anyOf": [{"const": "fast"}, {"const": "slow"}, {"type": "null"}]},
+                "matrix": {"type": ["array", "null"], "items": {"type": "array", "items": {"type": "number"}}},
+                "truncated": {"type": "boolean"},
+            },
+            "required": ["entries", "truncated"],
+        })
+    }
+
     #[test]
     fn only_schemas_it_decides_exactly_have_a_shape() {
-        assert!(OutputShape::of(&schema()).is_some());
-        assert!(OutputShape::of(&json!({"type": "object"})).is_some());
-        for no_shape in [
+        for shaped in [
+            schema(),
+            nested(),
+            json!({"type": "object"}),
             json!({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}),
             json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/definitions/A"}}, "definitions": {"A": true}}),
+            json!({"type": "object", "properties": {"a": {"enum": ["x", "y"], "type": "string"}}}),
+            json!({"type": "object", "properties": {"a": {"oneOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}},
+                   "$defs": {"A": {"type": "object", "properties": {}}}}),
+        ] {
+            assert!(OutputShape::of(&shaped).is_some(), "{shaped}");
+        }
+        for no_shape in [
             json!({"type": "object", "properties": {"a": {"enum": [1, 2]}}}),
             json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}),
+            json!({"type": "object", "properties": {"a": {"type": "array", "items": {}, "minItems": 1}}}),
+            json!({"type": "object", "properties": {"a": {"allOf": [{"type": "string"}]}}}),
             json!({"type": "object", "properties": {"a": {"type": "integer", "minimum": 1e300}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"$ref": "#/$defs/A"}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A~1B"}}, "$defs": {"A/B": {}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "other.json#/A"}}}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A", "minimum": 1}}, "$defs": {"A": {}}}),
+            json!({"type": "object", "properties": {"a": {"oneOf": [{"const": "x"}, {"const": "x"}]}}}),
+            json!({"type": "object", "properties": {"a": {"oneOf": [{"type": ["string", "null"]}, {"type": "null"}]}}}),
+            json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}),
+            json!({"type": "object", "properties": {"a": {"properties": {}}}}),
+            json!({"type": "object", "properties": {"a": {"type": "object", "additionalProperties": false}}}),
             json!({"type": "object", "required": ["missing"]}),
             json!({"type": "object", "additionalProperties": {"type": "string"}}),
+            json!({"type": "object", "$id": "https://example.com/s"}),
             json!({"type": "array"}),
             json!({"properties": {}}),
             json!(true),
         ] {
             assert!(OutputShape::of(&no_shape).is_none(), "{no_shape}");
+        }
+    }
+
+    #[test]
+    fn nested_outputs_are_checked_through_refs_enums_and_arrays() {
+        let shape = OutputShape::of(&nested()).unwrap();
+        let yes = [
+            r#"{"entries":[],"truncated":false}"#,
+            r#"{"entries":[{"path":"a","kind":"file","size":3,"tags":["a","b"]},{"path":"b","kind":"dir","size":null}],
+                "owner":{"name":"x"},"mode":"slow","matrix":[[1,2.5],[]],"truncated":true}"#,
+            r#"{"entries":[{"kind":"dir","path":""}],"owner":null,"mode":null,"matrix":null,"truncated":false}"#,
+        ];
+        for text in yes {
+            assert!(shape.accepts(text), "{text}");
+            assert_eq!(reference(&nested(), text), Some(true), "{text}");
+        }
+        let not_shown = [
+            r#"{"entries":[{"path":"a","kind":"link"}],"truncated":false}"#, // not one of the kinds
+            r#"{"entries":[{"path":"a"}],"truncated":false}"#,               // `kind` missing
+            r#"{"entries":[{"path":"a","kind":"file","size":-1}],"truncated":false}"#,
+            r#"{"entries":[{"path":"a","kind":"file","tags":["c"]}],"truncated":false}"#,
+            r#"{"entries":[{"path":"a","kind":"file","x":1}],"truncated":false}"#, // undeclared key
+            r#"{"entries":{},"truncated":false}"#,
+            r#"{"entries":[],"owner":{},"truncated":false}"#, // owner's `name` missing
+            r#"{"entries":[],"mode":"other","truncated":false}"#,
+            r#"{"entries":[],"matrix":[["1"]],"truncated":false}"#,
+            r#"{"entries":[],"matrix":[1],"truncated":false}"#,
+        ];
+        for text in not_shown {
+            assert!(!shape.accepts(text), "{text}");
         }
     }
 
@@ -415,6 +643,91 @@ mod tests {
         prop::collection::vec((key, value), 0..6)
     }
 
+    /// `valid` mostly, else any JSON value.
+    fn maybe(valid: impl Strategy<Value = Value> + 'static) -> BoxedStrategy<Value> {
+        prop_oneof![4 => valid, 1 => any_json()].boxed()
+    }
+
+    /// An object of `fields` (each left out when its flag is off), with an undeclared key when
+    /// `extra`; and whether it is clean (no undeclared key in it or its parts).
+    fn object(fields: Vec<(&str, (Value, bool), bool)>, extra: bool) -> (Value, bool) {
+        let mut m = Map::new();
+        let mut clean = !extra;
+        for (k, (v, c), present) in fields {
+            if present {
+                m.insert(k.to_owned(), v);
+                clean &= c;
+            }
+        }
+        if extra {
+            m.insert("zz_extra".into(), json!(1));
+        }
+        (Value::Object(m), clean)
+    }
+
+    fn entry() -> impl Strategy<Value = (Value, bool)> {
+        let path = maybe("[a-z]{0,3}".prop_map(Value::from));
+        let kind = maybe(prop::sample::select(vec!["file", "dir", "link"]).prop_map(Value::from));
+        let size =
+            maybe(prop_oneof![(0u64..100).prop_map(Value::from), Just(Value::Null), (-3i64..0).prop_map(Value::from)]);
+        let tags = maybe(
+            prop::collection::vec(prop::sample::select(vec!["a", "b", "c"]).prop_map(Value::from), 0..3)
+                .prop_map(Value::Array),
+        );
+        (path, kind, size, tags, any::<[bool; 4]>(), prop::bool::weighted(0.1)).prop_map(|(p, k, s, t, on, extra)| {
+            object(
+                vec![
+                    ("path", (p, true), on[0] || on[1]),
+                    ("kind", (k, true), on[1] || on[2]),
+                    ("size", (s, true), on[2]),
+                    ("tags", (t, true), on[3]),
+                ],
+                extra,
+            )
+        })
+    }
+
+    fn listing() -> impl Strategy<Value = (Value, bool)> {
+        let entries = prop_oneof![
+            4 => prop::collection::vec(entry(), 0..3).prop_map(|list| {
+                let clean = list.iter().all(|(_, c)| *c);
+                (Value::Array(list.into_iter().map(|(v, _)| v).collect()), clean)
+            }),
+            1 => any_json().prop_map(|v| (v, true)),
+        ];
+        let owner = prop_oneof![
+            Just((Value::Null, true)),
+            (maybe("[a-z]{0,3}".prop_map(Value::from)), any::<bool>(), prop::bool::weighted(0.1))
+                .prop_map(|(name, on, extra)| object(vec![("name", (name, true), on)], extra)),
+            any_json().prop_map(|v| (v, true)),
+        ];
+        let mode = maybe(prop_oneof![
+            Just(Value::Null),
+            prop::sample::select(vec!["fast", "slow", "other"]).prop_map(Value::from)
+        ]);
+        let number = prop_oneof![(-10i64..10).prop_map(Value::from), (-1e3f64..1e3).prop_map(Value::from)];
+        let matrix = maybe(prop_oneof![
+            Just(Value::Null),
+            prop::collection::vec(prop::collection::vec(maybe(number), 0..3).prop_map(Value::Array), 0..3)
+                .prop_map(Value::Array),
+        ]);
+        let truncated = maybe(any::<bool>().prop_map(Value::Bool));
+        (entries, owner, mode, matrix, truncated, any::<[bool; 5]>(), prop::bool::weighted(0.1)).prop_map(
+            |(e, o, m, x, t, on, extra)| {
+                object(
+                    vec![
+                        ("entries", e, on[0] || on[4]),
+                        ("owner", o, on[1]),
+                        ("mode", (m, true), on[2]),
+                        ("matrix", (x, true), on[3]),
+                        ("truncated", (t, true), on[4] || on[0]),
+                    ],
+                    extra,
+                )
+            },
+        )
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -436,6 +749,22 @@ mod tests {
             keys.dedup();
             let declared_once = keys.len() == members.len() && !keys.contains(&"other");
             if declared_once && verdict == Some(true) {
+                prop_assert!(shape.accepts(&text), "valid but not accepted as text: {}", text);
+            }
+        }
+
+        /// The same on [`nested`]: listings with every field now valid, now anything, now
+        /// left out, and sometimes an undeclared key.
+        #[test]
+        fn nested_text_verdicts_agree_with_jsonschema((value, clean) in listing()) {
+            let text = value.to_string();
+            let schema = nested();
+            let shape = OutputShape::of(&schema).unwrap();
+            let verdict = reference(&schema, &text);
+            if shape.accepts(&text) {
+                prop_assert_eq!(verdict, Some(true), "accepted as text but not by jsonschema: {}", text);
+            }
+            if clean && verdict == Some(true) {
                 prop_assert!(shape.accepts(&text), "valid but not accepted as text: {}", text);
             }
         }
