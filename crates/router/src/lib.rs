@@ -19,7 +19,9 @@
 //!    it on a thread that may block (one of the router's pool of long-lived threads, `pool.rs`;
 //!    the caller waits beside the deadline); 8. **retries**
 //!    of retryable errors with exponential backoff and jitter;
-//! 9. **output** against the output schema; 10. **result size** (the largest strings and arrays
+//! 9. **output** against the output schema (for a [`Call`] with `outputs_as_text`, an output
+//!    whose schema has a shape is checked on its JSON text and handed over as that text,
+//!    [`CallOutcome::outputs_text`]; `shape.rs`); 10. **result size** (the largest strings and arrays
 //!    cut with a marker until the output fits, checked against the output schema; status
 //!    `partial`; the full text kept for the session under a handle, served by
 //!    [`Router::read_result`], `run_tool` with [`READ_RESULT`] and, in `quiver-mcp`, as the
