@@ -249,7 +249,7 @@ fn header(quick: bool, profile: &Profile, rounds: usize, load: &str) -> String {
 /// (a build with one more dependency in the lockfile placed 2,526 of 3,388 and peaked at
 /// 15.1 MiB against 10.2 MiB).
 fn link_order_note(ws: &Workspace, quiver: &Path) -> String {
-    let list = fs::read_to_string(ws.root.join("crates/cli/link-order.txt")).unwrap_or_default();
+    let list = fs::read_to_string(ws.root.join(crate::link_order::LIST)).unwrap_or_default();
     match crate::link_order::function_addresses(quiver) {
         Ok(defined) => {
             let (found, total) = link_order_placed(&list, &defined);

@@ -23,6 +23,9 @@ use crate::workspace::Workspace;
 /// Calls per call scenario; each also runs the client's 1,000 warm-up calls and an 8-in-flight phase.
 const CALLS: usize = 200;
 
+/// The list this command writes and `crates/cli/build.rs` links by (relative to the workspace).
+pub(crate) const LIST: &str = "crates/cli/link-order.txt";
+
 pub fn run(ws: &Workspace) -> Result<()> {
     let valgrind = Command::new("valgrind").arg("--version").output();
     if !valgrind.is_ok_and(|o| o.status.success()) {
@@ -89,7 +92,7 @@ pub fn run(ws: &Workspace) -> Result<()> {
         out.push_str(name);
         out.push('\n');
     }
-    let file = ws.root.join("crates/cli/link-order.txt");
+    let file = ws.root.join(LIST);
     fs::write(&file, out)?;
     eprintln!("{}: {} functions ({} recorded)", file.display(), ordered.len(), run.len());
     Ok(())

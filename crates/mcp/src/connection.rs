@@ -743,8 +743,6 @@ impl Connection {
     }
 }
 
-/// A meta tool's arguments: checked against its advertised schema (repairable errors), then read
-/// into its type.
 /// How a `tools/call` went ([`Connection::call_tool_routed`]).
 pub(crate) enum Routed {
     /// Answered without the router (a meta tool, a refused repeat).
@@ -754,10 +752,13 @@ pub(crate) enum Routed {
     Outcome(Box<CallOutcome>, bool),
 }
 
+/// Whether a meta tool's result is an error (for its counters).
 fn is_error(r: &CallToolResponse) -> bool {
     matches!(r, CallToolResponse::Complete(c) if c.is_error == Some(true))
 }
 
+/// A meta tool's arguments: checked against its advertised schema (repairable errors), then read
+/// into its type.
 fn parse_args<T: serde::de::DeserializeOwned + Into<SearchRequest>>(
     tool: &str,
     schema: &MetaSchema,

@@ -42,8 +42,17 @@ pub(crate) struct ToolState {
     pub(crate) secrets: ArcSwap<Secrets>,
     /// Whether the tool's thread calls answer fast enough for callers to spin for the answer.
     pub(crate) spin: crate::pool::SpinHint,
-    /// The output schema in the form checked on text, when it has one ([`crate::shape`]).
-    pub(crate) output_shape: Option<crate::shape::OutputShape>,
+    /// The output schema in the form checked on text, when it has one ([`crate::shape`]);
+    /// compiled by the first call that passes its output on as text ([`ToolState::output_shape`]).
+    output_shape: std::sync::OnceLock<Option<crate::shape::OutputShape>>,
+}
+
+impl ToolState {
+    /// The shape of `def`'s output schema (`def` is this state's tool: a state is keyed by its
+    /// library and tool name), compiled on first use.
+    pub(crate) fn output_shape(&self, def: &quiver_catalog::ToolDef) -> Option<&crate::shape::OutputShape> {
+        self.output_shape.get_or_init(|| def.output_schema.as_deref().and_then(crate::shape::OutputShape::of)).as_ref()
+    }
 }
 
 /// The future of [`Router::call`] for a catalog tool: its first poll runs the call as far as it
@@ -648,7 +657,7 @@ impl Router {
                         ))),
                         breaker: Breaker::default(),
                         spin: crate::pool::SpinHint::default(),
-                        output_shape: def.output_schema.as_deref().and_then(crate::shape::OutputShape::of),
+                        output_shape: std::sync::OnceLock::new(),
                         secrets: ArcSwap::from_pointee(secrets_of(
                             &self.secrets.load(),
                             &plugin.manifest.id,

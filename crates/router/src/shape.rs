@@ -294,14 +294,12 @@ impl OutputShape {
         if root.get("type")?.as_str()? != "object" {
             return None;
         }
-        let mut body = root.clone();
-        body.remove("$defs");
-        body.remove("definitions");
-        // An object schema at the root even without `properties` (no key accepted then).
-        if !only(&body, &["type", "properties", "required", "additionalProperties"]) {
+        // An object schema at the root even without `properties` (no key accepted then); the
+        // tables `$ref`s point into are read through `Defs`.
+        if !only(root, &["type", "properties", "required", "additionalProperties", "$defs", "definitions"]) {
             return None;
         }
-        Some(OutputShape(ObjectShape::of(&body, &Defs { root }, 0)?))
+        Some(OutputShape(ObjectShape::of(root, &Defs { root }, 0)?))
     }
 
     /// Whether `text` is one JSON object that the schema accepts (see the module doc): `false`
