@@ -38,7 +38,10 @@
 //! `--profile-time` skips that summary (for `perf record`). The summary also prints
 //! allocations per call (a counting global allocator: host code only) and the same plugin
 //! through the router inline and with thread execution (`AsThread`), wall and process CPU time:
-//! the difference is the thread handoff. `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread|abi`
+//! the difference is the thread handoff. Beside each handoff it prints the machine's floor for any
+//! handoff (two plain threads passing a token through one atomic, both spinning: best of five
+//! short rounds and one long round), so a run on a disturbed machine says so itself.
+//! `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread|abi`
 //! (with `QUIVER_BENCH_CALLS`) runs only calls of that kind (`abi`: the bare ABI call,
 //! `abi_loop`), for `heaptrack`, `perf record` or `valgrind --tool=callgrind`.
 
@@ -354,6 +357,44 @@ fn spawn_in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
+/// The machine's own floor for any handoff: two plain threads passing a token back and forth
+/// through one atomic, both spinning and never sleeping, so the round trip is only how soon each
+/// side sees the other's store. No design that hands a call to another thread and waits for its
+/// answer can beat it; when this machine's two virtual CPUs do not run at the same time, it is
+/// what rises (`None` on a single CPU, where the spinners would only take turns per time slice).
+fn token_floor_loop(iters: u64) -> Option<Duration> {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return None;
+    }
+    const STOP: u64 = u64::MAX;
+    let token = Arc::new(AtomicU64::new(0));
+    let theirs = Arc::clone(&token);
+    let partner = std::thread::spawn(move || {
+        loop {
+            let seen = theirs.load(Ordering::Acquire);
+            if seen == STOP {
+                break;
+            }
+            if seen % 2 == 1 {
+                theirs.store(seen + 1, Ordering::Release);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    let start = Instant::now();
+    for i in 0..iters {
+        token.store(2 * i + 1, Ordering::Release);
+        while token.load(Ordering::Acquire) != 2 * i + 2 {
+            std::hint::spin_loop();
+        }
+    }
+    let took = start.elapsed();
+    token.store(STOP, Ordering::Release);
+    partner.join().expect("token partner");
+    Some(took)
+}
+
 fn per_call(total: Duration, iters: u64) -> f64 {
     total.as_nanos() as f64 / iters as f64
 }
@@ -533,6 +574,16 @@ fn main() {
             thread - inline,
             thread_cpu - inline_cpu
         );
+        // The machine's floor in the same minute: best of five short rounds, then one round
+        // as long as the sustained handoff's.
+        if let Some(long) = token_floor_loop(LONG) {
+            let best =
+                (0..5).filter_map(|_| token_floor_loop(n / 5)).map(|d| per_call(d, n / 5)).fold(f64::MAX, f64::min);
+            println!(
+                "  [{name}] machine floor: token round trip, two spinning threads {best:>9.0} (one round of {LONG}: {:.0})",
+                per_call(long, LONG)
+            );
+        }
     }
     in_place_loop(&s.rt, 200);
     let mut in_place = f64::MAX;

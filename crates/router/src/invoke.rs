@@ -448,7 +448,7 @@ async fn on_thread(
     let state = inv.state.clone();
     let job =
         Box::new(ThreadCall { plugin, tool, state, body, sink: plugin_sink, permit: Some(tool_permit), out: None, tx });
-    let ticket = pool.run(job).map_err(|refused| match refused {
+    let ticket = pool.run(job, handed).map_err(|refused| match refused {
         Refused::Full(n) => Code::Protocol
             .error(format!(
                 "`{}` could not start: all {n} of the host's tool threads are busy (the host is overloaded); try again later",
