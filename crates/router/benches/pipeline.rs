@@ -294,6 +294,15 @@ fn cpu_times() -> (Duration, Duration) {
     (clock(libc::CLOCK_PROCESS_CPUTIME_ID), clock(libc::CLOCK_THREAD_CPUTIME_ID))
 }
 
+/// Times the process's threads went to sleep so far (voluntary context switches, all threads).
+fn sleeps() -> i64 {
+    // SAFETY: `usage` is a valid rusage for the call to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF covers every thread of the process.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_nvcsw
+}
+
 /// The same loop with only the blocking-thread round trip (deadline timer and cancellation
 /// token included) and no router work or plugin call.
 fn round_trip_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
@@ -565,14 +574,15 @@ fn main() {
         const LONG: u64 = 20_000;
         let c0 = cpu_times().0;
         let inline = per_call(router_loop(&s.router, &s, rt, LONG), LONG);
-        let c1 = cpu_times().0;
+        let (c1, z1) = (cpu_times().0, sleeps());
         let thread = per_call(router_loop(&s.threaded, &s, rt, LONG), LONG);
-        let c2 = cpu_times().0;
+        let (c2, z2) = (cpu_times().0, sleeps());
         let (inline_cpu, thread_cpu) = (per_call(c1 - c0, LONG), per_call(c2 - c1, LONG));
         println!(
-            "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0})",
+            "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0}; sleeps per call {:.2})",
             thread - inline,
-            thread_cpu - inline_cpu
+            thread_cpu - inline_cpu,
+            (z2 - z1) as f64 / LONG as f64
         );
         // The machine's floor in the same minute: best of five short rounds, then one round
         // as long as the sustained handoff's.

@@ -445,9 +445,16 @@ async fn on_thread(
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     let spin = inv.state.spin.budget();
     let handed = Instant::now();
-    let state = inv.state.clone();
-    let job =
-        Box::new(ThreadCall { plugin, tool, state, body, sink: plugin_sink, permit: Some(tool_permit), out: None, tx });
+    let job = Box::new(ThreadCall {
+        plugin,
+        tool,
+        body,
+        sink: plugin_sink,
+        _permit: tool_permit,
+        out: String::new(),
+        took: Duration::ZERO,
+        tx: Some(tx),
+    });
     let ticket = pool.run(job, handed).map_err(|refused| match refused {
         Refused::Full(n) => Code::Protocol
             .error(format!(
@@ -497,24 +504,31 @@ async fn on_thread(
         }
     };
     guard.armed = false;
-    let raw = answer.map_err(|_| {
+    let done = answer.map_err(|_| {
         Code::Protocol.error(format!("the thread running `{}` failed before it answered", inv.tool_name))
     })?;
-    settle(&raw, inv, cancel)
+    // The job's parts (its permit, the `Arc`s, the request) are dropped here, on the caller's
+    // thread, with the copies it made, and the run time is recorded here: their counters do
+    // not travel between processors.
+    inv.state.spin.record(done.took);
+    settle(&done.out, inv, cancel)
 }
 
 /// A thread-execution call as a pool thread runs it.
 struct ThreadCall {
     plugin: Arc<PluginEntry>,
     tool: usize,
-    /// Where the run time goes (for the next callers' [`crate::pool::SpinHint`]).
-    state: Arc<ToolState>,
     body: String,
     sink: Arc<RouterSink>,
-    /// The tool's slot, held until the plugin returns (also past the caller's deadline).
-    permit: Option<OwnedSemaphorePermit>,
-    out: Option<String>,
-    tx: tokio::sync::oneshot::Sender<String>,
+    /// The tool's slot, held until the caller has the answer (or, past the caller's deadline,
+    /// until the plugin returns).
+    _permit: OwnedSemaphorePermit,
+    out: String,
+    /// How long the plugin ran (the caller records it for the next callers'
+    /// [`crate::pool::SpinHint`]).
+    took: Duration,
+    /// Where the finished job goes back to its caller, who drops it (see `on_thread`).
+    tx: Option<tokio::sync::oneshot::Sender<Box<ThreadCall>>>,
 }
 
 impl Work for ThreadCall {
@@ -524,16 +538,20 @@ impl Work for ThreadCall {
         let _runtime = self.sink.runtime.as_ref().map(tokio::runtime::Handle::enter);
         let name = self.plugin.tools[self.tool].spec.name.as_str();
         let started = Instant::now();
-        let out = self.plugin.backend.invoke(name, &self.body, self.sink.clone());
-        self.state.spin.record(started.elapsed());
+        // The sink lent, not shared: the job holds it until the caller drops the job.
+        let (backend, body, out) = (&self.plugin.backend, self.body.as_str(), &mut self.out);
+        if !backend.invoke_borrowed(name, body, &*self.sink, &mut |answer| answer.clone_into(out)) {
+            *out = backend.invoke(name, body, self.sink.clone());
+        }
+        self.took = started.elapsed();
         self.sink.finished();
-        self.permit = None;
-        self.out = Some(out);
     }
 
-    fn answer(self: Box<Self>) {
-        if let Some(out) = self.out {
-            let _ = self.tx.send(out);
+    fn answer(mut self: Box<Self>) {
+        if let Some(tx) = self.tx.take() {
+            // A caller that stopped waiting gets nothing: the job, its slot included, is
+            // dropped here.
+            let _ = tx.send(self);
         }
     }
 }

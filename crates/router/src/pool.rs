@@ -121,6 +121,8 @@ impl SpinHint {
 const IDLE: u64 = 0;
 const BUSY: u64 = 1;
 const RETIRED: u64 = 2;
+/// The thread ended after idling (or with its pool): nobody can take it any more.
+const LEFT: u64 = 3;
 const MASK: u64 = 3;
 
 /// One pool thread's mailbox.
@@ -130,12 +132,38 @@ struct Slot {
     /// A job is in `job` (set after it is put there): what a spinning thread watches.
     posted: AtomicBool,
     state: AtomicU64,
+    /// In the pool's idle list (changed only under its lock). A slot a caller took straight
+    /// from its warm cache stays listed while busy, so its thread does not list itself again.
+    listed: AtomicBool,
     /// Set once the thread exists (before the slot is listed or handed out).
     thread: OnceLock<Thread>,
 }
 
+impl Slot {
+    /// Takes the slot for a job if its thread is idle; the state the job runs under.
+    fn claim(&self) -> Option<u64> {
+        let now = self.state.load(Ordering::Acquire);
+        if now & MASK != IDLE {
+            return None;
+        }
+        let busy = (now & !MASK) | BUSY;
+        self.state.compare_exchange(now, busy, Ordering::AcqRel, Ordering::Relaxed).ok().map(|_| busy)
+    }
+}
+
+thread_local! {
+    /// The slot this caller's thread handed its last job to, and its pool (held weakly, so
+    /// the address cannot be another pool's): tried first, since between back-to-back calls
+    /// that thread is idle and, in a burst, spinning for the next job. Taking it touches only
+    /// the slot, which the job has to reach anyway, not the idle list both sides would pass
+    /// back and forth between processors.
+    static WARM: std::cell::RefCell<Option<(std::sync::Weak<Shared>, Arc<Slot>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 struct Shared {
-    /// Idle threads, the most recently used last (the warmest is taken first).
+    /// Idle threads, the most recently used last (the warmest is taken first); may also hold
+    /// busy ones a caller took from its warm cache ([`Slot::listed`]).
     idle: Mutex<Vec<Arc<Slot>>>,
     /// Threads that count against the bound (busy or idle; not retired).
     live: AtomicUsize,
@@ -191,11 +219,8 @@ impl Pool {
     /// when the caller handed it over (a clock read the caller makes anyway), from which the
     /// thread tells a burst of calls from sparse ones.
     pub(crate) fn run(&self, job: Job, at: Instant) -> Result<Ticket, Refused> {
-        let idle = lock(&self.shared.idle).pop();
-        if let Some(slot) = idle {
-            // Idle and unlisted: only this caller touches its state until the job is in.
-            let state = (slot.state.load(Ordering::Acquire) & !MASK) | BUSY;
-            slot.state.store(state, Ordering::Release);
+        if let Some((slot, state)) = self.warm().or_else(|| self.listed()) {
+            // Taken: only this caller touches its job until the job is in.
             *lock(&slot.job) = Some((job, at));
             slot.posted.store(true, Ordering::Release);
             // A thread that is spinning keeps the token for a later `park`, which then returns
@@ -216,7 +241,36 @@ impl Pool {
         let slot = start(&self.shared, Some((job, at))).inspect_err(|_| {
             self.shared.live.fetch_sub(1, Ordering::AcqRel);
         })?;
+        self.remember(&slot);
         Ok(Ticket { slot, state: BUSY })
+    }
+
+    /// The calling thread's warm slot, if it belongs to this pool and is idle.
+    fn warm(&self) -> Option<(Arc<Slot>, u64)> {
+        WARM.with_borrow(|warm| {
+            let (pool, slot) = warm.as_ref()?;
+            if !std::ptr::eq(pool.as_ptr(), Arc::as_ptr(&self.shared)) {
+                return None;
+            }
+            slot.claim().map(|state| (slot.clone(), state))
+        })
+    }
+
+    /// The warmest idle thread of the list, taken off it (busy ones taken from warm caches
+    /// stay; their threads are listed already).
+    fn listed(&self) -> Option<(Arc<Slot>, u64)> {
+        let mut idle = lock(&self.shared.idle);
+        let (i, state) = idle.iter().enumerate().rev().find_map(|(i, slot)| slot.claim().map(|state| (i, state)))?;
+        let slot = idle.remove(i);
+        slot.listed.store(false, Ordering::Release);
+        drop(idle);
+        self.remember(&slot);
+        Some((slot, state))
+    }
+
+    /// Makes `slot` the calling thread's warm slot.
+    fn remember(&self, slot: &Arc<Slot>) {
+        WARM.with_borrow_mut(|warm| *warm = Some((Arc::downgrade(&self.shared), slot.clone())));
     }
 
     /// The caller of `ticket`'s job stopped waiting: unless the job already finished, its thread
@@ -236,7 +290,8 @@ impl Pool {
     /// Threads counted against the bound (busy or idle) and idle threads.
     #[cfg(test)]
     pub(crate) fn threads(&self) -> (usize, usize) {
-        (self.shared.live.load(Ordering::Acquire), lock(&self.shared.idle).len())
+        let idle = lock(&self.shared.idle).iter().filter(|s| s.state.load(Ordering::Acquire) & MASK == IDLE).count();
+        (self.shared.live.load(Ordering::Acquire), idle)
     }
 }
 
@@ -258,6 +313,7 @@ fn start(shared: &Arc<Shared>, job: Option<(Job, Instant)>) -> Result<Arc<Slot>,
         job: Mutex::new(job),
         posted: AtomicBool::new(busy),
         state: AtomicU64::new(if busy { BUSY } else { IDLE }),
+        listed: AtomicBool::new(false),
         thread: OnceLock::new(),
     });
     let (pool, own) = (shared.clone(), slot.clone());
@@ -271,7 +327,7 @@ fn start(shared: &Arc<Shared>, job: Option<(Job, Instant)>) -> Result<Arc<Slot>,
         .map_err(Refused::Spawn)?;
     slot.thread.get_or_init(|| handle.thread().clone());
     if !busy {
-        lock(&shared.idle).push(slot.clone());
+        list(shared, &slot);
     }
     Ok(slot)
 }
@@ -330,7 +386,10 @@ fn serve(shared: &Shared, slot: &Arc<Slot>) {
             shared.live.fetch_sub(1, Ordering::AcqRel);
         } else if !retired {
             listed = Instant::now();
-            lock(&shared.idle).push(slot.clone());
+            // Still listed when its caller took it from a warm cache.
+            if !slot.listed.load(Ordering::Acquire) {
+                list(shared, slot);
+            }
         }
         if ran {
             job.answer();
@@ -339,7 +398,10 @@ fn serve(shared: &Shared, slot: &Arc<Slot>) {
         }
         if retired || closing {
             // Retired while it ran (its place was already given to a new thread), or the
-            // pool is gone.
+            // pool is gone; off the list if a caller took it from a warm cache while listed.
+            if slot.listed.load(Ordering::Acquire) {
+                unlist(shared, slot);
+            }
             return;
         }
     }
@@ -351,14 +413,34 @@ fn is_burst(gap: Duration) -> bool {
     gap <= IDLE_SPIN / 2
 }
 
-/// Leaves the pool if the thread is still listed as idle (nobody took it in the meantime);
-/// false when a job is on its way.
-fn leave(shared: &Shared, slot: &Arc<Slot>) -> bool {
+/// Puts an idle thread's slot on the pool's idle list.
+fn list(shared: &Shared, slot: &Arc<Slot>) {
     let mut idle = lock(&shared.idle);
-    let Some(i) = idle.iter().position(|s| Arc::ptr_eq(s, slot)) else { return false };
-    idle.remove(i);
+    if !slot.listed.swap(true, Ordering::AcqRel) {
+        idle.push(slot.clone());
+    }
+}
+
+/// Leaves the pool if the thread is still idle (nobody took it in the meantime); false when a
+/// job is on its way.
+fn leave(shared: &Shared, slot: &Arc<Slot>) -> bool {
+    let now = slot.state.load(Ordering::Acquire);
+    let left = (now & !MASK) | LEFT;
+    if now & MASK != IDLE || slot.state.compare_exchange(now, left, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        return false;
+    }
+    unlist(shared, slot);
     shared.live.fetch_sub(1, Ordering::AcqRel);
     true
+}
+
+/// Takes a thread that ends off the idle list, if it is on it.
+fn unlist(shared: &Shared, slot: &Arc<Slot>) {
+    let mut idle = lock(&shared.idle);
+    if let Some(i) = idle.iter().position(|s| Arc::ptr_eq(s, slot)) {
+        idle.remove(i);
+        slot.listed.store(false, Ordering::Release);
+    }
 }
 
 #[cfg(test)]
@@ -446,6 +528,38 @@ mod tests {
         assert!(matches!(pool.run(probe(3, &done), Instant::now()), Err(Refused::Full(1))));
         release.send(()).expect("release");
         assert_eq!(answers.recv_timeout(WAIT), Ok(2));
+    }
+
+    #[test]
+    fn a_callers_warm_thread_is_taken_in_place_and_leaves_the_list_when_retired() {
+        let pool = Pool::new(2);
+        let (done, answers) = mpsc::channel();
+        pool.run(probe(1, &done), Instant::now()).expect("taken");
+        assert_eq!(answers.recv_timeout(WAIT), Ok(1));
+        let listed = || lock(&pool.shared.idle).len();
+        let started = Instant::now();
+        while pool.threads() != (1, 1) && started.elapsed() < WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!((pool.threads(), listed()), ((1, 1), 1));
+        // Taken from this thread's warm cache: busy, and still on the list (not taken off it).
+        let (stuck, release) = gated(2, &done);
+        let ticket = pool.run(stuck, Instant::now()).expect("the warm thread");
+        assert_eq!((pool.threads(), listed()), ((1, 0), 1));
+        // Retired: a new idle thread takes its place; the stuck one leaves the list when its
+        // job returns.
+        pool.retire(&ticket);
+        assert_eq!((pool.threads(), listed()), ((1, 1), 2));
+        release.send(()).expect("release");
+        assert_eq!(answers.recv_timeout(WAIT), Ok(2));
+        let started = Instant::now();
+        while listed() != 1 && started.elapsed() < WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!((pool.threads(), listed()), ((1, 1), 1));
+        // The new thread serves the next call (taken off the list: it was not warm here).
+        pool.run(probe(3, &done), Instant::now()).expect("the new thread");
+        assert_eq!(answers.recv_timeout(WAIT), Ok(3));
     }
 
     /// A job that sends the id of the thread running it (`/proc/thread-self` names it).
