@@ -1,8 +1,9 @@
 //! The threads that run thread-execution calls: a pool of long-lived threads, started on
 //! demand up to a bound, each parked on its own slot between calls. A call hands its job to an
-//! idle thread (one uncontended lock, and an `unpark` if it sleeps), and the caller waits for the answer
-//! beside the call's deadline and cancellation, so a tool that hangs still gets its caller a
-//! `timeout` at the deadline. No thread is started and no tokio blocking task is made per call.
+//! idle thread (one uncontended lock, and an `unpark` if it sleeps), first to the one it handed
+//! its last job to, and the caller waits for the answer beside the call's deadline and
+//! cancellation, so a tool that hangs still gets its caller a `timeout` at the deadline. No
+//! thread is started and no tokio blocking task is made per call.
 //!
 //! Sleeping and waking a thread costs a system call on each side and, when the woken thread's
 //! core is idle, an inter-processor wake-up (measured at 10-15 µs per call on a 2-vCPU virtual
