@@ -44,18 +44,23 @@ const KEEP_ALIVE: Duration = Duration::from_secs(30);
 /// Stack size of a pool thread (the standard library's default for spawned threads).
 const STACK: usize = 2 * 1024 * 1024;
 
-/// The longest a caller or an idle pool thread spins before it sleeps (see the module's doc).
-pub(crate) const SPIN: Duration = Duration::from_micros(20);
+/// The longest a caller spins for its answer before it sleeps (see the module's doc). Longer
+/// than a pool thread's slow wake-up: on this project's 2-vCPU machines a wake-up takes 5-6 µs
+/// in one state and 25-30 µs in another (the host's placement of the virtual CPUs changes over
+/// minutes). At 20 µs, a caller whose tool's thread had gone to sleep missed in the slow state,
+/// slept, and its own slow wake-up through the runtime could make the next call's gap too long
+/// for a burst: sustained handoffs of 4.7-9.2 µs (multi-thread) and once 31.7 µs
+/// (current-thread), with 0.05-0.65 sleeps per call. Within tokio's guidance for the time a
+/// task runs between `.await`s (10-100 µs).
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
 /// The longest an idle pool thread spins for the next job of a burst; a job that came within
 /// half of it after the thread was listed idle makes a burst. Longer than [`SPIN`] because the
-/// gap between two jobs includes the caller's own wake-up when the caller slept: on this
-/// project's 2-vCPU machines a wake-up takes 5-6 µs in one state and 25-30 µs in another
-/// (the host's placement of the virtual CPUs changes over minutes). With a window of [`SPIN`],
-/// one preempted call in the slow state made every later job's gap longer than the window: the
-/// thread slept after each job, each of its wake-ups outlasted the caller's spin, and the
-/// handoff stayed at 7-22 µs until the burst ended. Sparse calls (gaps over half of this) never
-/// make it spin.
+/// gap between two jobs includes the caller's own wake-up when the caller slept. With a window
+/// of 20 µs, one preempted call in the slow state made every later job's gap longer than the
+/// window: the thread slept after each job, each of its wake-ups outlasted the caller's spin,
+/// and the handoff stayed at 7-22 µs until the burst ended. Sparse calls (gaps over half of
+/// this) never make it spin.
 pub(crate) const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Whether spinning can pay at all: never on a single CPU, where the spinner would only keep
