@@ -55,7 +55,7 @@ const STACK: usize = 2 * 1024 * 1024;
 pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
 /// The longest an idle pool thread spins for the next job of a burst; a job that came within
-/// half of it after the thread was listed idle makes a burst. Longer than [`SPIN`] because the
+/// half of it after the thread became idle makes a burst. Longer than [`SPIN`] because the
 /// gap between two jobs includes the caller's own wake-up when the caller slept. With a window
 /// of 20 µs, one preempted call in the slow state made every later job's gap longer than the
 /// window: the thread slept after each job, each of its wake-ups outlasted the caller's spin,
@@ -233,7 +233,7 @@ impl Pool {
     /// when the caller handed it over (a clock read the caller makes anyway), from which the
     /// thread tells a burst of calls from sparse ones.
     pub(crate) fn run(&self, job: Job, at: Instant) -> Result<Ticket, Refused> {
-        if let Some((slot, state)) = self.warm().or_else(|| self.listed()) {
+        if let Some((slot, state)) = self.warm().or_else(|| self.take_from_list()) {
             // Taken: only this caller touches its job until the job is in.
             *lock(&slot.job) = Some((job, at));
             // Sequentially consistent with the thread's `sleeping`, then `posted` (`sleep`):
@@ -274,7 +274,7 @@ impl Pool {
 
     /// The warmest idle thread of the list, taken off it (busy ones taken from warm caches
     /// stay; their threads are listed already).
-    fn listed(&self) -> Option<(Arc<Slot>, u64)> {
+    fn take_from_list(&self) -> Option<(Arc<Slot>, u64)> {
         let mut idle = lock(&self.shared.idle);
         let (i, state) = idle.iter().enumerate().rev().find_map(|(i, slot)| slot.claim().map(|state| (i, state)))?;
         let slot = idle.remove(i);
@@ -355,16 +355,16 @@ fn serve(shared: &Shared, slot: &Arc<Slot>) {
     // When the current idle stretch began (wake-ups without a job are normal: a stale
     // `unpark` token, or one that raced the job's arrival).
     let mut idle_since: Option<Instant> = None;
-    // When the thread last listed itself idle, and whether its last job came soon enough after
-    // that to make a burst ([`is_burst`]: it spins for the next one).
-    let (mut listed, mut burst) = (Instant::now(), false);
+    // When the thread last became idle, and whether its last job came soon enough after that
+    // to make a burst ([`is_burst`]: it spins for the next one).
+    let (mut idle_at, mut burst) = (Instant::now(), false);
     loop {
         let job = if slot.posted.load(Ordering::Acquire) { lock(&slot.job).take() } else { None };
         let Some((job, handed)) = job else {
             if burst && idle_since.is_none() {
                 // Waits for the next job of a burst without sleeping (once per idle stretch).
                 burst = false;
-                if can_spin() && spin_until(listed + IDLE_SPIN, || slot.posted.load(Ordering::Acquire)) {
+                if can_spin() && spin_until(idle_at + IDLE_SPIN, || slot.posted.load(Ordering::Acquire)) {
                     continue;
                 }
             }
@@ -382,10 +382,10 @@ fn serve(shared: &Shared, slot: &Arc<Slot>) {
             continue;
         };
         slot.posted.store(false, Ordering::Relaxed);
-        // The caller's cadence: from the thread being listed idle to the caller handing the job
+        // The caller's cadence: from the thread becoming idle to the caller handing the job
         // over, not to the thread seeing it (a thread that slept would count its own wake-up,
         // and on a slow-waking machine every later gap would then look sparse).
-        burst = is_burst(handed.saturating_duration_since(listed));
+        burst = is_burst(handed.saturating_duration_since(idle_at));
         idle_since = None;
         // A panic here is a host defect (plugins catch their own); the job is dropped with
         // its answer unsent, which the caller reports, and the thread keeps serving.
@@ -402,7 +402,7 @@ fn serve(shared: &Shared, slot: &Arc<Slot>) {
         if closing {
             shared.live.fetch_sub(1, Ordering::AcqRel);
         } else if !retired {
-            listed = Instant::now();
+            idle_at = Instant::now();
             // Still listed when its caller took it from a warm cache.
             if !slot.listed.load(Ordering::Acquire) {
                 list(shared, slot);
@@ -437,7 +437,7 @@ fn sleep(slot: &Slot, timeout: Option<Duration>) {
     slot.sleeping.store(false, Ordering::Relaxed);
 }
 
-/// Whether a job handed over `gap` after its thread was listed idle belongs to a burst (the
+/// Whether a job handed over `gap` after its thread became idle belongs to a burst (the
 /// thread then spins for the next one, up to [`IDLE_SPIN`] after it is listed again).
 fn is_burst(gap: Duration) -> bool {
     gap <= IDLE_SPIN / 2
