@@ -41,9 +41,9 @@
 //! the difference is the thread handoff. Beside each handoff it prints the machine's floor for any
 //! handoff (two plain threads passing a token through one atomic, both spinning: best of five
 //! short rounds and one long round), so a run on a disturbed machine says so itself.
-//! `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|thread|abi`
+//! `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|inline_text|thread|abi|abi_routed|direct`
 //! (with `QUIVER_BENCH_CALLS`) runs only calls of that kind (`abi`: the bare ABI call,
-//! `abi_loop`), for `heaptrack`, `perf record` or `valgrind --tool=callgrind`.
+//! `abi_loop`; `abi_routed`: the router's own ABI call on its request, `routed_loop`; `direct`: the plugin's registry on a request as the router writes it, `direct_loop`), for `heaptrack`, `perf record` or `valgrind --tool=callgrind`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -120,6 +120,9 @@ struct Setup {
     body: String,
     /// The plugin's answer to `body`.
     answer: String,
+    /// The request exactly as the router writes it for the bench's call (the caller's session
+    /// and scopes, a request id, a timestamp, the policies): the like-for-like ABI call.
+    routed_body: String,
     _plugins: support::Plugins,
 }
 
@@ -154,6 +157,17 @@ fn setup() -> Setup {
     let catalog =
         quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
     let canned = Arc::new(Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default()));
+    let recording = Arc::new(Recording { inner: backend.clone(), last: std::sync::Mutex::new(String::new()) });
+    let entry = support::entry_with(&plugin, plugin.manifest.clone(), recording.clone());
+    let catalog =
+        quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
+    let recorder = Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default());
+    let caller = Arc::new(Caller::new("bench", Access::unrestricted()));
+    let call = Call::new("marker_echo", json!({"text": "hello"}), caller.clone()).with_outputs_as_text(true);
+    let recorded = rt1.block_on(recorder.call(call));
+    assert_eq!(recorded.response.status, quiver_abi::Status::Ok, "{:?}", recorded.response.error);
+    let routed_body = std::mem::take(&mut *recording.last.lock().expect("recorded request"));
+    assert!(routed_body.contains("\"session_id\":\"bench\""), "{routed_body}");
     let entry = support::entry_with(&plugin, plugin.manifest.clone(), Arc::new(AsThread(backend.clone())));
     let catalog =
         quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).expect("catalog");
@@ -167,9 +181,10 @@ fn setup() -> Setup {
         backend,
         canned,
         threaded,
-        caller: Arc::new(Caller::new("bench", Access::unrestricted())),
+        caller,
         body,
         answer,
+        routed_body,
         _plugins: plugins,
     }
 }
@@ -215,6 +230,49 @@ impl ToolBackend for AsThread {
     }
 }
 
+/// The loaded plugin, keeping the last request the router wrote for it.
+struct Recording {
+    inner: Arc<dyn ToolBackend>,
+    last: std::sync::Mutex<String>,
+}
+
+impl ToolBackend for Recording {
+    fn invoke(&self, tool: &str, request: &str, sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+        request.clone_into(&mut self.last.lock().expect("recording"));
+        self.inner.invoke(tool, request, sink)
+    }
+    fn invoke_borrowed(
+        &self,
+        tool: &str,
+        request: &str,
+        sink: &dyn quiver_catalog::CallSink,
+        answer: &mut dyn FnMut(&str),
+    ) -> bool {
+        request.clone_into(&mut self.last.lock().expect("recording"));
+        self.inner.invoke_borrowed(tool, request, sink, answer)
+    }
+    fn dispatch(&self, index: usize) -> quiver_catalog::Dispatch {
+        self.inner.dispatch(index)
+    }
+}
+
+/// The ABI call the router makes, alone: the plugin's `invoke` through the same borrowed
+/// entry point, on the request the router wrote ([`Setup::routed_body`]).
+fn invoke_routed(s: &Setup) {
+    let answered = s.backend.invoke_borrowed("marker_echo", black_box(&s.routed_body), &NullSink, &mut |a| {
+        black_box(a);
+    });
+    debug_assert!(answered);
+}
+
+/// `n` of [`invoke_routed`], one after another (for a profiler, as [`abi_loop`]).
+#[inline(never)]
+fn routed_loop(s: &Setup, n: u64) {
+    for _ in 0..n {
+        invoke_routed(s);
+    }
+}
+
 fn direct_fn() -> String {
     let req = ToolRequest::default();
     let mut cx = Context::detached(&req);
@@ -227,6 +285,14 @@ fn direct_fn() -> String {
 fn direct_json(body: &str) -> String {
     // What the exported `invoke` does, without the ABI.
     marker_plugin::__quiver_plugin::registry().call_text("marker_echo", body, quiver_abi::sdk::Host::Detached)
+}
+
+/// `n` calls of [`direct_json`] on `body`, one after another (for a profiler, as [`abi_loop`]).
+#[inline(never)]
+fn direct_loop(body: &str, n: u64) {
+    for _ in 0..n {
+        drop(black_box(direct_json(black_box(body))));
+    }
 }
 
 /// `abi_invoke`: the loaded library through its `ToolBackend`.
@@ -438,6 +504,29 @@ fn main() {
             abi_loop(&s, calls);
             return;
         }
+        if which == "abi_routed" {
+            routed_loop(&s, calls);
+            return;
+        }
+        if which == "direct" {
+            // The plugin's reading and answering alone, on a request as the router writes it.
+            let body = serde_json::to_string(&ToolRequest {
+                request_id: "k3f9zq-1a".into(),
+                tool_id: "marker_echo".into(),
+                tool_version: "0.1.0".into(),
+                timestamp: 1_764_000_000_000,
+                agent_context: quiver_abi::AgentContext {
+                    session_id: "bench".into(),
+                    scopes: vec!["*".into()],
+                    ..Default::default()
+                },
+                inputs: json!({"text": "hello"}),
+                ..ToolRequest::default()
+            })
+            .expect("request");
+            direct_loop(&body, calls);
+            return;
+        }
         let (router, rt) = match which.as_str() {
             "inline" | "inline_text" => (&s.router, &s.rt1),
             "thread" => (&s.threaded, &s.rt),
@@ -495,13 +584,16 @@ fn main() {
         pipeline_loop(&s, rt, 200);
         // Interleaved, best of 5: the machine is shared, and the minimum is the least disturbed.
         let (mut handoff, mut full, mut text, mut abi) = (f64::MAX, f64::MAX, f64::MAX, abi);
+        let mut routed = f64::MAX;
         for _ in 0..5 {
             handoff = handoff.min(per_call(round_trip_loop(rt, n / 5), n / 5));
             full = full.min(per_call(pipeline_loop(&s, rt, n / 5), n / 5));
             text = text.min(per_call(router_loop_with(&s.router, &s, rt, n / 5, true), n / 5));
             abi = abi.min(ns_per_call(|| drop(black_box(invoke(&s))), budget / 5));
+            routed = routed.min(ns_per_call(|| invoke_routed(&s), budget / 5));
         }
         println!("  [{name}] abi_invoke, best of the same rounds                {abi:>9.0}");
+        println!("  [{name}] the router's own ABI call alone (its request, borrowed) {routed:>9.0}");
         let mut own = f64::MAX;
         for _ in 0..5 {
             own = own.min(per_call(router_loop(&s.canned, &s, rt, n / 5), n / 5));
@@ -514,6 +606,7 @@ fn main() {
         println!("  [{name}] router work (pipeline - abi_invoke)                {:>9.0} ns", full - abi);
         println!("  [{name}] pipeline, output passed on as text (MCP server)    {text:>9.0}");
         println!("  [{name}] router work, output as text (as the server calls)  {:>9.0} ns", text - abi);
+        println!("  [{name}] router work as text, over the router's own ABI call   {:>9.0} ns", text - routed);
     }
     // Allocations per call (current-thread runtime, one task): the bench's own `Call` (built and
     // dropped without a call) and the calls through the router alone and the real plugin.
