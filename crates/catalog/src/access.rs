@@ -59,6 +59,12 @@ impl Access {
 
     /// The scopes held, as [`Access::scopes`] lists them (`*` first when every scope is
     /// granted), without copying: the request's agent context is written from it on every call.
+    /// True when `other` holds the very same scopes as this (the same shared set, not only
+    /// equal ones): a cheap check that something written from these scopes still holds.
+    pub fn same_scopes_as(&self, other: &Access) -> bool {
+        self.all_scopes == other.all_scopes && Arc::ptr_eq(&self.scopes, &other.scopes)
+    }
+
     pub fn scope_names(&self) -> impl Iterator<Item = &str> + '_ {
         self.all_scopes.then_some("*").into_iter().chain(self.scopes.iter().map(String::as_str))
     }

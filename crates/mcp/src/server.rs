@@ -58,14 +58,11 @@ impl SessionProfile {
         client: impl Into<String>,
         principal: Option<String>,
     ) -> Caller {
-        Caller {
-            session_id: session_id.into(),
-            client: client.into(),
-            mode: self.name.clone(),
-            access: self.access.clone(),
-            approval: self.approval,
-            principal,
-        }
+        let mut caller = Caller::new(session_id, self.access.clone()).with_approval(self.approval);
+        caller.client = client.into();
+        caller.mode = self.name.clone();
+        caller.principal = principal;
+        caller
     }
 
     /// How a configuration picks profiles: `forced` (the operator's `--profile`) for every

@@ -14,7 +14,6 @@ use tokio::sync::oneshot::error::TryRecvError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::Router;
 use crate::codes::Code;
 use crate::policy::{Retry, Step};
 use crate::pool::{Pool, Refused, Work, spin_until};
@@ -22,6 +21,7 @@ use crate::router::{ToolState, cancelled};
 use crate::shape::OutputShape;
 use crate::sink::{AbandonOnDrop, InlineSink, RouterSink};
 use crate::stages::{CallContext, Target};
+use crate::{Caller, Router};
 
 /// What every attempt of one call shares.
 pub(crate) struct Invocation<'a> {
@@ -72,6 +72,26 @@ fn retryable(response: &ToolResponse) -> bool {
 /// Appends the JSON of `value` to `out`.
 fn put<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), ToolError> {
     serde_json::to_writer(out, value).map_err(|e| Code::Protocol.error(format!("cannot encode the request: {e}")))
+}
+
+/// A caller's `agent_context` object ([`quiver_abi::AgentContext`]'s wire format, in its
+/// order); [`Caller::agent_context_json`] keeps it for the caller's next calls.
+fn write_agent_context(caller: &Caller, b: &mut Vec<u8>) -> Result<(), ToolError> {
+    b.extend_from_slice(b"{\"session_id\":");
+    put(b, caller.session_id.as_str())?;
+    b.extend_from_slice(b",\"client\":");
+    put(b, caller.client.as_str())?;
+    b.extend_from_slice(b",\"mode\":");
+    put(b, caller.mode.as_str())?;
+    b.extend_from_slice(b",\"scopes\":[");
+    for (i, scope) in caller.access.scope_names().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        put(b, scope)?;
+    }
+    b.extend_from_slice(b"]}");
+    Ok(())
 }
 
 thread_local! {
@@ -170,10 +190,14 @@ impl Router {
         let max_retries = target.def().policies.retries;
         let attempt_body = if max_retries > 0 { body.clone() } else { std::mem::take(&mut body) };
         match self.inline(cx, &inv, attempt_body) {
-            Ok(answer) if retryable(&answer.0) && cx.meta.retries < max_retries => {
+            (Ok(answer), _) if retryable(&answer.0) && cx.meta.retries < max_retries => {
                 Dispatched::Wait(Wait { body, first: Some(Box::new(answer)) })
             }
-            answer => Dispatched::Done(answer),
+            (answer, at) => {
+                // The clock reading of the deadline check ends the call's duration too.
+                cx.answered = Some(at);
+                Dispatched::Done(answer)
+            }
         }
     }
 
@@ -220,7 +244,8 @@ impl Router {
     fn request_body(&self, cx: &CallContext, target: &Target<'_>) -> Result<String, ToolError> {
         let policies = target.def().policies;
         let plugin_id = target.plugin().id();
-        let secrets = target.state.secrets.load();
+        // Most tools declare no secrets: their calls skip the shared map's load.
+        let secrets = (!target.def().spec.secrets.is_empty()).then(|| target.state.secrets.load());
         let config = if cx.config.is_null() {
             self.settings.plugin_config.get(plugin_id).unwrap_or(&Value::Null)
         } else {
@@ -235,21 +260,9 @@ impl Router {
         b.extend_from_slice(target.state.request_tool.as_bytes());
         b.extend_from_slice(b",\"timestamp\":");
         put(&mut b, &cx.started_at_ms)?;
-        b.extend_from_slice(b",\"agent_context\":{\"session_id\":");
-        put(&mut b, caller.session_id.as_str())?;
-        b.extend_from_slice(b",\"client\":");
-        put(&mut b, caller.client.as_str())?;
-        b.extend_from_slice(b",\"mode\":");
-        put(&mut b, caller.mode.as_str())?;
-        b.extend_from_slice(b",\"scopes\":[");
-        for (i, scope) in caller.access.scope_names().enumerate() {
-            if i > 0 {
-                b.push(b',');
-            }
-            put(&mut b, scope)?;
-        }
-        b.push(b']');
-        b.extend_from_slice(b"},\"inputs\":");
+        b.extend_from_slice(b",\"agent_context\":");
+        caller.agent_context_json(write_agent_context, &mut b)?;
+        b.extend_from_slice(b",\"inputs\":");
         put(&mut b, &cx.args)?;
         b.extend_from_slice(b",\"invocation_policies\":{\"timeout_ms\":");
         put(&mut b, &policies.timeout_ms)?;
@@ -269,7 +282,7 @@ impl Router {
             b.extend_from_slice(b",\"memory_snippet\":");
             put(&mut b, memory.as_str())?;
         }
-        if !secrets.is_empty() {
+        if let Some(secrets) = secrets.as_deref().filter(|s| !s.is_empty()) {
             b.extend_from_slice(b",\"secrets\":");
             put(&mut b, &**secrets)?;
         }
@@ -302,17 +315,18 @@ impl Router {
                     "the tool's concurrency limit",
                 );
                 return match slot.await {
-                    Ok(_slot) => self.inline(cx, inv, body),
+                    Ok(_slot) => self.inline(cx, inv, body).0,
                     Err(e) => Err(e),
                 };
             }
         };
-        self.inline(cx, inv, body)
+        self.inline(cx, inv, body).0
     }
 
     /// Runs an inline tool on this thread, its slot held by the caller. The tool answers within
-    /// microseconds and never blocks: no thread handoff; its deadline is checked after.
-    fn inline(&self, cx: &CallContext, inv: &Invocation<'_>, body: String) -> Answer {
+    /// microseconds and never blocks: no thread handoff; its deadline is checked after, with
+    /// the clock reading returned beside the answer.
+    fn inline(&self, cx: &CallContext, inv: &Invocation<'_>, body: String) -> (Answer, Instant) {
         let cancel = &cx.cancel;
         let local_name = inv.plugin.tools[inv.tool].spec.name.as_str();
         // The sink is borrowed for the call when the backend can take it so; without a runtime
@@ -323,17 +337,20 @@ impl Router {
         // The answer is read where the backend holds it (no copy of the plugin's string).
         let mut settled = None;
         let served = inv.plugin.backend.invoke_borrowed(local_name, &body, &borrowed, &mut |raw| {
-            settled = Some(settle(raw, inv, cancel));
+            let at = Instant::now();
+            settled = Some((settle(raw, inv, None, at), at));
         });
         let answer = if served {
             settled.unwrap_or_else(|| {
-                Err(Code::Protocol.error(format!("the backend of `{}` returned no answer", inv.tool_name)))
+                let e = Code::Protocol.error(format!("the backend of `{}` returned no answer", inv.tool_name));
+                (Err(e), Instant::now())
             })
         } else {
             let sink = Arc::new(self.sink(cx, inv, None));
             let raw = inv.plugin.backend.invoke(local_name, &body, sink.clone());
             sink.finished();
-            settle(&raw, inv, cancel)
+            let at = Instant::now();
+            (settle(&raw, inv, None, at), at)
         };
         recycle(body);
         answer
@@ -402,7 +419,7 @@ impl Router {
                 if cancel.is_cancelled() {
                     return Err(cancelled(inv.tool_name));
                 }
-                return settle(&r?, inv, cancel);
+                return settle(&r?, inv, Some(cancel), Instant::now());
             }
             Err(reason) => reason,
         };
@@ -511,7 +528,7 @@ async fn on_thread(
     // thread, with the copies it made, and the run time is recorded here: their counters do
     // not travel between processors.
     inv.state.spin.record(done.took);
-    settle(&done.out, inv, cancel)
+    settle(&done.out, inv, Some(cancel), Instant::now())
 }
 
 /// A thread-execution call as a pool thread runs it.
@@ -557,12 +574,14 @@ impl Work for ThreadCall {
 }
 
 /// A plugin's answer, unless it raced a cancellation or the deadline (a tool that saw
-/// `is_cancelled` and stopped early did not produce a result).
-fn settle(raw: &str, inv: &Invocation<'_>, cancel: &CancellationToken) -> Answer {
-    if cancel.is_cancelled() {
+/// `is_cancelled` and stopped early did not produce a result). `cancel` is the token of a
+/// caller that stopped waiting for a thread or a worker; an inline tool's caller waited for
+/// its answer, whole, and gets it (`None`; it was checked before the tool ran).
+fn settle(raw: &str, inv: &Invocation<'_>, cancel: Option<&CancellationToken>, now: Instant) -> Answer {
+    if cancel.is_some_and(CancellationToken::is_cancelled) {
         return Err(cancelled(inv.tool_name));
     }
-    if Instant::now() >= inv.deadline {
+    if now >= inv.deadline {
         inv.state.counters.timed_out();
         return Err(timeout_error(inv.tool_name));
     }
@@ -619,6 +638,45 @@ fn parse_response(tool_name: &str, raw: &str, shape: Option<&OutputShape>) -> An
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_callers_agent_context_is_written_once_and_again_when_it_changed() {
+        let context = |c: &Caller| {
+            let mut b = Vec::new();
+            c.agent_context_json(write_agent_context, &mut b).unwrap();
+            serde_json::from_slice::<quiver_abi::AgentContext>(&b).unwrap()
+        };
+        let mut caller = Caller::new("s\"1", quiver_catalog::Access::new(["fs.read", "*"], []));
+        caller.client = "c\n".into();
+        caller.mode = "plan".into();
+        let expected = quiver_abi::AgentContext {
+            session_id: "s\"1".into(),
+            client: "c\n".into(),
+            mode: "plan".into(),
+            scopes: vec!["*".into(), "fs.read".into()],
+        };
+        // Written, then kept: the same object both times.
+        assert_eq!(context(&caller), expected);
+        assert_eq!(context(&caller), expected);
+        // Each field it came from, changed afterwards, is seen (the kept text is not used).
+        let mut changed = caller.clone();
+        changed.session_id = "s2".into();
+        assert_eq!(context(&changed).session_id, "s2");
+        let mut changed = caller.clone();
+        changed.client = "other".into();
+        assert_eq!(context(&changed).client, "other");
+        let mut changed = caller.clone();
+        changed.mode = "agent".into();
+        assert_eq!(context(&changed).mode, "agent");
+        let mut changed = caller.clone();
+        changed.access = quiver_catalog::Access::new(["net"], []);
+        assert_eq!(context(&changed).scopes, ["net"]);
+        // Equal scopes in a new set are written again, and read the same.
+        let mut changed = caller.clone();
+        changed.access = quiver_catalog::Access::new(["fs.read", "*"], []);
+        assert_eq!(context(&changed), expected);
+        assert_eq!(context(&caller), expected);
+    }
 
     #[test]
     fn plain_answers_read_as_the_general_parse_reads_them() {

@@ -21,8 +21,8 @@ use crate::codes::Code;
 use crate::limits::Limits;
 use crate::policy::{Joined, Step};
 use crate::results::{Cut, READ_RESULT, READ_RESULT_DEFAULT_LEN, RESULT_URI_PREFIX, ResultStore, Truncation, fit};
-use crate::stages::{CallContext, Ran, Target};
-use crate::{Call, CallOutcome, Caller, RouterSettings, ToolNames, suggest};
+use crate::stages::{CallContext, Ran, Rest, Target};
+use crate::{Call, CallMeta, CallOutcome, Caller, RouterSettings, ToolNames, suggest};
 
 /// Per-tool state that outlives catalog snapshots: keyed by (library sha256, plugin-local tool
 /// name), so a hot swap to new bytes starts fresh while unrelated swaps keep breakers and limits.
@@ -75,9 +75,16 @@ impl Future for Calling<'_> {
     fn poll(self: std::pin::Pin<&mut Self>, task: &mut std::task::Context<'_>) -> std::task::Poll<CallOutcome> {
         let this = self.get_mut();
         if let Some(call) = this.call.take() {
-            match this.router.start(this.router.context(call)) {
-                Ok(outcome) => return std::task::Poll::Ready(outcome),
-                Err(rest) => this.waiting = Some(rest),
+            // The context stays in this frame: an inline call's outcome is taken out of it
+            // (`Router::end` borrows it), not moved with it.
+            let mut cx = this.router.context(call);
+            match this.router.pipeline_now(&mut cx) {
+                Ran::Done(result) => {
+                    return std::task::Poll::Ready(
+                        this.router.end(&mut cx, result.unwrap_or_else(ToolResponse::error)),
+                    );
+                }
+                Ran::Wait(rest) => this.waiting = Some(this.router.resume(cx, rest)),
             }
         }
         let Some(rest) = &mut this.waiting else { panic!("a call's future was polled after it completed") };
@@ -482,7 +489,7 @@ impl Router {
                 let mut cx = CallContext::new(call, recorded, &self.clock);
                 cx.step(Step::RunToolReadResult);
                 let response = self.read_result_call(&cx.caller, &arguments).unwrap_or_else(ToolResponse::error);
-                self.finish(cx, response)
+                self.finish(&mut cx, response)
             }
             Ok((name, arguments)) => {
                 call.name = name;
@@ -495,7 +502,7 @@ impl Router {
                 call.name = RUN_TOOL.to_owned();
                 let mut cx = CallContext::new(call, recorded, &self.clock);
                 cx.step(Step::RunToolRefused);
-                self.finish(cx, ToolResponse::error(e))
+                self.finish(&mut cx, ToolResponse::error(e))
             }
         }
     }
@@ -516,47 +523,42 @@ impl Router {
 
     /// One call through the pipeline, then telemetry and the transcript: at once when it
     /// needs no wait ([`Router::pipeline_now`]), else the future that goes on with it.
-    #[inline]
-    fn start(&self, mut cx: CallContext) -> Result<CallOutcome, Waiting<'_>> {
+    /// The rest of a call that waits, from where [`Router::pipeline_now`] stopped.
+    fn resume(&self, mut cx: CallContext, rest: Rest) -> Waiting<'_> {
+        Box::pin(async move {
+            let result = self.pipeline_rest(&mut cx, rest).await;
+            self.end(&mut cx, result.unwrap_or_else(ToolResponse::error))
+        })
+    }
+
+    /// One call through the pipeline, then telemetry and the transcript, waiting when the
+    /// call waits.
+    async fn run(&self, mut cx: CallContext) -> CallOutcome {
         match self.pipeline_now(&mut cx) {
-            Ran::Done(result) => Ok(self.end(cx, result.unwrap_or_else(ToolResponse::error))),
-            Ran::Wait(rest) => Err(Box::pin(async move {
-                let result = self.pipeline_rest(&mut cx, rest).await;
-                self.end(cx, result.unwrap_or_else(ToolResponse::error))
-            })),
+            Ran::Done(result) => self.end(&mut cx, result.unwrap_or_else(ToolResponse::error)),
+            Ran::Wait(rest) => self.resume(cx, rest).await,
         }
     }
 
-    /// [`Router::start`], waiting when the call waits.
-    async fn run(&self, cx: CallContext) -> CallOutcome {
-        match self.start(cx) {
-            Ok(outcome) => outcome,
-            Err(rest) => rest.await,
-        }
-    }
-
-    /// The end of a call through the pipeline: its trace, telemetry and transcript.
-    fn end(&self, mut cx: CallContext, response: ToolResponse) -> CallOutcome {
+    /// The end of a call through the pipeline: its trace, telemetry and transcript. The
+    /// outcome's parts are taken out of `cx`.
+    fn end(&self, cx: &mut CallContext, response: ToolResponse) -> CallOutcome {
         if let (Some(export), Some(trace)) = (&self.traces, cx.trace.take()) {
-            crate::traced::finish(export, *trace, &cx, &response);
+            crate::traced::finish(export, *trace, cx, &response);
         }
         self.finish(cx, response)
     }
 
-    /// Telemetry and the transcript line of a finished call.
-    fn finish(&self, cx: CallContext, response: ToolResponse) -> CallOutcome {
-        let CallContext {
-            mut meta,
-            caller,
-            confirmed,
-            started,
-            started_at_ms,
-            tool_counters,
-            mut recorded,
-            outputs_text,
-            ..
-        } = cx;
-        meta.duration = started.elapsed();
+    /// Telemetry and the transcript line of a finished call; the outcome's parts are taken
+    /// out of `cx`.
+    fn finish(&self, cx: &mut CallContext, response: ToolResponse) -> CallOutcome {
+        let meta = &mut cx.meta;
+        let (caller, confirmed, started_at_ms) = (&cx.caller, cx.confirmed, cx.started_at_ms);
+        let tool_counters = &cx.tool_counters;
+        meta.duration = match cx.answered {
+            Some(at) => at.saturating_duration_since(cx.started),
+            None => cx.started.elapsed(),
+        };
         self.counters.record_call(&CallEvent {
             request_id: &meta.request_id,
             called_name: &meta.called_name,
@@ -572,7 +574,7 @@ impl Router {
             tool_counters: tool_counters.as_deref(),
             action: meta.action.as_deref(),
         });
-        if let (Some(w), Some(arguments)) = (&self.transcript, recorded.take()) {
+        if let (Some(w), Some(arguments)) = (&self.transcript, cx.recorded.take()) {
             w.record(TranscriptRecord {
                 format: quiver_telemetry::TRANSCRIPT_FORMAT,
                 request_id: meta.request_id.clone(),
@@ -597,7 +599,8 @@ impl Router {
                 response: response.clone(),
             });
         }
-        CallOutcome { response, meta, outputs_text }
+        let meta = std::mem::replace(meta, CallMeta::new(String::new(), String::new(), meta.lane));
+        CallOutcome { response, meta, outputs_text: cx.outputs_text.take() }
     }
 
     pub(crate) fn now_ns(&self) -> u64 {

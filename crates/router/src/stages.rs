@@ -48,6 +48,9 @@ pub(crate) struct CallContext {
     pub(crate) bridge: Arc<dyn ClientBridge>,
     pub(crate) started: Instant,
     pub(crate) started_at_ms: u64,
+    /// When an inline tool's answer was settled, for a call that ended with it (the clock
+    /// reading of its deadline check, which also ends the call's duration).
+    pub(crate) answered: Option<Instant>,
     /// The arguments as called, for the transcript (when transcripts are on).
     pub(crate) recorded: Option<Value>,
     /// The counters of the tool the call reached.
@@ -91,6 +94,7 @@ impl CallContext {
             bridge,
             started,
             started_at_ms: clock.millis_at(started),
+            answered: None,
             recorded,
             tool_counters: None,
             trace: None,
