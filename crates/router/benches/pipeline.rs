@@ -437,6 +437,17 @@ fn spawn_in_place_loop(rt: &tokio::runtime::Runtime, iters: u64) -> Duration {
 /// side sees the other's store. No design that hands a call to another thread and waits for its
 /// answer can beat it; when this machine's two virtual CPUs do not run at the same time, it is
 /// what rises (`None` on a single CPU, where the spinners would only take turns per time slice).
+/// The machine's floor for a handoff (ns per token round trip, [`token_floor_loop`]) over a
+/// short round; `None` on a single CPU.
+fn floor_now() -> Option<f64> {
+    const ROUND: u64 = 2_000;
+    token_floor_loop(ROUND).map(|d| per_call(d, ROUND))
+}
+
+/// The floor under which a sustained handoff round counts as undisturbed (ns): the machine's
+/// slow state measured 360-420 ns, its stalls 0.7-8 µs, its fast state 47-87 ns.
+const UNDISTURBED: f64 = 1_000.0;
+
 fn token_floor_loop(iters: u64) -> Option<Duration> {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         return None;
@@ -663,20 +674,47 @@ fn main() {
         );
         // Sustained: one long round each, not the best of short ones (a thread that spins
         // between calls has its CPU time counted at the scheduler's ticks, so short rounds
-        // undercount it; a long round's figure is within a few per cent).
+        // undercount it; a long round's figure is within a few per cent). Each round is
+        // bracketed by the machine's floor (a token passed between two spinning threads): a
+        // round with a floor over `UNDISTURBED` on either side ran while the machine itself
+        // stalled, which no handoff can beat. Every round is printed; up to five are run, until
+        // one is undisturbed.
         const LONG: u64 = 20_000;
-        let c0 = cpu_times().0;
-        let inline = per_call(router_loop(&s.router, &s, rt, LONG), LONG);
-        let (c1, z1) = (cpu_times().0, sleeps());
-        let thread = per_call(router_loop(&s.threaded, &s, rt, LONG), LONG);
-        let (c2, z2) = (cpu_times().0, sleeps());
-        let (inline_cpu, thread_cpu) = (per_call(c1 - c0, LONG), per_call(c2 - c1, LONG));
-        println!(
-            "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0}; sleeps per call {:.2})",
-            thread - inline,
-            thread_cpu - inline_cpu,
-            (z2 - z1) as f64 / LONG as f64
-        );
+        let mut undisturbed = None;
+        for attempt in 1..=5 {
+            let before = floor_now();
+            let c0 = cpu_times().0;
+            let inline = per_call(router_loop(&s.router, &s, rt, LONG), LONG);
+            let (c1, z1) = (cpu_times().0, sleeps());
+            let thread = per_call(router_loop(&s.threaded, &s, rt, LONG), LONG);
+            let (c2, z2) = (cpu_times().0, sleeps());
+            let after = floor_now();
+            let (inline_cpu, thread_cpu) = (per_call(c1 - c0, LONG), per_call(c2 - c1, LONG));
+            println!(
+                "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0}; sleeps per call {:.2}; floor before/after {:.0}/{:.0})",
+                thread - inline,
+                thread_cpu - inline_cpu,
+                (z2 - z1) as f64 / LONG as f64,
+                before.unwrap_or(f64::NAN),
+                after.unwrap_or(f64::NAN),
+            );
+            let calm = match (before, after) {
+                (Some(b), Some(a)) => b.max(a) <= UNDISTURBED,
+                _ => true,
+            };
+            if calm {
+                undisturbed = Some((attempt, thread - inline));
+                break;
+            }
+        }
+        match undisturbed {
+            Some((attempt, handoff)) => println!(
+                "  [{name}] thread handoff, sustained, undisturbed round       {handoff:>9.0} (round {attempt} of at most 5)"
+            ),
+            None => println!(
+                "  [{name}] thread handoff, sustained: no undisturbed round in 5 (the machine's floor stayed over {UNDISTURBED:.0} ns)"
+            ),
+        }
         // The machine's floor in the same minute: best of five short rounds, then one round
         // as long as the sustained handoff's.
         if let Some(long) = token_floor_loop(LONG) {
