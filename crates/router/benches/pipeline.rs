@@ -444,6 +444,13 @@ fn floor_now() -> Option<f64> {
     token_floor_loop(ROUND).map(|d| per_call(d, ROUND))
 }
 
+/// Time the hypervisor ran something else while this machine's processors had work (the
+/// `steal` column of `/proc/stat`, in clock ticks); `None` where it is not reported.
+fn steal_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines().next()?.split_whitespace().nth(8)?.parse().ok()
+}
+
 /// The floor under which a sustained handoff round counts as undisturbed (ns): the machine's
 /// slow state measured 360-420 ns, its stalls 0.7-8 µs, its fast state 47-87 ns.
 const UNDISTURBED: f64 = 1_000.0;
@@ -676,32 +683,36 @@ fn main() {
         // between calls has its CPU time counted at the scheduler's ticks, so short rounds
         // undercount it; a long round's figure is within a few per cent). Each round is
         // bracketed by the machine's floor (a token passed between two spinning threads): a
-        // round with a floor over `UNDISTURBED` on either side ran while the machine itself
-        // stalled, which no handoff can beat. Every round is printed; up to five are run, until
-        // one is undisturbed.
+        // round with a floor over `UNDISTURBED` on either side, or with time stolen by the
+        // hypervisor during it, ran while the machine itself stalled, which no handoff can
+        // beat (a stall inside a round that steals no time is not seen). Every round is
+        // printed; up to five are run, until one is undisturbed.
         const LONG: u64 = 20_000;
         let mut undisturbed = None;
         for attempt in 1..=5 {
             let before = floor_now();
+            let stolen = steal_ticks();
             let c0 = cpu_times().0;
             let inline = per_call(router_loop(&s.router, &s, rt, LONG), LONG);
             let (c1, z1) = (cpu_times().0, sleeps());
             let thread = per_call(router_loop(&s.threaded, &s, rt, LONG), LONG);
             let (c2, z2) = (cpu_times().0, sleeps());
+            let stolen = steal_ticks().zip(stolen).map(|(b, a)| b.saturating_sub(a));
             let after = floor_now();
             let (inline_cpu, thread_cpu) = (per_call(c1 - c0, LONG), per_call(c2 - c1, LONG));
             println!(
-                "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0}; sleeps per call {:.2}; floor before/after {:.0}/{:.0})",
+                "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0}; sleeps per call {:.2}; floor before/after {:.0}/{:.0}; steal {})",
                 thread - inline,
                 thread_cpu - inline_cpu,
                 (z2 - z1) as f64 / LONG as f64,
                 before.unwrap_or(f64::NAN),
                 after.unwrap_or(f64::NAN),
+                stolen.map_or_else(|| "n/a".to_owned(), |t| format!("{t} ticks")),
             );
             let calm = match (before, after) {
                 (Some(b), Some(a)) => b.max(a) <= UNDISTURBED,
                 _ => true,
-            };
+            } && stolen.unwrap_or(0) == 0;
             if calm {
                 undisturbed = Some((attempt, thread - inline));
                 break;
