@@ -349,6 +349,40 @@ fn router_loop_with(
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
+/// [`router_loop`] in `chunks` consecutive chunks of `per` calls, one task throughout: the
+/// time of each chunk.
+fn router_chunks(
+    router: &Arc<Router>,
+    s: &Setup,
+    rt: &tokio::runtime::Runtime,
+    chunks: usize,
+    per: u64,
+) -> Vec<Duration> {
+    let router = router.clone();
+    let caller = s.caller.clone();
+    let task = async move {
+        let mut times = Vec::with_capacity(chunks);
+        for _ in 0..chunks {
+            let start = Instant::now();
+            for _ in 0..per {
+                let call = Call::new("marker_echo", json!({"text": "hello"}), caller.clone());
+                black_box(router.call(call).await);
+            }
+            times.push(start.elapsed());
+        }
+        times
+    };
+    rt.block_on(rt.spawn(task)).expect("bench task")
+}
+
+/// The median of `times`, and how many are over three times it.
+fn median_and_slow(times: &[Duration]) -> (Duration, usize) {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    let median = sorted[sorted.len() / 2];
+    (median, times.iter().filter(|t| **t > median * 3).count())
+}
+
 /// CPU time of the whole process and of the calling thread.
 fn cpu_times() -> (Duration, Duration) {
     fn clock(id: libc::clockid_t) -> Duration {
@@ -683,36 +717,47 @@ fn main() {
         // between calls has its CPU time counted at the scheduler's ticks, so short rounds
         // undercount it; a long round's figure is within a few per cent). Each round is
         // bracketed by the machine's floor (a token passed between two spinning threads): a
-        // round with a floor over `UNDISTURBED` on either side, or with time stolen by the
-        // hypervisor during it, ran while the machine itself stalled, which no handoff can
-        // beat (a stall inside a round that steals no time is not seen). Every round is
-        // printed; up to five are run, until one is undisturbed.
+        // round with a floor over `UNDISTURBED` on either side, with time stolen by the
+        // hypervisor during it, or with a chunk of its calls three times slower than its
+        // median chunk, ran while the machine itself stalled, which no handoff can beat. Every
+        // round is printed; up to five are run, until one is undisturbed.
         const LONG: u64 = 20_000;
+        // Each round is timed in chunks: a chunk over three times the round's median one was
+        // hit by a stall inside the round, which the floor on its sides cannot see.
+        const CHUNKS: usize = 20;
         let mut undisturbed = None;
         for attempt in 1..=5 {
             let before = floor_now();
             let stolen = steal_ticks();
             let c0 = cpu_times().0;
-            let inline = per_call(router_loop(&s.router, &s, rt, LONG), LONG);
+            let inline_chunks = router_chunks(&s.router, &s, rt, CHUNKS, LONG / CHUNKS as u64);
             let (c1, z1) = (cpu_times().0, sleeps());
-            let thread = per_call(router_loop(&s.threaded, &s, rt, LONG), LONG);
+            let thread_chunks = router_chunks(&s.threaded, &s, rt, CHUNKS, LONG / CHUNKS as u64);
             let (c2, z2) = (cpu_times().0, sleeps());
+            let inline = per_call(inline_chunks.iter().sum(), LONG);
+            let thread = per_call(thread_chunks.iter().sum(), LONG);
+            let (inline_median, inline_slow) = median_and_slow(&inline_chunks);
+            let (thread_median, thread_slow) = median_and_slow(&thread_chunks);
+            let per_chunk = LONG / CHUNKS as u64;
             let stolen = steal_ticks().zip(stolen).map(|(b, a)| b.saturating_sub(a));
             let after = floor_now();
             let (inline_cpu, thread_cpu) = (per_call(c1 - c0, LONG), per_call(c2 - c1, LONG));
             println!(
-                "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0}; sleeps per call {:.2}; floor before/after {:.0}/{:.0}; steal {})",
+                "  [{name}] thread handoff, one round of {LONG} calls each   {:>9.0} (CPU {:>6.0}; sleeps per call {:.2}; floor before/after {:.0}/{:.0}; steal {}; median chunk {:.0}; slow chunks {})",
                 thread - inline,
                 thread_cpu - inline_cpu,
                 (z2 - z1) as f64 / LONG as f64,
                 before.unwrap_or(f64::NAN),
                 after.unwrap_or(f64::NAN),
                 stolen.map_or_else(|| "n/a".to_owned(), |t| format!("{t} ticks")),
+                per_call(thread_median, per_chunk) - per_call(inline_median, per_chunk),
+                inline_slow + thread_slow,
             );
             let calm = match (before, after) {
                 (Some(b), Some(a)) => b.max(a) <= UNDISTURBED,
                 _ => true,
-            } && stolen.unwrap_or(0) == 0;
+            } && stolen.unwrap_or(0) == 0
+                && inline_slow + thread_slow == 0;
             if calm {
                 undisturbed = Some((attempt, thread - inline));
                 break;
