@@ -57,14 +57,14 @@ impl Access {
         self.may_see(canonical_name, def) && def.scopes_for(action).all(|s| self.holds(s))
     }
 
-    /// The scopes held, as [`Access::scopes`] lists them (`*` first when every scope is
-    /// granted), without copying: the request's agent context is written from it on every call.
     /// True when `other` holds the very same scopes as this (the same shared set, not only
     /// equal ones): a cheap check that something written from these scopes still holds.
     pub fn same_scopes_as(&self, other: &Access) -> bool {
         self.all_scopes == other.all_scopes && Arc::ptr_eq(&self.scopes, &other.scopes)
     }
 
+    /// The scopes held, as [`Access::scopes`] lists them (`*` first when every scope is
+    /// granted), without copying: the request's agent context is written from it.
     pub fn scope_names(&self) -> impl Iterator<Item = &str> + '_ {
         self.all_scopes.then_some("*").into_iter().chain(self.scopes.iter().map(String::as_str))
     }

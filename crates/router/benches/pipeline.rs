@@ -349,8 +349,7 @@ fn router_loop_with(
     rt.block_on(rt.spawn(task)).expect("bench task")
 }
 
-/// [`router_loop`] in `chunks` consecutive chunks of `per` calls, one task throughout: the
-/// time of each chunk.
+/// [`router_loop`] in `chunks` consecutive chunks of `per` calls: the time of each chunk.
 fn router_chunks(
     router: &Arc<Router>,
     s: &Setup,
@@ -358,21 +357,7 @@ fn router_chunks(
     chunks: usize,
     per: u64,
 ) -> Vec<Duration> {
-    let router = router.clone();
-    let caller = s.caller.clone();
-    let task = async move {
-        let mut times = Vec::with_capacity(chunks);
-        for _ in 0..chunks {
-            let start = Instant::now();
-            for _ in 0..per {
-                let call = Call::new("marker_echo", json!({"text": "hello"}), caller.clone());
-                black_box(router.call(call).await);
-            }
-            times.push(start.elapsed());
-        }
-        times
-    };
-    rt.block_on(rt.spawn(task)).expect("bench task")
+    (0..chunks).map(|_| router_loop(router, s, rt, per)).collect()
 }
 
 /// The median of `times`, and how many are over three times it.

@@ -521,9 +521,8 @@ impl Router {
         cx
     }
 
-    /// One call through the pipeline, then telemetry and the transcript: at once when it
-    /// needs no wait ([`Router::pipeline_now`]), else the future that goes on with it.
-    /// The rest of a call that waits, from where [`Router::pipeline_now`] stopped.
+    /// The rest of a call that waits, from where [`Router::pipeline_now`] stopped, then
+    /// telemetry and the transcript.
     fn resume(&self, mut cx: CallContext, rest: Rest) -> Waiting<'_> {
         Box::pin(async move {
             let result = self.pipeline_rest(&mut cx, rest).await;
