@@ -18,7 +18,7 @@ use crate::codes::Code;
 use crate::policy::{Retry, Step};
 use crate::pool::{Pool, Refused, Work, spin_until};
 use crate::router::{ToolState, cancelled};
-use crate::shape::OutputShape;
+use crate::shape::Shape;
 use crate::sink::{AbandonOnDrop, InlineSink, RouterSink};
 use crate::stages::{CallContext, Target};
 use crate::{Caller, Router};
@@ -32,7 +32,7 @@ pub(crate) struct Invocation<'a> {
     pub(crate) state: &'a Arc<ToolState>,
     pub(crate) deadline: Instant,
     /// The output's shape, when the call passes the output on as text and it has one.
-    pub(crate) text_shape: Option<&'a OutputShape>,
+    pub(crate) text_shape: Option<&'a Shape>,
 }
 
 /// A tool's answer as read: its size in bytes, and its outputs as JSON text when the call
@@ -604,7 +604,7 @@ const PLAIN_OK: &str = r#"{"status":"ok","outputs":"#;
 /// parsed (no field-by-field reading of the envelope). The same response as the general parse
 /// (`plain_answers_read_as_the_general_parse_reads_them`); `None` for anything else. With a
 /// `shape` the output accepts, it is kept as text instead (already checked: no `Value`).
-fn plain_ok(raw: &str, shape: Option<&OutputShape>) -> Option<(ToolResponse, Option<Box<str>>)> {
+fn plain_ok(raw: &str, shape: Option<&Shape>) -> Option<(ToolResponse, Option<Box<str>>)> {
     let rest = raw.strip_prefix(PLAIN_OK)?.strip_suffix('}')?;
     if let Some(shape) = shape
         && shape.accepts(rest)
@@ -623,7 +623,7 @@ fn is_json_space(c: char) -> bool {
 
 /// Reads a plugin's answer; returns it with its size in bytes (and its output as text: see
 /// [`plain_ok`]).
-fn parse_response(tool_name: &str, raw: &str, shape: Option<&OutputShape>) -> Answer {
+fn parse_response(tool_name: &str, raw: &str, shape: Option<&Shape>) -> Answer {
     if let Some((response, text)) = plain_ok(raw, shape) {
         return Ok((response, Raw { len: raw.len(), text }));
     }
@@ -712,7 +712,7 @@ mod tests {
 
     #[test]
     fn an_output_its_shape_accepts_is_kept_as_text_and_any_other_is_read_as_before() {
-        let shape = OutputShape::of(&serde_json::json!({
+        let shape = Shape::of(&serde_json::json!({
             "type": "object",
             "properties": {"text": {"type": "string"}},
             "required": ["text"]

@@ -42,16 +42,23 @@ pub(crate) struct ToolState {
     pub(crate) secrets: ArcSwap<Secrets>,
     /// Whether the tool's thread calls answer fast enough for callers to spin for the answer.
     pub(crate) spin: crate::pool::SpinHint,
-    /// The output schema in the form checked on text, when it has one ([`crate::shape`]);
-    /// compiled by the first call that passes its output on as text ([`ToolState::output_shape`]).
-    output_shape: std::sync::OnceLock<Option<crate::shape::OutputShape>>,
+    /// The input schema in the form checked without `jsonschema`, when it has one
+    /// ([`crate::shape`]); compiled by the tool's first call ([`ToolState::input_shape`]).
+    input_shape: std::sync::OnceLock<Option<crate::shape::Shape>>,
+    /// The same for the output schema ([`ToolState::output_shape`]).
+    output_shape: std::sync::OnceLock<Option<crate::shape::Shape>>,
 }
 
 impl ToolState {
-    /// The shape of `def`'s output schema (`def` is this state's tool: a state is keyed by its
+    /// The shape of `def`'s input schema (`def` is this state's tool: a state is keyed by its
     /// library and tool name), compiled on first use.
-    pub(crate) fn output_shape(&self, def: &quiver_catalog::ToolDef) -> Option<&crate::shape::OutputShape> {
-        self.output_shape.get_or_init(|| def.output_schema.as_deref().and_then(crate::shape::OutputShape::of)).as_ref()
+    pub(crate) fn input_shape(&self, def: &quiver_catalog::ToolDef) -> Option<&crate::shape::Shape> {
+        self.input_shape.get_or_init(|| crate::shape::Shape::of(&def.input_schema)).as_ref()
+    }
+
+    /// The shape of `def`'s output schema, compiled on first use.
+    pub(crate) fn output_shape(&self, def: &quiver_catalog::ToolDef) -> Option<&crate::shape::Shape> {
+        self.output_shape.get_or_init(|| def.output_schema.as_deref().and_then(crate::shape::Shape::of)).as_ref()
     }
 }
 
@@ -659,6 +666,7 @@ impl Router {
                         ))),
                         breaker: Breaker::default(),
                         spin: crate::pool::SpinHint::default(),
+                        input_shape: std::sync::OnceLock::new(),
                         output_shape: std::sync::OnceLock::new(),
                         secrets: ArcSwap::from_pointee(secrets_of(
                             &self.secrets.load(),

@@ -1,8 +1,10 @@
-//! A tool's output checked as JSON text, for calls that pass the output on as text
-//! ([`crate::Call::outputs_as_text`]): no `serde_json::Value` is built, checked and dropped.
+//! A schema in a form checked without `jsonschema`: a tool's output read as JSON text, for
+//! calls that pass the output on as text ([`crate::Call::outputs_as_text`]: no
+//! `serde_json::Value` is built, checked and dropped), and a `Value` (a call's arguments, an
+//! output read as a `Value`), which this check walks once instead of `jsonschema`'s validator.
 //!
-//! [`OutputShape::of`] accepts only output schemas this check decides exactly as `jsonschema`
-//! does (draft 2020-12, formats not asserted), built from:
+//! [`Shape::of`] accepts only schemas this check decides exactly as `jsonschema` does (draft
+//! 2020-12, formats not asserted), built from:
 //! - leaves that constrain at most their JSON `type` (one or a list) and a numeric `minimum` /
 //!   `maximum`;
 //! - objects (`type: object` with `properties`, `required`, `additionalProperties` as a
@@ -16,15 +18,18 @@
 //! - annotations (`title`, `description`, `format`, `default`, `examples`, ...) anywhere.
 //!
 //! Anything else (`pattern`, `minItems`, `allOf`, `if`, a `$ref` elsewhere, ...) has no shape,
-//! and its outputs take the `Value` path as before. The root must be an object schema.
+//! and its values are checked by `jsonschema` as before. The root must be an object schema.
 //!
-//! [`OutputShape::accepts`] reads the text once with `serde_json`'s parser (the same parser the
+//! [`Shape::accepts`] reads the text once with `serde_json`'s parser (the same parser the
 //! `Value` path uses, so the syntax it accepts is the same) and says yes only when the text is
 //! one JSON object the schema accepts, in which no object has a key its schema does not
-//! declare or a key twice. A "no" is not a verdict: the caller takes the `Value` path, whose
-//! validator words the error. The property tests (`text_verdicts_agree_with_jsonschema`,
-//! `nested_text_verdicts_agree_with_jsonschema`) hold every yes to `jsonschema`'s verdict, and
-//! every valid text without undeclared or repeated keys to a yes.
+//! declare or a key twice. [`Shape::accepts_value`] says yes only when the value is an object
+//! the schema accepts (there, a key an object's schema does not declare is accepted unless
+//! its `additionalProperties` is `false`). A "no" from either is not a verdict: the caller asks
+//! `jsonschema`, whose validator decides and words the error. The property tests
+//! (`text_verdicts_agree_with_jsonschema`, `nested_text_verdicts_agree_with_jsonschema` and
+//! their `value_` twins) hold every yes to `jsonschema`'s verdict, and every valid text without
+//! undeclared or repeated keys, and every valid value, to a yes.
 
 use std::fmt;
 
@@ -80,11 +85,15 @@ struct ObjectShape {
     props: Box<[(Box<str>, Node)]>,
     /// Bit `i`: property `i` is required.
     required: u64,
+    /// Keys it does not declare are allowed (`additionalProperties` absent or `true`); only
+    /// [`Shape::accepts_value`] reads this (the text check never accepts such a key).
+    open: bool,
 }
 
-/// An output schema in the form [`OutputShape::accepts`] checks on text.
+/// An object schema in the form [`Shape::accepts`] checks on text and [`Shape::accepts_value`]
+/// on a `Value`.
 #[derive(Debug, Clone)]
-pub(crate) struct OutputShape(ObjectShape);
+pub(crate) struct Shape(ObjectShape);
 
 fn type_bit(name: &str) -> Option<u8> {
     Some(match name {
@@ -258,11 +267,12 @@ impl Node {
 
 impl ObjectShape {
     fn of(m: &Map<String, Value>, defs: &Defs<'_>, depth: usize) -> Option<ObjectShape> {
-        // `additionalProperties` only ever refuses keys this check does not accept anyway.
-        match m.get("additionalProperties") {
-            None | Some(Value::Bool(_)) => {}
+        // `additionalProperties` only ever refuses keys the text check does not accept anyway.
+        let open = match m.get("additionalProperties") {
+            None => true,
+            Some(Value::Bool(open)) => *open,
             Some(_) => return None,
-        }
+        };
         let props: Vec<(Box<str>, Node)> = match m.get("properties") {
             None => Vec::new(),
             Some(p) => p
@@ -282,14 +292,14 @@ impl ObjectShape {
                 required |= 1 << i;
             }
         }
-        Some(ObjectShape { props: props.into(), required })
+        Some(ObjectShape { props: props.into(), required, open })
     }
 }
 
-impl OutputShape {
-    /// The shape of `schema`, when [`OutputShape::accepts`] decides it exactly (see the module
-    /// doc); the root is an object schema.
-    pub(crate) fn of(schema: &Value) -> Option<OutputShape> {
+impl Shape {
+    /// The shape of `schema`, when this check decides it exactly (see the module doc); the
+    /// root is an object schema.
+    pub(crate) fn of(schema: &Value) -> Option<Shape> {
         let root = schema.as_object()?;
         if root.get("type")?.as_str()? != "object" {
             return None;
@@ -299,7 +309,7 @@ impl OutputShape {
         if !only(root, &["type", "properties", "required", "additionalProperties", "$defs", "definitions"]) {
             return None;
         }
-        Some(OutputShape(ObjectShape::of(root, &Defs { root }, 0)?))
+        Some(Shape(ObjectShape::of(root, &Defs { root }, 0)?))
     }
 
     /// Whether `text` is one JSON object that the schema accepts (see the module doc): `false`
@@ -307,6 +317,71 @@ impl OutputShape {
     pub(crate) fn accepts(&self, text: &str) -> bool {
         let mut de = serde_json::Deserializer::from_str(text);
         de.deserialize_map(ObjectVisitor(&self.0)).is_ok() && de.end().is_ok()
+    }
+
+    /// Whether `value` is an object that the schema accepts (see the module doc): `false` means
+    /// "not shown here", not "invalid".
+    pub(crate) fn accepts_value(&self, value: &Value) -> bool {
+        matches!(value, Value::Object(m) if self.0.accepts(m))
+    }
+}
+
+impl ObjectShape {
+    /// Every key declared (or allowed when open), every required one present.
+    fn accepts(&self, m: &Map<String, Value>) -> bool {
+        let mut seen = 0u64;
+        for (key, value) in m {
+            match self.props.iter().position(|(p, _)| **p == **key) {
+                Some(i) => {
+                    if !self.props[i].1.accepts(value) {
+                        return false;
+                    }
+                    seen |= 1 << i;
+                }
+                None if self.open => {}
+                None => return false,
+            }
+        }
+        seen & self.required == self.required
+    }
+}
+
+impl Node {
+    /// `value` against this node, as the text check's visitor decides each JSON value.
+    fn accepts(&self, value: &Value) -> bool {
+        let leaf = |bit: u8, n: Option<f64>| match self {
+            Node::Leaf { types, minimum, maximum } => {
+                types & bit != 0
+                    && n.is_none_or(|n| minimum.is_none_or(|m| n >= m) && maximum.is_none_or(|m| n <= m))
+            }
+            _ => false,
+        };
+        match value {
+            Value::Null => self.accepts_null(),
+            Value::Bool(_) => leaf(BOOLEAN, None),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    leaf(INTEGER, Some(if u <= 1 << 53 { u as f64 } else { f64::NAN }))
+                } else if let Some(i) = n.as_i64() {
+                    leaf(INTEGER, Some(if i.unsigned_abs() <= 1 << 53 { i as f64 } else { f64::NAN }))
+                } else {
+                    let f = n.as_f64().unwrap_or(f64::NAN);
+                    leaf(if f.fract() == 0.0 { INTEGER } else { NUMBER }, Some(f))
+                }
+            }
+            Value::String(s) => match self {
+                Node::Strings { values, .. } => values.iter().any(|v| **v == **s),
+                _ => leaf(STRING, None),
+            },
+            Value::Array(items) => match self {
+                Node::Array { items: node, .. } => items.iter().all(|item| node.accepts(item)),
+                _ => leaf(ARRAY, None),
+            },
+            Value::Object(m) => match self {
+                Node::Object { shape, .. } => shape.accepts(m),
+                _ => leaf(OBJECT, None),
+            },
+        }
     }
 }
 
@@ -516,7 +591,7 @@ mod tests {
             json!({"type": "object", "properties": {"a": {"oneOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}},
                    "$defs": {"A": {"type": "object", "properties": {}}}}),
         ] {
-            assert!(OutputShape::of(&shaped).is_some(), "{shaped}");
+            assert!(Shape::of(&shaped).is_some(), "{shaped}");
         }
         for no_shape in [
             json!({"type": "object", "properties": {"a": {"enum": [1, 2]}}}),
@@ -540,13 +615,13 @@ mod tests {
             json!({"properties": {}}),
             json!(true),
         ] {
-            assert!(OutputShape::of(&no_shape).is_none(), "{no_shape}");
+            assert!(Shape::of(&no_shape).is_none(), "{no_shape}");
         }
     }
 
     #[test]
     fn nested_outputs_are_checked_through_refs_enums_and_arrays() {
-        let shape = OutputShape::of(&nested()).unwrap();
+        let shape = Shape::of(&nested()).unwrap();
         let yes = [
             r#"{"entries":[],"truncated":false}"#,
             r#"{"entries":[{"path":"a","kind":"file","size":3,"tags":["a","b"]},{"path":"b","kind":"dir","size":null}],
@@ -576,7 +651,7 @@ mod tests {
 
     #[test]
     fn accepts_what_the_schema_accepts_and_nothing_it_cannot_show() {
-        let shape = OutputShape::of(&schema()).unwrap();
+        let shape = Shape::of(&schema()).unwrap();
         let yes = [
             r#"{"text":"hi","count":3}"#,
             r#" { "count" : 3.0 , "text" : "a \"quoted\" \u00e9" , "ratio": null } "#,
@@ -726,6 +801,59 @@ mod tests {
         )
     }
 
+    /// Whether `v` holds an integer past 2^53 (its bounds are left to `jsonschema`).
+    fn has_big_integer(v: &Value) -> bool {
+        match v {
+            Value::Number(n) => n.as_u64().is_some_and(|u| u > 1 << 53) || n.as_i64().is_some_and(|i| i < -(1 << 53)),
+            Value::Array(items) => items.iter().any(has_big_integer),
+            Value::Object(m) => m.values().any(has_big_integer),
+            _ => false,
+        }
+    }
+
+    /// [`Shape::accepts_value`] on `value` against `jsonschema`'s verdict.
+    fn value_verdict_agrees(schema: &Value, value: &Value) -> Result<(), TestCaseError> {
+        let shape = Shape::of(schema).unwrap();
+        let verdict = quiver_catalog::compile_schema(schema).expect("schema compiles").is_valid(value);
+        let accepted = shape.accepts_value(value);
+        if accepted {
+            prop_assert!(verdict, "accepted as a value but not by jsonschema: {}", value);
+        } else if !has_big_integer(value) {
+            prop_assert!(!verdict, "valid but not accepted as a value: {}", value);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_value_is_checked_as_jsonschema_checks_it() {
+        let (closed, open) = (Shape::of(&schema()).unwrap(), Shape::of(&nested()).unwrap());
+        let yes = [
+            (&closed, json!({"text": "hi", "count": 3, "ratio": null, "items": [1, {"a": 2}], "anything": [null]})),
+            (&closed, json!({"text": "", "count": 2.0, "ratio": 1.5, "ok": false, "extra": {}})),
+            // Undeclared keys, where no `additionalProperties: false` refuses them.
+            (&open, json!({"entries": [{"path": "a", "kind": "dir", "x": 1}], "truncated": true, "y": [2]})),
+            (&open, json!({"entries": [], "owner": {"name": "n", "z": null}, "mode": "fast", "truncated": false})),
+        ];
+        for (shape, value) in yes {
+            assert!(shape.accepts_value(&value), "{value}");
+        }
+        let no = [
+            (&closed, json!({"text": "hi"})),
+            (&closed, json!({"text": "hi", "count": -1})),
+            (&closed, json!({"text": "hi", "count": 1.5})),
+            (&closed, json!({"text": "hi", "count": 1, "ratio": 2})),
+            (&closed, json!({"text": "hi", "count": 1, "other": 1})),
+            (&closed, json!({"text": "hi", "count": 1u64 << 60})), // past 2^53: left to jsonschema
+            (&closed, json!(["text"])),
+            (&open, json!({"entries": [{"path": "a", "kind": "link"}], "truncated": false})),
+            (&open, json!({"entries": [], "owner": {}, "truncated": false})),
+            (&open, json!({"entries": [], "matrix": [[1, "2"]], "truncated": false})),
+        ];
+        for (shape, value) in no {
+            assert!(!shape.accepts_value(&value), "{value}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -736,7 +864,7 @@ mod tests {
             let body: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
             let text = format!("{{{}}}", body.join(","));
             let schema = schema();
-            let shape = OutputShape::of(&schema).unwrap();
+            let shape = Shape::of(&schema).unwrap();
             let verdict = reference(&schema, &text);
             prop_assert!(verdict.is_some(), "the generated text parses: {}", text);
             if shape.accepts(&text) {
@@ -757,7 +885,7 @@ mod tests {
         fn nested_text_verdicts_agree_with_jsonschema((value, clean) in listing()) {
             let text = value.to_string();
             let schema = nested();
-            let shape = OutputShape::of(&schema).unwrap();
+            let shape = Shape::of(&schema).unwrap();
             let verdict = reference(&schema, &text);
             if shape.accepts(&text) {
                 prop_assert_eq!(verdict, Some(true), "accepted as text but not by jsonschema: {}", text);
@@ -767,10 +895,33 @@ mod tests {
             }
         }
 
+        /// A value's verdict is `jsonschema`'s, both ways (undeclared keys too: the root of
+        /// [`schema`] refuses them, as `jsonschema` does), but for integers past 2^53, which
+        /// the check does not compare and leaves to `jsonschema`.
+        #[test]
+        fn value_verdicts_agree_with_jsonschema(members in members()) {
+            let body: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let value: Value = serde_json::from_str(&format!("{{{}}}", body.join(","))).unwrap();
+            value_verdict_agrees(&schema(), &value)?;
+        }
+
+        /// The same on [`nested`], whose objects allow undeclared keys.
+        #[test]
+        fn nested_value_verdicts_agree_with_jsonschema((value, _) in listing()) {
+            value_verdict_agrees(&nested(), &value)?;
+        }
+
+        /// Any value at all, against both schemas.
+        #[test]
+        fn arbitrary_values_are_decided_as_jsonschema_decides(value in any_json()) {
+            value_verdict_agrees(&schema(), &value)?;
+            value_verdict_agrees(&nested(), &value)?;
+        }
+
         /// Any text at all: a yes means it parses, is an object and is valid.
         #[test]
         fn arbitrary_text_is_never_accepted_wrongly(text in "[ {}\\[\\]\":,0-9a-z.\\-\\\\]{0,40}") {
-            let shape = OutputShape::of(&schema()).unwrap();
+            let shape = Shape::of(&schema()).unwrap();
             if shape.accepts(&text) {
                 prop_assert_eq!(reference(&schema(), &text), Some(true), "{}", text);
             }

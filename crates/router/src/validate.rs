@@ -9,6 +9,7 @@ use quiver_catalog::ToolDef;
 use serde_json::{Value, json};
 
 use crate::codes::Code;
+use crate::shape::Shape;
 use crate::suggest::edit_distance;
 
 /// Problems listed per error (the rest are counted).
@@ -233,10 +234,21 @@ fn summary(issues: &[Issue], total: usize) -> String {
     s
 }
 
-/// Checks call arguments against the tool's input schema. With `include_schema` (the generic
-/// lane, where the model may never have seen the schema) the error carries the schema too.
-pub(crate) fn arguments(tool: &str, def: &ToolDef, args: &Value, include_schema: bool) -> Result<(), ToolError> {
+/// Checks call arguments against the tool's input schema: its `shape`, when it has one and
+/// accepts them, else the validator (which decides, and words any error). With
+/// `include_schema` (the generic lane, where the model may never have seen the schema) the
+/// error carries the schema too.
+pub(crate) fn arguments(
+    tool: &str,
+    def: &ToolDef,
+    shape: Option<&Shape>,
+    args: &Value,
+    include_schema: bool,
+) -> Result<(), ToolError> {
     let validator = def.input_validator.get().map_err(|e| uncompiled(tool, "input", e))?;
+    if shape.is_some_and(|s| s.accepts_value(args)) {
+        return Ok(());
+    }
     let Some((list, total)) = issues(validator, &def.input_schema, args) else {
         return Ok(());
     };
@@ -275,12 +287,16 @@ pub fn meta_arguments(tool: &str, schema: &quiver_catalog::MetaSchema, args: &Va
     Err(Code::InvalidArguments.error(message).with_details(details))
 }
 
-/// Checks a successful result against the tool's output schema.
-pub(crate) fn output(tool: &str, def: &ToolDef, outputs: &Value) -> Result<(), ToolError> {
+/// Checks a successful result against the tool's output schema (its `shape` first, as
+/// [`arguments`] does).
+pub(crate) fn output(tool: &str, def: &ToolDef, shape: Option<&Shape>, outputs: &Value) -> Result<(), ToolError> {
     let (Some(validator), Some(schema)) = (&def.output_validator, &def.output_schema) else {
         return Ok(());
     };
     let validator = validator.get().map_err(|e| uncompiled(tool, "output", e))?;
+    if shape.is_some_and(|s| s.accepts_value(outputs)) {
+        return Ok(());
+    }
     let Some((list, total)) = issues(validator, schema, outputs) else {
         return Ok(());
     };
