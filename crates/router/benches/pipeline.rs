@@ -621,13 +621,21 @@ fn main() {
         pipeline_loop(&s, rt, 200);
         // Interleaved, best of 5: the machine is shared, and the minimum is the least disturbed.
         let (mut handoff, mut full, mut text, mut abi) = (f64::MAX, f64::MAX, f64::MAX, abi);
-        let mut routed = f64::MAX;
+        let (mut routed, mut own_call) = (f64::MAX, f64::MAX);
+        let caller = &s.caller;
         for _ in 0..5 {
             handoff = handoff.min(per_call(round_trip_loop(rt, n / 5), n / 5));
             full = full.min(per_call(pipeline_loop(&s, rt, n / 5), n / 5));
             text = text.min(per_call(router_loop_with(&s.router, &s, rt, n / 5, true), n / 5));
             abi = abi.min(ns_per_call(|| drop(black_box(invoke(&s))), budget / 5));
             routed = routed.min(ns_per_call(|| invoke_routed(&s), budget / 5));
+            // The caller's own part of each pipeline call: the bench builds a `Call` (its
+            // arguments a `Value`) that the router takes and drops; `abi_invoke` is handed a
+            // request written once, before the loop.
+            own_call = own_call.min(ns_per_call(
+                || drop(black_box(Call::new("marker_echo", json!({"text": "hello"}), caller.clone()))),
+                budget / 5,
+            ));
         }
         println!("  [{name}] abi_invoke, best of the same rounds                {abi:>9.0}");
         println!("  [{name}] the router's own ABI call alone (its request, borrowed) {routed:>9.0}");
@@ -644,6 +652,9 @@ fn main() {
         println!("  [{name}] pipeline, output passed on as text (MCP server)    {text:>9.0}");
         println!("  [{name}] router work, output as text (as the server calls)  {:>9.0} ns", text - abi);
         println!("  [{name}] router work as text, over the router's own ABI call   {:>9.0} ns", text - routed);
+        println!("  [{name}] the bench's Call built and dropped alone (caller's part) {own_call:>9.0}");
+        println!("  [{name}] router work less the caller's Call, output as a Value  {:>9.0} ns", full - abi - own_call);
+        println!("  [{name}] router work less the caller's Call, output as text     {:>9.0} ns", text - abi - own_call);
     }
     // Allocations per call (current-thread runtime, one task): the bench's own `Call` (built and
     // dropped without a call) and the calls through the router alone and the real plugin.
