@@ -351,8 +351,7 @@ impl Node {
     fn accepts(&self, value: &Value) -> bool {
         let leaf = |bit: u8, n: Option<f64>| match self {
             Node::Leaf { types, minimum, maximum } => {
-                types & bit != 0
-                    && n.is_none_or(|n| minimum.is_none_or(|m| n >= m) && maximum.is_none_or(|m| n <= m))
+                types & bit != 0 && n.is_none_or(|n| minimum.is_none_or(|m| n >= m) && maximum.is_none_or(|m| n <= m))
             }
             _ => false,
         };
