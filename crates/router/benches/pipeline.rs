@@ -621,7 +621,7 @@ fn main() {
         pipeline_loop(&s, rt, 200);
         // Interleaved, best of 5: the machine is shared, and the minimum is the least disturbed.
         let (mut handoff, mut full, mut text, mut abi) = (f64::MAX, f64::MAX, f64::MAX, abi);
-        let (mut routed, mut own_call) = (f64::MAX, f64::MAX);
+        let (mut routed, mut own_call, mut abi_there) = (f64::MAX, f64::MAX, f64::MAX);
         let caller = &s.caller;
         for _ in 0..5 {
             handoff = handoff.min(per_call(round_trip_loop(rt, n / 5), n / 5));
@@ -629,6 +629,14 @@ fn main() {
             text = text.min(per_call(router_loop_with(&s.router, &s, rt, n / 5, true), n / 5));
             abi = abi.min(ns_per_call(|| drop(black_box(invoke(&s))), budget / 5));
             routed = routed.min(ns_per_call(|| invoke_routed(&s), budget / 5));
+            // The same ABI call on a thread of the runtime the pipeline runs on (a multi-thread
+            // runtime's worker): a figure off here is that thread's processor, not the router.
+            let (backend, body) = (s.backend.clone(), s.body.clone());
+            let there = move || {
+                let call = || drop(black_box(backend.invoke("marker_echo", black_box(&body), Arc::new(NullSink))));
+                ns_per_call(call, budget / 5)
+            };
+            abi_there = abi_there.min(rt.block_on(rt.spawn(async move { there() })).expect("bench task"));
             // The caller's own part of each pipeline call: the bench builds a `Call` (its
             // arguments a `Value`) that the router takes and drops; `abi_invoke` is handed a
             // request written once, before the loop.
@@ -652,6 +660,7 @@ fn main() {
         println!("  [{name}] pipeline, output passed on as text (MCP server)    {text:>9.0}");
         println!("  [{name}] router work, output as text (as the server calls)  {:>9.0} ns", text - abi);
         println!("  [{name}] router work as text, over the router's own ABI call   {:>9.0} ns", text - routed);
+        println!("  [{name}] abi_invoke in a task of this runtime, same rounds       {abi_there:>9.0}");
         println!("  [{name}] the bench's Call built and dropped alone (caller's part) {own_call:>9.0}");
         println!("  [{name}] router work less the caller's Call, output as a Value  {:>9.0} ns", full - abi - own_call);
         println!("  [{name}] router work less the caller's Call, output as text     {:>9.0} ns", text - abi - own_call);
