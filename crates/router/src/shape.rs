@@ -346,39 +346,57 @@ impl ObjectShape {
     }
 }
 
+/// An integer as its bounds are compared: past 2^53 (`exact` false) NaN, which fails any bound.
+fn integer(n: f64, exact: bool) -> Option<f64> {
+    Some(if exact { n } else { f64::NAN })
+}
+
+/// The type bit of a number read as `f64` (a zero fraction is an integer).
+fn float_bit(v: f64) -> u8 {
+    if v.fract() == 0.0 { INTEGER } else { NUMBER }
+}
+
 impl Node {
-    /// `value` against this node, as the text check's visitor decides each JSON value.
-    fn accepts(&self, value: &Value) -> bool {
-        let leaf = |bit: u8, n: Option<f64>| match self {
+    /// A leaf value of type `bit` (a number `n`, for the bounds): the rule the text check and
+    /// the `Value` check share.
+    fn takes(&self, bit: u8, n: Option<f64>) -> bool {
+        match self {
             Node::Leaf { types, minimum, maximum } => {
                 types & bit != 0 && n.is_none_or(|n| minimum.is_none_or(|m| n >= m) && maximum.is_none_or(|m| n <= m))
             }
             _ => false,
-        };
+        }
+    }
+
+    /// A string: one of the constants, or any string where a string leaf is allowed.
+    fn takes_str(&self, v: &str) -> bool {
+        match self {
+            Node::Strings { values, .. } => values.iter().any(|s| **s == *v),
+            _ => self.takes(STRING, None),
+        }
+    }
+
+    /// `value` against this node, as the text check's visitor decides each JSON value.
+    fn accepts(&self, value: &Value) -> bool {
         match value {
             Value::Null => self.accepts_null(),
-            Value::Bool(_) => leaf(BOOLEAN, None),
-            Value::Number(n) => {
-                if let Some(u) = n.as_u64() {
-                    leaf(INTEGER, Some(if u <= 1 << 53 { u as f64 } else { f64::NAN }))
-                } else if let Some(i) = n.as_i64() {
-                    leaf(INTEGER, Some(if i.unsigned_abs() <= 1 << 53 { i as f64 } else { f64::NAN }))
-                } else {
+            Value::Bool(_) => self.takes(BOOLEAN, None),
+            Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => self.takes(INTEGER, integer(u as f64, u <= 1 << 53)),
+                (None, Some(i)) => self.takes(INTEGER, integer(i as f64, i.unsigned_abs() <= 1 << 53)),
+                (None, None) => {
                     let f = n.as_f64().unwrap_or(f64::NAN);
-                    leaf(if f.fract() == 0.0 { INTEGER } else { NUMBER }, Some(f))
+                    self.takes(float_bit(f), Some(f))
                 }
-            }
-            Value::String(s) => match self {
-                Node::Strings { values, .. } => values.iter().any(|v| **v == **s),
-                _ => leaf(STRING, None),
             },
+            Value::String(s) => self.takes_str(s),
             Value::Array(items) => match self {
                 Node::Array { items: node, .. } => items.iter().all(|item| node.accepts(item)),
-                _ => leaf(ARRAY, None),
+                _ => self.takes(ARRAY, None),
             },
             Value::Object(m) => match self {
                 Node::Object { shape, .. } => shape.accepts(m),
-                _ => leaf(OBJECT, None),
+                _ => self.takes(OBJECT, None),
             },
         }
     }
@@ -446,17 +464,12 @@ impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
 impl NodeSeed<'_> {
     /// A leaf of type `bit` (a number `n`, for the bounds).
     fn leaf<E: de::Error>(self, bit: u8, n: Option<f64>) -> Result<(), E> {
-        let Node::Leaf { types, minimum, maximum } = self.0 else { return Err(no()) };
-        let within = match n {
-            Some(n) => minimum.is_none_or(|m| n >= m) && maximum.is_none_or(|m| n <= m),
-            None => true,
-        };
-        if types & bit != 0 && within { Ok(()) } else { Err(no()) }
+        if self.0.takes(bit, n) { Ok(()) } else { Err(no()) }
     }
 
-    /// An integer (past 2^53 not compared as `f64`: NaN fails any bound).
+    /// An integer (past 2^53 not compared as `f64`).
     fn int<E: de::Error>(self, n: f64, exact: bool) -> Result<(), E> {
-        self.leaf(INTEGER, Some(if exact { n } else { f64::NAN }))
+        self.leaf(INTEGER, integer(n, exact))
     }
 }
 
@@ -475,14 +488,10 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
         self.int(v as f64, v <= 1 << 53)
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        self.leaf(if v.fract() == 0.0 { INTEGER } else { NUMBER }, Some(v))
+        self.leaf(float_bit(v), Some(v))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        match self.0 {
-            Node::Strings { values, .. } if values.iter().any(|s| &**s == v) => Ok(()),
-            Node::Strings { .. } => Err(no()),
-            _ => self.leaf(STRING, None),
-        }
+        if self.0.takes_str(v) { Ok(()) } else { Err(no()) }
     }
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         if self.0.accepts_null() { Ok(()) } else { Err(no()) }
