@@ -882,7 +882,9 @@ mod tests {
             keys.sort_unstable();
             keys.dedup();
             let declared_once = keys.len() == members.len() && !keys.contains(&"other");
-            if declared_once && verdict == Some(true) {
+            // Integers past 2^53 are left to `jsonschema` (see the module doc).
+            let big = serde_json::from_str::<Value>(&text).is_ok_and(|v| has_big_integer(&v));
+            if declared_once && verdict == Some(true) && !big {
                 prop_assert!(shape.accepts(&text), "valid but not accepted as text: {}", text);
             }
         }
@@ -898,7 +900,7 @@ mod tests {
             if shape.accepts(&text) {
                 prop_assert_eq!(verdict, Some(true), "accepted as text but not by jsonschema: {}", text);
             }
-            if clean && verdict == Some(true) {
+            if clean && verdict == Some(true) && !has_big_integer(&value) {
                 prop_assert!(shape.accepts(&text), "valid but not accepted as text: {}", text);
             }
         }
