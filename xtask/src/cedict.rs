@@ -99,12 +99,48 @@ fn sense_words(sense: &str) -> Option<Vec<&str>> {
     }
     if words.is_empty()
         || words.len() > MAX_SENSE_WORDS + 1
-        || words.iter().any(|w| !w.bytes().all(|b| b.is_ascii_lowercase()))
+        || words.iter().any(|w| !w.bytes().all(|b| b.is_ascii_lowercase()) && day_or_month(w).is_none())
     {
         return None;
     }
+    for w in &mut words {
+        if let Some(lower) = day_or_month(w) {
+            *w = lower;
+        }
+    }
     words.retain(|w| w.len() >= 3 && !GLOSS_STOP.contains(w));
     (!words.is_empty() && words.len() <= MAX_SENSE_WORDS).then_some(words)
+}
+
+/// An English name of a weekday or month, lower-cased as the file's words are: capitalised, but
+/// not a proper name (which a sense in capitals otherwise is: `Beijing`, `Zhou`). `星期五` →
+/// `friday`, `一月` → `january`: the search reads them as dates.
+fn day_or_month(word: &str) -> Option<&'static str> {
+    const NAMES: &[&str] = &[
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    NAMES
+        .iter()
+        .copied()
+        .find(|n| word.len() == n.len() && word.as_bytes()[0].is_ascii_uppercase() && word.eq_ignore_ascii_case(n))
 }
 
 /// English function words: a Chinese word whose first sense is made of these only (`是` `is;
@@ -343,6 +379,10 @@ mod tests {
         );
         assert_eq!(sense_words("to hold a baby in position to help it urinate"), None);
         assert_eq!(sense_words("surname Wang"), None);
+        // Proper names are skipped; names of weekdays and months are dates.
+        assert_eq!(sense_words("Beijing"), None);
+        assert_eq!(sense_words("Friday"), Some(vec!["friday"]));
+        assert_eq!(sense_words("January"), Some(vec!["january"]));
         assert_eq!(sense_words("CL:部[bu4]"), None);
         assert_eq!(sense_words("Beijing"), None);
     }

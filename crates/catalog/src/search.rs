@@ -974,7 +974,14 @@ impl SearchIndex {
         }
         if cfg.translation_weight > 0.0 {
             let mut buf = String::new();
+            // Value types named by translated words (`明天` tomorrow, `달러` dollar).
+            let mut translated_types: Vec<&'static str> = Vec::new();
             let mut add = |english: &'static [&'static str]| {
+                if let Some(kind) = english.iter().find_map(|w| text::value_type_of_word(w))
+                    && !translated_types.contains(&kind)
+                {
+                    translated_types.push(kind);
+                }
                 // Translated filler (`帮` → `help`) weighs as little as written filler.
                 let weight = if english.iter().any(|w| text::is_filler_word(w)) { cfg.filler_weight } else { 1.0 };
                 let mut c = Concept { original: None, weight, alts: Vec::new() };
@@ -1010,6 +1017,18 @@ impl SearchIndex {
             };
             text::zh_translations(text, &mut add);
             text::ko_translations(text, &mut add);
+            if cfg.value_type_weight > 0.0 {
+                for kind in translated_types {
+                    let s = text::stem(kind);
+                    if stems.iter().any(|(x, _, _)| *x == s) || concepts.len() >= MAX_QUERY_WORDS {
+                        continue;
+                    }
+                    if let Some(&id) = self.vocab.get(s.as_str()) {
+                        let alts = vec![(id, 1.0)];
+                        concepts.push(Concept { original: Some(id), weight: cfg.value_type_weight, alts });
+                    }
+                }
+            }
             if cfg.loanword_weight > 0.0 {
                 // A loanword means the catalog words that sound like it (`커밋` → `commit`).
                 let weight = cfg.translation_weight * cfg.loanword_weight;

@@ -421,6 +421,41 @@ fn a_value_type_in_the_request_favours_tools_taking_it() {
 }
 
 #[test]
+fn value_types_in_chinese_japanese_and_korean_requests_favour_tools_taking_them() {
+    // Two tools equally about forecasts (天气 / 天気 / 날씨 → weather); only one takes a date.
+    let docs = vec![
+        doc("forecast_current", "Weather forecast for a city.", &[("city", "City name")]),
+        doc("forecast_on_day", "Weather forecast for a city.", &[("city", "City name"), ("date", "Day, YYYY-MM-DD")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    // A number and its unit (`5月3日`, `5월 3일`) and a translated date word (明天, 明日, 내일:
+    // tomorrow; 星期五, 周五: Friday) each name a date.
+    for request in [
+        "5月3日上海的天气",
+        "明天上海的天气",
+        "星期五上海的天气",
+        "周五上海的天气",
+        "明日の大阪の天気",
+        "내일 부산 날씨",
+        "5월 3일 부산 날씨",
+    ] {
+        assert_eq!(top(&index, request), "forecast_on_day", "{request}");
+    }
+    assert_eq!(top(&index, "上海的天气"), "forecast_current");
+    let off = SearchIndex::build_with(docs, SearchConfig { value_type_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(top(&off, "明天上海的天气"), "forecast_current");
+
+    // The unit is part of the value, not a word: `日` (day, sun, Japan) does not pull up a tool
+    // about days.
+    let docs = vec![
+        doc("hosts_per_day", "Count the hosts seen per day.", &[("day", "Day")]),
+        doc("book_train", "Buy a train ticket.", &[("origin", "From"), ("date", "Travel date")]),
+    ];
+    let index = SearchIndex::build(docs);
+    assert_eq!(top(&index, "3月15日的火车票"), "book_train");
+}
+
+#[test]
 fn chinese_requests_reach_tools_described_in_english() {
     let index = catalog();
     // 天气 → weather, 电影 → movie, 删除 → delete, 文件 → file.

@@ -254,12 +254,69 @@ const CURRENCY_WORDS: &[&str] = &[
     "rupee", "rupees", "usd", "yen", "yuan",
 ];
 
+/// The value type an English word names by itself (`tomorrow`, `friday`: `date`; `dollar`,
+/// `yen`: `amount`): what a request's translated words are checked with, so that `明天`
+/// (tomorrow) or `달러` (dollar) name a date or an amount as the English words do.
+pub fn value_type_of_word(word: &str) -> Option<&'static str> {
+    if DATE_WORDS.binary_search(&word).is_ok() {
+        Some("date")
+    } else if CURRENCY_WORDS.binary_search(&word).is_ok() {
+        Some("amount")
+    } else {
+        None
+    }
+}
+
+/// The unit a Chinese, Japanese or Korean number carries when `c` follows its digits, as a
+/// value type: `3月`, `15日`, `15号`, `12월`, `24일` a date; `7点`, `8時`, `6시` a time; `100元`,
+/// `500円`, `200원` an amount; `2019年`, `2019년` a year (when the digits are one). A closed
+/// class of the three languages' grammar (the characters that count days, hours and money
+/// after a numeral), not a list of words.
+fn cjk_unit(c: char) -> Option<&'static str> {
+    match c {
+        '月' | '日' | '号' | '號' | '월' | '일' => Some("date"),
+        '点' | '點' | '时' | '時' | '시' => Some("time"),
+        '元' | '块' | '塊' | '円' | '원' => Some("amount"),
+        '年' | '년' => Some("year"),
+        _ => None,
+    }
+}
+
+/// True when `rest` (text that follows a run of digits) starts with a unit of [`cjk_unit`]:
+/// the unit is part of the value (`3月15日`: a date) and is not translated as a word
+/// (`月` month, moon; `日` day, sun, Japan).
+fn starts_with_cjk_unit(rest: &str) -> bool {
+    rest.chars().next().and_then(cjk_unit).is_some()
+}
+
 /// The value types a request mentions, as the words a tool's parameters would use for them:
 /// `date` (ISO or slashed dates, month and weekday names, `today`/`tomorrow`), `time` (`10:30`,
 /// `5pm`), `amount` (currency symbols and names), `email`, `url`, `year` (a four-digit number
-/// from 1900 to 2099). Each type is reported once, in that order.
+/// from 1900 to 2099). In Chinese, Japanese and Korean, a number followed by its unit
+/// ([`cjk_unit`]) names the same types; their words (`明天`, `星期五`, `내일`) are
+/// translated and checked by the search ([`value_type_of_word`]). Each type is reported once,
+/// in that order.
 pub fn value_types(text: &str) -> Vec<&'static str> {
     let (mut date, mut time, mut amount, mut email, mut url, mut year) = (false, false, false, false, false, false);
+    let mut digits = 0usize;
+    let mut number = 0u32;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits += 1;
+            number = number.saturating_mul(10).saturating_add(c as u32 - '0' as u32);
+            continue;
+        }
+        if digits > 0 {
+            match cjk_unit(c) {
+                Some("date") => date = true,
+                Some("time") => time = true,
+                Some("amount") => amount = true,
+                Some("year") if digits == 4 && (1900..2100).contains(&number) => year = true,
+                _ => {}
+            }
+        }
+        (digits, number) = (0, 0);
+    }
     for token in text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '?' | '!' | '"' | '\''))
     {
         let t = token.trim_end_matches('.');
@@ -407,6 +464,14 @@ pub fn zh_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
         let run = &rest[start..];
         let run = &run[..run.find(|c: char| !is_han(c)).unwrap_or(run.len())];
         rest = &rest[start + run.len()..];
+        // The unit of a number (`3月`, `8時`, `100元`) is part of a value, not a word.
+        let run = match run.chars().next() {
+            Some(unit) if after_digit && cjk_unit(unit).is_some() => &run[unit.len_utf8()..],
+            _ => run,
+        };
+        if run.is_empty() {
+            continue;
+        }
         // A measure word after a numeral or a demonstrative (`三个`, `这张`, `5 次`) counts
         // things; its other senses (`张` open, spread; `次` next, second) are not meant.
         let mut counted = after_digit;
@@ -502,7 +567,10 @@ pub fn ko_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
     for run in text.split(|c: char| !is_hangul(c)).filter(|r| !r.is_empty()) {
         let starts: Vec<usize> = run.char_indices().map(|(i, _)| i).chain(std::iter::once(run.len())).collect();
         let chars = starts.len() - 1;
-        let mut at = 0;
+        // The unit of a number (`12월`, `6시`, `200원`) is part of a value, not a word.
+        let offset = run.as_ptr() as usize - text.as_ptr() as usize;
+        let after_digit = text[..offset].ends_with(|c: char| c.is_ascii_digit());
+        let mut at = usize::from(after_digit && starts_with_cjk_unit(run));
         while at < chars {
             let shortest = if at == 0 { 1 } else { 2 };
             let mut step = 1;
@@ -879,6 +947,25 @@ mod tests {
     }
 
     #[test]
+    fn the_unit_of_a_number_is_part_of_a_value_not_a_word() {
+        // `月` (month, moon) and `日` (day, sun, Japan) after digits make a date; alone they are words.
+        let mut got: Vec<&str> = Vec::new();
+        zh_translations("3月15日出发", |e| got.extend(e));
+        assert!(got.contains(&"start"), "{got:?}");
+        assert!(!got.contains(&"month") && !got.contains(&"day") && !got.contains(&"moon"), "{got:?}");
+        got.clear();
+        zh_translations("月", |e| got.extend(e));
+        assert!(got.contains(&"month") || got.contains(&"moon"), "not after a digit: {got:?}");
+        // Korean: `월` (month), `시` (city; o'clock) after digits; the particle after the unit is
+        // not read as a word either.
+        let mut ko: Vec<&str> = Vec::new();
+        ko_translations("12월 24일 6시에", |e| ko.extend(e));
+        assert!(ko.is_empty(), "{ko:?}");
+        ko_translations("시", |e| ko.extend(e));
+        assert!(!ko.is_empty(), "not after a digit: translated");
+    }
+
+    #[test]
     fn chinese_measure_words_after_numerals_translate_to_nothing() {
         // 张 (`open`, `spread`, `sheet`) counts pictures in 这张图片 and 三张; alone it is a word.
         let mut got: Vec<&str> = Vec::new();
@@ -980,6 +1067,16 @@ mod tests {
         assert_eq!(value_types("mail bob@example.com the page https://x.org"), ["email", "url"]);
         assert_eq!(value_types("movies from 2021"), ["year"]);
         assert!(value_types("find a hotel in Paris for 2 people").is_empty());
+        // A number and its unit in Chinese, Japanese and Korean.
+        assert_eq!(value_types("帮我订一张3月15日的火车票"), ["date"]);
+        assert_eq!(value_types("金曜日の夜8時に予約"), ["time"]);
+        assert_eq!(value_types("把100元换成美元"), ["amount"]);
+        assert_eq!(value_types("2019年1月5日伦敦的天气"), ["date", "year"]);
+        assert_eq!(value_types("12월 24일 저녁 6시, 200원"), ["date", "time", "amount"]);
+        assert!(value_types("3个人，第2次，1년 동안").is_empty());
+        assert_eq!(value_type_of_word("tomorrow"), Some("date"));
+        assert_eq!(value_type_of_word("yen"), Some("amount"));
+        assert_eq!(value_type_of_word("weather"), None);
         for list in [DATE_WORDS, CURRENCY_WORDS] {
             let mut sorted = list.to_vec();
             sorted.sort_unstable();
