@@ -13,8 +13,9 @@
 //!   values) are fields of their own, and so are a tool's examples and capabilities;
 //! - a name-coverage factor: how much of the tool's name (IDF-weighted) the query mentions;
 //! - the value types a request mentions (dates, times, amounts of money, e-mail addresses, URLs,
-//!   years: [`text::value_types`]) as extra query words at reduced weight, so that tools taking
-//!   such values rank up;
+//!   years: [`text::value_types`]; in Chinese, Japanese and Korean also a number's unit, `3月`,
+//!   `8時`, `200원`, and translated words, `明天` tomorrow: [`text::value_type_of_word`]) as
+//!   extra query words at reduced weight, so that tools taking such values rank up;
 //! - Chinese and Korean words of a request translated to English (CC-CEDICT,
 //!   [`text::zh_translations`]; the Korean Learners' Dictionary, [`text::ko_translations`]), so
 //!   that requests in Chinese or Korean reach tools described in English, and loanwords spelled
