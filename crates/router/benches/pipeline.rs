@@ -41,7 +41,7 @@
 //! the difference is the thread handoff. Beside each handoff it prints the machine's floor for any
 //! handoff (two plain threads passing a token through one atomic, both spinning: best of five
 //! short rounds and one long round), so a run on a disturbed machine says so itself.
-//! `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|inline_text|thread|abi|abi_routed|direct`
+//! `QUIVER_BENCH_ALLOC_PROFILE=canned|inline|inline_text|inline_mt|inline_text_mt|thread|abi|abi_routed|direct`
 //! (with `QUIVER_BENCH_CALLS`) runs only calls of that kind (`abi`: the bare ABI call,
 //! `abi_loop`; `abi_routed`: the router's own ABI call on its request, `routed_loop`; `direct`: the plugin's registry on a request as the router writes it, `direct_loop`), for `heaptrack`, `perf record` or `valgrind --tool=callgrind`.
 
@@ -566,10 +566,12 @@ fn main() {
         }
         let (router, rt) = match which.as_str() {
             "inline" | "inline_text" => (&s.router, &s.rt1),
+            // The same calls on the multi-thread runtime's worker thread (as `quiver serve`).
+            "inline_mt" | "inline_text_mt" => (&s.router, &s.rt),
             "thread" => (&s.threaded, &s.rt),
             _ => (&s.canned, &s.rt1),
         };
-        router_loop_with(router, &s, rt, calls, which == "inline_text");
+        router_loop_with(router, &s, rt, calls, which.starts_with("inline_text"));
         return;
     }
     let mut c = Criterion::default().configure_from_args();

@@ -282,7 +282,7 @@ fn cjk_unit(c: char) -> Option<&'static str> {
     }
 }
 
-/// True when `rest` (text that follows a run of digits) starts with a unit of [`cjk_unit`]:
+/// True when `rest` (text that follows a run of digits) starts with a unit of `cjk_unit`:
 /// the unit is part of the value (`3月15日`: a date) and is not translated as a word
 /// (`月` month, moon; `日` day, sun, Japan).
 fn starts_with_cjk_unit(rest: &str) -> bool {
@@ -293,7 +293,7 @@ fn starts_with_cjk_unit(rest: &str) -> bool {
 /// `date` (ISO or slashed dates, month and weekday names, `today`/`tomorrow`), `time` (`10:30`,
 /// `5pm`), `amount` (currency symbols and names), `email`, `url`, `year` (a four-digit number
 /// from 1900 to 2099). In Chinese, Japanese and Korean, a number followed by its unit
-/// ([`cjk_unit`]) names the same types; their words (`明天`, `星期五`, `내일`) are
+/// (`cjk_unit`) names the same types; their words (`明天`, `星期五`, `내일`) are
 /// translated and checked by the search ([`value_type_of_word`]). Each type is reported once,
 /// in that order.
 pub fn value_types(text: &str) -> Vec<&'static str> {
