@@ -97,6 +97,9 @@ fn sense_words(sense: &str) -> Option<Vec<&str>> {
     if words.first() == Some(&"to") {
         words.remove(0);
     }
+    if let Some(day) = relative_day(&words) {
+        return Some(vec![day]);
+    }
     if words.is_empty()
         || words.len() > MAX_SENSE_WORDS + 1
         || words.iter().any(|w| !w.bytes().all(|b| b.is_ascii_lowercase()) && day_or_month(w).is_none())
@@ -110,6 +113,17 @@ fn sense_words(sense: &str) -> Option<Vec<&str>> {
     }
     words.retain(|w| w.len() >= 3 && !GLOSS_STOP.contains(w));
     (!words.is_empty() && words.len() <= MAX_SENSE_WORDS).then_some(words)
+}
+
+/// The day word of a phrase that names a day relative to today and says nothing else (`the day
+/// after tomorrow`, `day before yesterday`, `two days after tomorrow` → `tomorrow`, `yesterday`):
+/// a phrase too long to keep as a sense, which the search should still read as a date (`后天`,
+/// `前天`; Korean `모레`, `그저께`).
+pub(crate) fn relative_day(words: &[&str]) -> Option<&'static str> {
+    const DAYS: &[&str] = &["today", "tomorrow", "yesterday"];
+    const FRAME: &[&str] = &["the", "day", "days", "after", "before", "two", "three"];
+    let day = DAYS.iter().copied().find(|d| words.contains(d))?;
+    (words.len() > 1 && words.iter().all(|w| *w == day || FRAME.contains(w))).then_some(day)
 }
 
 /// An English name of a weekday or month, lower-cased as the file's words are: capitalised, but
@@ -383,6 +397,11 @@ mod tests {
         assert_eq!(sense_words("Beijing"), None);
         assert_eq!(sense_words("Friday"), Some(vec!["friday"]));
         assert_eq!(sense_words("January"), Some(vec!["january"]));
+        // A phrase naming a day relative to today is kept as its day word; other phrases with
+        // one are not shortened.
+        assert_eq!(sense_words("the day after tomorrow"), Some(vec!["tomorrow"]));
+        assert_eq!(sense_words("day before yesterday"), Some(vec!["yesterday"]));
+        assert_eq!(sense_words("today's news of the world"), None);
         assert_eq!(sense_words("CL:部[bu4]"), None);
         assert_eq!(sense_words("Beijing"), None);
     }

@@ -46,6 +46,11 @@ fn is_hangul_syllable(c: char) -> bool {
 /// `internet`), if it has exactly one and it is plain English of at least three letters, lower
 /// case but for its first letter.
 fn sense_word(sense: &str) -> Option<String> {
+    let words: Vec<&str> = sense.split_whitespace().collect();
+    if let Some(day) = crate::cedict::relative_day(&words) {
+        // `the day after tomorrow` (`모레`): read as a date by the search.
+        return Some(day.to_owned());
+    }
     let plain = sense.trim();
     let plain = plain.strip_prefix("to ").unwrap_or(plain).trim();
     let lower = plain.to_ascii_lowercase();
@@ -148,6 +153,7 @@ mod tests {
         assert_eq!(stems("보내다"), ["보내"]);
         assert!(stems("날씨").is_empty());
         assert_eq!(sense_word("duty free shop"), None);
+        assert_eq!(sense_word("the day after tomorrow").as_deref(), Some("tomorrow"));
         assert_eq!(sense_word("-n geot"), None);
         let mut json = String::from("{");
         for i in 0..10_000u32 {

@@ -429,14 +429,16 @@ fn value_types_in_chinese_japanese_and_korean_requests_favour_tools_taking_them(
     ];
     let index = SearchIndex::build(docs.clone());
     // A number and its unit (`5月3日`, `5월 3일`) and a translated date word (明天, 明日, 내일:
-    // tomorrow; 星期五, 周五: Friday) each name a date.
+    // tomorrow; 星期五, 周五: Friday; 后天, 모레: the day after tomorrow) each name a date.
     for request in [
         "5月3日上海的天气",
         "明天上海的天气",
         "星期五上海的天气",
         "周五上海的天气",
+        "后天上海的天气",
         "明日の大阪の天気",
         "내일 부산 날씨",
+        "모레 부산 날씨",
         "5월 3일 부산 날씨",
     ] {
         assert_eq!(top(&index, request), "forecast_on_day", "{request}");
