@@ -498,7 +498,10 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
             }),
         ),
         ("no value types (dates, times, amounts, ...)", with(&|c| c.value_type_weight = 0.0)),
-        ("no query translation (CC-CEDICT, Korean Learners' Dictionary)", with(&|c| c.translation_weight = 0.0)),
+        (
+            "no query translation (CC-CEDICT, Korean Learners' Dictionary, FreeDict Indonesian)",
+            with(&|c| c.translation_weight = 0.0),
+        ),
         ("no loanwords in Hangul or Katakana (sound keys)", with(&|c| c.loanword_weight = 0.0)),
         ("no synonym table (generic rows)", with(&|c| c.synonym_weight = 0.0)),
         ("no WordNet related words", with(&|c| c.related_weight = 0.0)),

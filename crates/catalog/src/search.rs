@@ -20,7 +20,8 @@
 //!   [`text::zh_translations`]; the Korean Learners' Dictionary, [`text::ko_translations`]), so
 //!   that requests in Chinese or Korean reach tools described in English, and loanwords spelled
 //!   in Hangul or Katakana matched to the catalog words that sound alike ([`text::loanword_keys`]:
-//!   `커밋` → `commit`);
+//!   `커밋` → `commit`); a word the catalog does not use looked up as Indonesian
+//!   ([`text::id_translations`]: `berkas` → `file`, through prefixes and suffixes);
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
 //!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
 //!   and the catalog words one edit away (typos), the alternatives at reduced weight;
