@@ -119,21 +119,7 @@ pub fn convert(index: &str, dict: &str) -> Result<String> {
 pub fn run(ws: &Workspace, dir: Option<&Path>) -> Result<()> {
     let dir: PathBuf = match dir {
         Some(d) => d.to_owned(),
-        None => {
-            let target = ws.target_dir()?.join("freedict");
-            let dict = target.join("x/usr/share/dictd");
-            if !dict.join("freedict-eng-ind.index").is_file() {
-                std::fs::create_dir_all(&target)?;
-                ws.run(Command::new("apt-get").arg("download").arg(PACKAGE).current_dir(&target))
-                    .with_context(|| format!("apt-get download {PACKAGE} failed (needs Debian's package archive)"))?;
-                let deb = std::fs::read_dir(&target)?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .find(|p| p.extension().is_some_and(|x| x == "deb"))
-                    .with_context(|| format!("no {PACKAGE} .deb was downloaded"))?;
-                ws.run(Command::new("dpkg").arg("-x").arg(&deb).arg(target.join("x")))?;
-            }
-            dict
-        }
+        None => wheel::debian_package(ws, PACKAGE, "freedict", "usr/share/dictd", "freedict-eng-ind.index")?,
     };
     let index_path = dir.join("freedict-eng-ind.index");
     let index = std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;

@@ -112,3 +112,22 @@ pub fn write_search_data(ws: &Workspace, name: &str, text: &str) -> Result<()> {
     );
     Ok(())
 }
+
+/// The files of the Debian package `package`, unpacked under `target/<folder>/x` (downloaded with
+/// `apt-get download` and unpacked with `dpkg -x` unless `marker`, a path inside the unpacked
+/// tree, is already there): returns `target/<folder>/x/<inside>`.
+pub fn debian_package(ws: &Workspace, package: &str, folder: &str, inside: &str, marker: &str) -> Result<PathBuf> {
+    let target = ws.target_dir()?.join(folder);
+    let dir = target.join("x").join(inside);
+    if !dir.join(marker).is_file() {
+        std::fs::create_dir_all(&target)?;
+        ws.run(Command::new("apt-get").arg("download").arg(package).current_dir(&target))
+            .with_context(|| format!("apt-get download {package} failed (needs Debian's package archive)"))?;
+        let deb = std::fs::read_dir(&target)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "deb"))
+            .with_context(|| format!("no {package} .deb was downloaded"))?;
+        ws.run(Command::new("dpkg").arg("-x").arg(&deb).arg(target.join("x")))?;
+    }
+    Ok(dir)
+}

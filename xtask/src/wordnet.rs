@@ -162,21 +162,7 @@ pub fn convert(dir: &Path) -> Result<String> {
 pub fn run(ws: &Workspace, dir: Option<&Path>) -> Result<()> {
     let dir: PathBuf = match dir {
         Some(d) => d.to_owned(),
-        None => {
-            let target = ws.target_dir()?.join("wordnet");
-            let dict = target.join("x/usr/share/wordnet");
-            if !dict.join("data.noun").is_file() {
-                std::fs::create_dir_all(&target)?;
-                ws.run(std::process::Command::new("apt-get").arg("download").arg("wordnet-base").current_dir(&target))
-                    .context("apt-get download wordnet-base failed (needs Debian's package archive)")?;
-                let deb = std::fs::read_dir(&target)?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .find(|p| p.extension().is_some_and(|x| x == "deb"))
-                    .context("no wordnet-base .deb was downloaded")?;
-                ws.run(std::process::Command::new("dpkg").arg("-x").arg(&deb).arg(target.join("x")))?;
-            }
-            dict
-        }
+        None => crate::wheel::debian_package(ws, "wordnet-base", "wordnet", "usr/share/wordnet", "data.noun")?,
     };
     let text = convert(&dir)?;
     let out = ws.root.join("crates/catalog/data/wordnet-related.txt");
