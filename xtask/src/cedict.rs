@@ -151,10 +151,7 @@ fn day_or_month(word: &str) -> Option<&'static str> {
         "november",
         "december",
     ];
-    NAMES
-        .iter()
-        .copied()
-        .find(|n| word.len() == n.len() && word.as_bytes()[0].is_ascii_uppercase() && word.eq_ignore_ascii_case(n))
+    NAMES.iter().copied().find(|n| word.starts_with(|c: char| c.is_ascii_uppercase()) && word.eq_ignore_ascii_case(n))
 }
 
 /// English function words: a Chinese word whose first sense is made of these only (`是` `is;
@@ -393,8 +390,7 @@ mod tests {
         );
         assert_eq!(sense_words("to hold a baby in position to help it urinate"), None);
         assert_eq!(sense_words("surname Wang"), None);
-        // Proper names are skipped; names of weekdays and months are dates.
-        assert_eq!(sense_words("Beijing"), None);
+        // Proper names are skipped (`Beijing`, below); names of weekdays and months are dates.
         assert_eq!(sense_words("Friday"), Some(vec!["friday"]));
         assert_eq!(sense_words("January"), Some(vec!["january"]));
         // A phrase naming a day relative to today is kept as its day word; other phrases with

