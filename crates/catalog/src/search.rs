@@ -7,8 +7,9 @@
 //!
 //! Ranking ([`SearchConfig`] holds the knobs):
 //! - identifier-aware tokenisation (`Movies_1_FindMovies` → `movies`, `find`, `movies`), a light
-//!   suffix stemmer and stop words; scripts without spaces (Han, kana, Thai, Hangul, ...) as
-//!   character bigrams ([`text`]);
+//!   suffix stemmer and stop words; Latin letters with accents folded (`différences` →
+//!   `differences`); scripts without spaces (Han, kana, Thai, Hangul, ...) as character bigrams
+//!   ([`text`]);
 //! - BM25F over ten [`Field`]s with flat weights; parameter names and descriptions (with enum
 //!   values) are fields of their own, and so are a tool's examples and capabilities;
 //! - a name-coverage factor: how much of the tool's name (IDF-weighted) the query mentions;
@@ -21,7 +22,10 @@
 //!   that requests in Chinese or Korean reach tools described in English, and loanwords spelled
 //!   in Hangul or Katakana matched to the catalog words that sound alike ([`text::loanword_keys`]:
 //!   `커밋` → `commit`); a word the catalog does not use looked up as Indonesian
-//!   ([`text::id_translations`]: `berkas` → `file`, through prefixes and suffixes);
+//!   ([`text::id_translations`]: `berkas` → `file`, through prefixes and suffixes) and, in a
+//!   request that reads as Spanish, French, Italian or Portuguese (more of its words are their
+//!   function words than English stop words), in those languages' wordnets
+//!   ([`text::rom_translations`]: `busca` → `buscar` → `search`, through their endings);
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
 //!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
 //!   and the catalog words one edit away (typos), the alternatives at reduced weight;
@@ -295,8 +299,9 @@ pub struct SearchConfig {
     /// turns it off.
     pub value_type_weight: f32,
     /// Query weight of the English translations of the Chinese and Korean words of a request
-    /// ([`text::zh_translations`], [`text::ko_translations`]), each word one more query word; 0
-    /// turns it off.
+    /// ([`text::zh_translations`], [`text::ko_translations`]), each word one more query word, and
+    /// of its unknown words read as Indonesian, Spanish, French, Italian or Portuguese
+    /// ([`text::id_translations`], [`text::rom_translations`]); 0 turns it off.
     pub translation_weight: f32,
     /// Weight factor of the synonyms and WordNet related words of translated words (`文件夹` →
     /// `folder` → `directory`), on top of the translation weight times theirs; 0 switches it off.
@@ -903,8 +908,16 @@ impl SearchIndex {
     fn concepts(&self, text: &str) -> Vec<Concept> {
         // (stem, weight of the word, the word as written, lower-cased)
         let mut stems: Vec<(String, f32, String)> = Vec::new();
+        // Romance function words against English stop words: whether the request reads as
+        // Spanish, French, Italian or Portuguese (`text::reads_as_romance`, counted here in passing).
+        let (mut romance_words, mut english_words) = (0usize, 0usize);
         text::split_words(text, |w| {
-            if text::is_stop_word(w) || stems.len() >= MAX_QUERY_WORDS {
+            romance_words += usize::from(text::is_romance_function_word(w));
+            if text::is_stop_word(w) {
+                english_words += 1;
+                return;
+            }
+            if stems.len() >= MAX_QUERY_WORDS {
                 return;
             }
             let weight = if text::is_filler_word(w) { self.config.filler_weight } else { 1.0 };
@@ -947,6 +960,7 @@ impl SearchIndex {
                 c
             })
             .collect();
+
         let originals: Vec<u32> = concepts.iter().filter_map(|c| c.original).collect();
         if cfg.synonym_weight > 0.0 {
             for (c, (s, _, _)) in concepts.iter_mut().zip(&stems) {
@@ -976,12 +990,16 @@ impl SearchIndex {
         }
         if cfg.translation_weight > 0.0 {
             let mut buf = String::new();
-            // A word the catalog does not use may be Indonesian (`berkas` → `file`).
+            // A word the catalog does not use may be Indonesian (`berkas` → `file`), or, in a
+            // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`).
+            let romance = romance_words > english_words;
             for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
                 if c.original.is_some() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
                     continue;
                 }
-                for english in text::id_translations(word).into_iter().flatten() {
+                let translated =
+                    text::id_translations(word).or_else(|| romance.then(|| text::rom_translations(word)).flatten());
+                for english in translated.into_iter().flatten() {
                     text::stem_into(english, &mut buf);
                     if let Some(&id) = self.vocab.get(buf.as_str())
                         && !originals.contains(&id)

@@ -473,6 +473,27 @@ fn indonesian_requests_reach_tools_described_in_english() {
 }
 
 #[test]
+fn romance_requests_reach_tools_described_in_english() {
+    let docs = vec![
+        doc("search_files", "Find files whose names match a pattern.", &[("pattern", "Glob pattern")]),
+        doc("git_checkout", "Switch to another branch of a repository.", &[("branch", "Branch name")]),
+        doc("write_file", "Write text to a file.", &[("path", "Path of the file")]),
+        doc("add_observations", "Add observations to an entity.", &[("entity", "Entity name")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    // Spanish `busca` (buscar) search, `archivos` files; French `écris` (écrire) write,
+    // `fichier` file; Italian `aggiungi` (aggiungere) add, `osservazioni` observations.
+    assert_eq!(top(&index, "busca archivos que coincidan con este patrón"), "search_files");
+    assert_eq!(top(&index, "écris ce texte dans un nouveau fichier"), "write_file");
+    assert_eq!(top(&index, "aggiungi osservazioni a questa entità"), "add_observations");
+    // Only a request that reads as one of these languages is looked up: in an English request,
+    // `busca` is a word nothing knows, not Spanish.
+    assert_eq!(index.search(&Query::text("please busca the archivos for me"), &|_| true).unwrap().total, 0);
+    let off = SearchIndex::build_with(docs, SearchConfig { translation_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(off.search(&Query::text("busca archivos que coincidan con este patrón"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
 fn chinese_requests_reach_tools_described_in_english() {
     let index = catalog();
     // 天气 → weather, 电影 → movie, 删除 → delete, 文件 → file.
