@@ -927,6 +927,12 @@ impl SearchIndex {
                 None => stems.push((s, weight, w.to_owned())),
             }
         });
+        let romance = romance_words > english_words;
+        if romance && self.config.translation_weight > 0.0 {
+            // In a request that reads as Spanish, French, Italian or Portuguese, their function
+            // words are stop words (`de` otherwise matches every Spanish tool name).
+            stems.retain(|(_, _, w)| !text::is_romance_function_word(w));
+        }
         if self.config.value_type_weight > 0.0 {
             for kind in text::value_types(text) {
                 let weight = self.config.value_type_weight;
@@ -992,25 +998,35 @@ impl SearchIndex {
             let mut buf = String::new();
             // A word the catalog does not use may be Indonesian (`berkas` → `file`), or, in a
             // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`).
-            let romance = romance_words > english_words;
+            // Value types named by translated words (`明天` tomorrow, `달러` dollar, `jueves`
+            // Thursday).
+            let mut translated_types: Vec<&'static str> = Vec::new();
             for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
                 if c.original.is_some() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
                     continue;
                 }
+                let mut push = |english: &'static [&'static str]| {
+                    for w in english {
+                        if let Some(kind) = text::value_type_of_word(w)
+                            && !translated_types.contains(&kind)
+                        {
+                            translated_types.push(kind);
+                        }
+                        text::stem_into(w, &mut buf);
+                        if let Some(&id) = self.vocab.get(buf.as_str())
+                            && !originals.contains(&id)
+                            && !c.alts.iter().any(|&(t, _)| t == id)
+                        {
+                            c.alts.push((id, cfg.translation_weight));
+                        }
+                    }
+                };
                 let translated =
                     text::id_translations(word).or_else(|| romance.then(|| text::rom_translations(word)).flatten());
-                for english in translated.into_iter().flatten() {
-                    text::stem_into(english, &mut buf);
-                    if let Some(&id) = self.vocab.get(buf.as_str())
-                        && !originals.contains(&id)
-                        && !c.alts.iter().any(|&(t, _)| t == id)
-                    {
-                        c.alts.push((id, cfg.translation_weight));
-                    }
+                if let Some(english) = translated {
+                    push(english);
                 }
             }
-            // Value types named by translated words (`明天` tomorrow, `달러` dollar).
-            let mut translated_types: Vec<&'static str> = Vec::new();
             let mut add = |english: &'static [&'static str]| {
                 if let Some(kind) = english.iter().find_map(|w| text::value_type_of_word(w))
                     && !translated_types.contains(&kind)

@@ -494,6 +494,19 @@ fn romance_requests_reach_tools_described_in_english() {
 }
 
 #[test]
+fn translated_day_names_are_dates() {
+    let docs = vec![
+        doc("cancel_meeting", "Cancel a meeting.", &[("meeting", "Meeting name")]),
+        doc("move_meeting", "Move a meeting.", &[("meeting", "Meeting name"), ("date", "New date")]),
+    ];
+    // `reunión` meeting; `jueves` Thursday, a date: the tool taking a date ranks first.
+    let index = SearchIndex::build(docs.clone());
+    assert_eq!(top(&index, "la reunión del jueves"), "move_meeting");
+    let off = SearchIndex::build_with(docs, SearchConfig { value_type_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(top(&off, "la reunión del jueves"), "cancel_meeting");
+}
+
+#[test]
 fn chinese_requests_reach_tools_described_in_english() {
     let index = catalog();
     // 天气 → weather, 电影 → movie, 删除 → delete, 文件 → file.

@@ -679,19 +679,51 @@ fn rom_table() -> &'static WordTable {
     &MAP
 }
 
-/// Endings that Spanish, French, Italian and Portuguese put on a dictionary form, as what to
-/// take off and what to put back: plurals (`archivos` → `archivo`, `osservazioni` →
-/// `osservazione`), and verb forms to their infinitive (`busca` → `buscar`, `coincidan` →
-/// `coincidir`, `supprime` → `supprimer`, `écris` → `ecrire`, `aggiungi` → `aggiungere`), tried
-/// in this order. A closed class of the grammar, not a word list.
-const ROM_ENDINGS: &[(usize, &[&str])] = &[
-    (1, &["", "o", "e"]),
-    (2, &[""]),
+/// Endings that Spanish, French, Italian and Portuguese put on a noun or adjective, as what to
+/// take off and what to put back: plurals and genders (`archivos` → `archivo`, `osservazioni` →
+/// `osservazione`, `courte` → `court`). A closed class of the grammar, not a word list.
+const ROM_NOUN_ENDINGS: &[(usize, &[&str])] = &[(1, &["", "o", "e"]), (2, &[""])];
+
+/// The same for a verb form to its infinitive (`busca` → `buscar`, `coincidan` → `coincidir`,
+/// `supprime` → `supprimer`, `écris` → `ecrire`, `aggiungi` → `aggiungere`, `calcola` →
+/// `calcolare`), tried in this order.
+const ROM_VERB_ENDINGS: &[(usize, &[&str])] = &[
     (0, &["r", "re"]),
     (1, &["ar", "er", "ir", "re", "ere", "ire"]),
     (2, &["ar", "er", "ir", "re", "ere", "ire"]),
     (3, &["ar", "er", "ir", "re"]),
 ];
+
+/// Pronouns an imperative carries at its end (`muéstrame`, `búscalo`, `dimmi`), taken off before
+/// the verb endings are tried, longest first.
+const ROM_ENCLITICS: &[&str] =
+    &["melo", "selo", "nos", "los", "las", "les", "gli", "me", "te", "lo", "la", "le", "mi", "ti", "ci", "ne"];
+
+/// The first form of `word` that [`ROM_NOUN_ENDINGS`] or [`ROM_VERB_ENDINGS`] (`endings`) lead
+/// to in `table` (not `word` itself).
+fn rom_form(
+    table: &'static WordTable,
+    word: &str,
+    endings: &[(usize, &[&str])],
+    form: &mut String,
+) -> Option<&'static [&'static str]> {
+    for &(cut, list) in endings {
+        let Some(stem) = word.get(..word.len().saturating_sub(cut)).filter(|s| s.len() >= 3 && cut < word.len()) else {
+            continue;
+        };
+        for ending in list {
+            form.clear();
+            form.push_str(stem);
+            form.push_str(ending);
+            if form != word
+                && let Some((_, english)) = table.get_key_value(form)
+            {
+                return Some(english);
+            }
+        }
+    }
+    None
+}
 
 /// Articles, prepositions, conjunctions and pronouns of Spanish, French, Italian and Portuguese
 /// (accents folded; sorted), without those that English requests also write for other things
@@ -731,33 +763,33 @@ fn pack_short(word: &str) -> Option<u64> {
 }
 
 /// The English words of a Spanish, French, Italian or Portuguese word (lower case, accents
-/// folded, as split from a request): the word itself in the dictionary, else the first
-/// dictionary form that [`ROM_ENDINGS`] lead to. `None` when nothing is found.
+/// folded, as split from a request): the word itself in the dictionary, else the first noun
+/// form [`ROM_NOUN_ENDINGS`] lead to, else the first verb form [`ROM_VERB_ENDINGS`] lead to, from
+/// the word as written, then with a Spanish stem vowel undone (`mueve` → `mover`, `cierra` →
+/// `cerrar`: `ue` → `o`, `ie` → `e`), then without a pronoun at its end (`muestrame` →
+/// `mostrar`). `None` when nothing is found. (Giving a word both its noun and its verb reading
+/// ranked worse on the requests this was tuned on: docs/BENCHMARKS.md.)
 pub fn rom_translations(word: &str) -> Option<&'static [&'static str]> {
-    if ROMANCE_FUNCTION_WORDS.binary_search(&word).is_ok() {
+    if is_romance_function_word(word) {
         return None;
     }
     let table = rom_table();
-    if let Some(english) = table.get(word) {
+    if let Some((_, english)) = table.get_key_value(word) {
         return Some(english);
     }
     let mut form = String::new();
-    for &(cut, endings) in ROM_ENDINGS {
-        let Some(stem) = word.get(..word.len().saturating_sub(cut)).filter(|s| s.len() >= 3 && cut < word.len()) else {
-            continue;
-        };
-        for ending in endings {
-            form.clear();
-            form.push_str(stem);
-            form.push_str(ending);
-            if form != word
-                && let Some(english) = table.get(&form)
-            {
-                return Some(english);
-            }
-        }
-    }
-    None
+    let verb = |w: &str, form: &mut String| rom_form(table, w, ROM_VERB_ENDINGS, form);
+    let undone = |w: &str| {
+        let (at, vowel) = w.rfind("ue").map(|i| (i, "o")).or_else(|| w.rfind("ie").map(|i| (i, "e")))?;
+        Some(format!("{}{vowel}{}", &w[..at], &w[at + 2..]))
+    };
+    rom_form(table, word, ROM_NOUN_ENDINGS, &mut form)
+        .or_else(|| verb(word, &mut form))
+        .or_else(|| undone(word).and_then(|w| verb(&w, &mut form)))
+        .or_else(|| {
+            let base = ROM_ENCLITICS.iter().find_map(|e| word.strip_suffix(e).filter(|b| b.len() >= 4))?;
+            verb(base, &mut form).or_else(|| undone(base).and_then(|w| verb(&w, &mut form)))
+        })
 }
 
 /// Korean → English query translation from the Korean Learners' Dictionary (한국어기초사전) word
@@ -1185,6 +1217,15 @@ mod tests {
         assert!(has("ecris", "write"));
         assert!(has("aggiungi", "add"));
         assert!(has("arquivo", "file"));
+        // A Spanish stem vowel undone (`mueve` → `mover`, `cierra` → `cerrar`), a pronoun taken
+        // off an imperative (`muestrame` → `muestra` → `mostrar`).
+        assert!(has("mueve", "move"));
+        assert!(has("cierra", "close"));
+        assert!(has("muestrame", "show"));
+        // Names of days and months come lower-cased from the English synsets, and read as dates.
+        assert!(has("jueves", "thursday"));
+        assert!(has("gennaio", "january"));
+        assert_eq!(value_type_of_word("thursday"), Some("date"));
         // Function words are not looked up (`dans` is also a plural of `dan`, harm).
         assert_eq!(rom_translations("dans"), None);
         assert_eq!(rom_translations("xqzvw"), None);
