@@ -908,8 +908,8 @@ impl SearchIndex {
     fn concepts(&self, text: &str) -> Vec<Concept> {
         // (stem, weight of the word, the word as written, lower-cased)
         let mut stems: Vec<(String, f32, String)> = Vec::new();
-        // Romance function words against English stop words: whether the request reads as
-        // Spanish, French, Italian or Portuguese (`text::reads_as_romance`, counted here in passing).
+        // Romance function words against English stop words: the request reads as Spanish,
+        // French, Italian or Portuguese when it has more of the first (`text::is_romance_function_word`).
         let (mut romance_words, mut english_words) = (0usize, 0usize);
         text::split_words(text, |w| {
             romance_words += usize::from(text::is_romance_function_word(w));
@@ -966,7 +966,6 @@ impl SearchIndex {
                 c
             })
             .collect();
-
         let originals: Vec<u32> = concepts.iter().filter_map(|c| c.original).collect();
         if cfg.synonym_weight > 0.0 {
             for (c, (s, _, _)) in concepts.iter_mut().zip(&stems) {
@@ -996,35 +995,30 @@ impl SearchIndex {
         }
         if cfg.translation_weight > 0.0 {
             let mut buf = String::new();
-            // A word the catalog does not use may be Indonesian (`berkas` → `file`), or, in a
-            // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`).
             // Value types named by translated words (`明天` tomorrow, `달러` dollar, `jueves`
             // Thursday).
             let mut translated_types: Vec<&'static str> = Vec::new();
+            // A word the catalog does not use may be Indonesian (`berkas` → `file`), or, in a
+            // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`).
             for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
                 if c.original.is_some() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
                     continue;
                 }
-                let mut push = |english: &'static [&'static str]| {
-                    for w in english {
-                        if let Some(kind) = text::value_type_of_word(w)
-                            && !translated_types.contains(&kind)
-                        {
-                            translated_types.push(kind);
-                        }
-                        text::stem_into(w, &mut buf);
-                        if let Some(&id) = self.vocab.get(buf.as_str())
-                            && !originals.contains(&id)
-                            && !c.alts.iter().any(|&(t, _)| t == id)
-                        {
-                            c.alts.push((id, cfg.translation_weight));
-                        }
-                    }
-                };
                 let translated =
                     text::id_translations(word).or_else(|| romance.then(|| text::rom_translations(word)).flatten());
-                if let Some(english) = translated {
-                    push(english);
+                for english in translated.into_iter().flatten() {
+                    if let Some(kind) = text::value_type_of_word(english)
+                        && !translated_types.contains(&kind)
+                    {
+                        translated_types.push(kind);
+                    }
+                    text::stem_into(english, &mut buf);
+                    if let Some(&id) = self.vocab.get(buf.as_str())
+                        && !originals.contains(&id)
+                        && !c.alts.iter().any(|&(t, _)| t == id)
+                    {
+                        c.alts.push((id, cfg.translation_weight));
+                    }
                 }
             }
             let mut add = |english: &'static [&'static str]| {

@@ -716,7 +716,7 @@ fn rom_form(
             form.push_str(stem);
             form.push_str(ending);
             if form != word
-                && let Some((_, english)) = table.get_key_value(form)
+                && let Some(english) = table.get(form)
             {
                 return Some(english);
             }
@@ -774,7 +774,7 @@ pub fn rom_translations(word: &str) -> Option<&'static [&'static str]> {
         return None;
     }
     let table = rom_table();
-    if let Some((_, english)) = table.get_key_value(word) {
+    if let Some(english) = table.get(word) {
         return Some(english);
     }
     let mut form = String::new();
