@@ -912,6 +912,7 @@ impl SearchIndex {
         // French, Italian or Portuguese when it has more of the first (`text::is_romance_function_word`).
         let (mut romance_words, mut english_words) = (0usize, 0usize);
         text::split_words(text, |w| {
+            // A word both languages write (`a`, `do`) counts for both, and so for neither.
             romance_words += usize::from(text::is_romance_function_word(w));
             if text::is_stop_word(w) {
                 english_words += 1;

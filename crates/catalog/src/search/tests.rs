@@ -486,6 +486,10 @@ fn romance_requests_reach_tools_described_in_english() {
     assert_eq!(top(&index, "busca archivos que coincidan con este patrón"), "search_files");
     assert_eq!(top(&index, "écris ce texte dans un nouveau fichier"), "write_file");
     assert_eq!(top(&index, "aggiungi osservazioni a questa entità"), "add_observations");
+    // Portuguese writes `do` (of the) and `a` (the) as English does: they count for neither
+    // language, and `os` makes this request Portuguese (`escreva` → `escrever`, write; `arquivo`,
+    // file).
+    assert_eq!(top(&index, "escreva os dados do arquivo"), "write_file");
     // Only a request that reads as one of these languages is looked up: in an English request,
     // `busca` is a word nothing knows, not Spanish.
     assert_eq!(index.search(&Query::text("please busca the archivos for me"), &|_| true).unwrap().total, 0);

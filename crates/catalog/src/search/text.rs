@@ -679,12 +679,58 @@ fn rom_table() -> &'static WordTable {
     &MAP
 }
 
-/// Endings that Spanish, French, Italian and Portuguese put on a noun or adjective, as what to
-/// take off and what to put back: plurals and genders (`archivos` → `archivo`, `osservazioni` →
-/// `osservazione`, `courte` → `court`). A closed class of the grammar, not a word list.
-const ROM_NOUN_ENDINGS: &[(usize, &[&str])] = &[(1, &["", "o", "e"]), (2, &[""])];
+/// Plural endings of Spanish, French, Italian and Portuguese nouns and adjectives, and their
+/// singulars (`archivos` → `archivo`, `informes` → `informe`, `osservazioni` → `osservazione`,
+/// `giochi` → `gioco`, `principais` → `principal`, `journaux` → `journal`), tried in this order.
+/// A closed class of the grammar, not a word list.
+const ROM_PLURALS: &[(&str, &str)] = &[
+    ("chi", "co"),
+    ("ghi", "go"),
+    ("che", "ca"),
+    ("ghe", "ga"),
+    ("ais", "al"),
+    ("eis", "el"),
+    ("ois", "ol"),
+    ("oes", "ao"),
+    ("aes", "ao"),
+    ("aux", "al"),
+    ("ns", "m"),
+    ("s", ""),
+    ("es", ""),
+    ("x", ""),
+    ("i", "o"),
+    ("i", "e"),
+];
 
-/// The same for a verb form to its infinitive (`busca` → `buscar`, `coincidan` → `coincidir`,
+/// Gender endings of adjectives (`corta` → `corto`, `courte` → `court`, `attive` → `attivo`).
+const ROM_GENDERS: &[(&str, &str)] = &[("a", "o"), ("e", ""), ("a", "e"), ("e", "o"), ("o", "e")];
+
+/// The first form of `word` that one of `rules` (an ending and what replaces it) leads to in
+/// `table` (not `word` itself; the rest at least 3 letters).
+fn rom_rule_form(
+    table: &'static WordTable,
+    word: &str,
+    rules: &[(&str, &str)],
+    form: &mut String,
+) -> Option<&'static [&'static str]> {
+    for (ending, replacement) in rules {
+        let Some(stem) = word.strip_suffix(ending).filter(|s| s.len() >= 3) else {
+            continue;
+        };
+        form.clear();
+        form.push_str(stem);
+        form.push_str(replacement);
+        if form != word
+            && let Some(english) = table.get(form)
+        {
+            return Some(english);
+        }
+    }
+    None
+}
+
+/// Verb endings to the infinitive, as how many letters to take off and what to put back
+/// (`busca` → `buscar`, `coincidan` → `coincidir`,
 /// `supprime` → `supprimer`, `écris` → `ecrire`, `aggiungi` → `aggiungere`, `calcola` →
 /// `calcolare`), tried in this order.
 const ROM_VERB_ENDINGS: &[(usize, &[&str])] = &[
@@ -699,8 +745,8 @@ const ROM_VERB_ENDINGS: &[(usize, &[&str])] = &[
 const ROM_ENCLITICS: &[&str] =
     &["melo", "selo", "nos", "los", "las", "les", "gli", "me", "te", "lo", "la", "le", "mi", "ti", "ci", "ne"];
 
-/// The first form of `word` that [`ROM_NOUN_ENDINGS`] or [`ROM_VERB_ENDINGS`] (`endings`) lead
-/// to in `table` (not `word` itself).
+/// The first form of `word` that `endings` ([`ROM_VERB_ENDINGS`]: how many letters to take off,
+/// and what to put back) lead to in `table` (not `word` itself).
 fn rom_form(
     table: &'static WordTable,
     word: &str,
@@ -727,16 +773,17 @@ fn rom_form(
 
 /// Articles, prepositions, conjunctions and pronouns of Spanish, French, Italian and Portuguese
 /// (accents folded; sorted), without those that English requests also write for other things
-/// (`est` a time zone, `y` a coordinate, `com` a domain, `mon` a day). A closed class.
+/// (`est` a time zone, `y` a coordinate, `com` a domain, `mon` a day). Those that are also
+/// English stop words (`a`, `do`) count for both languages, so for neither. A closed class.
 const ROMANCE_FUNCTION_WORDS: &[&str] = &[
     "a", "agli", "ai", "al", "alla", "alle", "au", "aux", "avec", "ce", "ces", "cette", "che", "ci", "col", "como",
     "con", "cual", "cuando", "da", "dal", "dalla", "dans", "de", "degli", "dei", "del", "della", "delle", "dello",
-    "dentro", "des", "desde", "desta", "deste", "dos", "du", "el", "ella", "em", "en", "entre", "esta", "estas",
-    "este", "estos", "et", "gli", "il", "la", "las", "le", "les", "lo", "los", "mas", "mes", "mis", "na", "nao", "nas",
-    "ne", "nei", "nel", "nella", "nelle", "nos", "nous", "o", "os", "ou", "para", "pas", "pela", "pelo", "per",
-    "perche", "pero", "por", "pour", "qu", "que", "quel", "quelle", "questa", "queste", "questi", "questo", "qui",
-    "se", "sem", "ses", "sobre", "sono", "sous", "su", "sul", "sulla", "sur", "sus", "tra", "um", "uma", "umas", "una",
-    "unas", "une", "uno", "unos", "uns", "vous",
+    "dentro", "des", "desde", "desta", "deste", "di", "do", "dos", "du", "el", "ella", "em", "en", "entre", "esta",
+    "estas", "este", "estos", "et", "gli", "il", "la", "las", "le", "les", "lo", "los", "mas", "mes", "mis", "na",
+    "nao", "nas", "ne", "nei", "nel", "nella", "nelle", "no", "nos", "nous", "o", "os", "ou", "para", "pas", "pela",
+    "pelo", "per", "perche", "pero", "por", "pour", "qu", "que", "quel", "quelle", "questa", "queste", "questi",
+    "questo", "qui", "se", "sem", "ses", "sobre", "sono", "sous", "su", "sul", "sulla", "sur", "sus", "tra", "um",
+    "uma", "umas", "un", "una", "unas", "une", "uno", "unos", "uns", "vous",
 ];
 
 /// True when `word` (lower case, accents folded) is a Romance function word
@@ -763,12 +810,13 @@ fn pack_short(word: &str) -> Option<u64> {
 }
 
 /// The English words of a Spanish, French, Italian or Portuguese word (lower case, accents
-/// folded, as split from a request): the word itself in the dictionary, else the first noun
-/// form [`ROM_NOUN_ENDINGS`] lead to, else the first verb form [`ROM_VERB_ENDINGS`] lead to, from
-/// the word as written, then with a Spanish stem vowel undone (`mueve` → `mover`, `cierra` →
-/// `cerrar`: `ue` → `o`, `ie` → `e`), then without a pronoun at its end (`muestrame` →
-/// `mostrar`). `None` when nothing is found. (Giving a word both its noun and its verb reading
-/// ranked worse on the requests this was tuned on: docs/BENCHMARKS.md.)
+/// folded, as split from a request): the word itself in the dictionary, else the first form
+/// that a plural ending ([`ROM_PLURALS`]), then a gender ending ([`ROM_GENDERS`]), then a verb
+/// ending ([`ROM_VERB_ENDINGS`]) leads to; a verb form also with a Spanish stem vowel undone
+/// (`mueve` → `mover`, `cierra` → `cerrar`: `ue` → `o`, `ie` → `e`), then without a pronoun at
+/// its end (`muestrame` → `mostrar`). `None` when nothing is found. (Giving a word both its noun
+/// and its verb reading, or trying verbs before genders, ranked worse on the requests this was
+/// tuned on: docs/BENCHMARKS.md.)
 pub fn rom_translations(word: &str) -> Option<&'static [&'static str]> {
     if is_romance_function_word(word) {
         return None;
@@ -783,7 +831,8 @@ pub fn rom_translations(word: &str) -> Option<&'static [&'static str]> {
         let (at, vowel) = w.rfind("ue").map(|i| (i, "o")).or_else(|| w.rfind("ie").map(|i| (i, "e")))?;
         Some(format!("{}{vowel}{}", &w[..at], &w[at + 2..]))
     };
-    rom_form(table, word, ROM_NOUN_ENDINGS, &mut form)
+    rom_rule_form(table, word, ROM_PLURALS, &mut form)
+        .or_else(|| rom_rule_form(table, word, ROM_GENDERS, &mut form))
         .or_else(|| verb(word, &mut form))
         .or_else(|| undone(word).and_then(|w| verb(&w, &mut form)))
         .or_else(|| {
@@ -1217,6 +1266,12 @@ mod tests {
         assert!(has("ecris", "write"));
         assert!(has("aggiungi", "add"));
         assert!(has("arquivo", "file"));
+        // Plurals by the languages' own rules (`giochi` → `gioco`, `principais` → `principal`,
+        // `journaux` → `journal`) and genders (`corta` → `corto`).
+        assert!(has("giochi", "game"));
+        assert!(has("principais", "main") || has("principais", "principal"));
+        assert!(has("journaux", "newspaper") || has("journaux", "journal"));
+        assert!(has("corta", "short"));
         // A Spanish stem vowel undone (`mueve` → `mover`, `cierra` → `cerrar`), a pronoun taken
         // off an imperative (`muestrame` → `muestra` → `mostrar`).
         assert!(has("mueve", "move"));
@@ -1233,7 +1288,7 @@ mod tests {
 
     #[test]
     fn romance_function_words_are_told_from_english_ones() {
-        for w in ["de", "la", "los", "que", "dans", "questa", "uma", "desta", "nelle"] {
+        for w in ["de", "la", "los", "que", "dans", "questa", "uma", "desta", "nelle", "do", "no", "un", "di"] {
             assert!(is_romance_function_word(w), "{w}");
         }
         for w in ["the", "tell", "est", "com", "y", "mon", "delete", "questions"] {
