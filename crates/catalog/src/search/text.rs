@@ -705,6 +705,20 @@ const ROM_PLURALS: &[(&str, &str)] = &[
 /// Gender endings of adjectives (`corta` → `corto`, `courte` → `court`, `attive` → `attivo`).
 const ROM_GENDERS: &[(&str, &str)] = &[("a", "o"), ("e", ""), ("a", "e"), ("e", "o"), ("o", "e")];
 
+/// The English words of `stem` + `ending` in `table` (reusing `form`), unless that is `word`.
+fn rom_lookup(
+    table: &'static WordTable,
+    word: &str,
+    stem: &str,
+    ending: &str,
+    form: &mut String,
+) -> Option<&'static [&'static str]> {
+    form.clear();
+    form.push_str(stem);
+    form.push_str(ending);
+    if form == word { None } else { table.get(form) }
+}
+
 /// The first form of `word` that one of `rules` (an ending and what replaces it) leads to in
 /// `table` (not `word` itself; the rest at least 3 letters).
 fn rom_rule_form(
@@ -713,20 +727,10 @@ fn rom_rule_form(
     rules: &[(&str, &str)],
     form: &mut String,
 ) -> Option<&'static [&'static str]> {
-    for (ending, replacement) in rules {
-        let Some(stem) = word.strip_suffix(ending).filter(|s| s.len() >= 3) else {
-            continue;
-        };
-        form.clear();
-        form.push_str(stem);
-        form.push_str(replacement);
-        if form != word
-            && let Some(english) = table.get(form)
-        {
-            return Some(english);
-        }
-    }
-    None
+    rules.iter().find_map(|(ending, replacement)| {
+        let stem = word.strip_suffix(ending).filter(|s| s.len() >= 3)?;
+        rom_lookup(table, word, stem, replacement, form)
+    })
 }
 
 /// Verb endings to the infinitive, as how many letters to take off and what to put back
@@ -746,29 +750,17 @@ const ROM_ENCLITICS: &[&str] =
     &["melo", "selo", "nos", "los", "las", "les", "gli", "me", "te", "lo", "la", "le", "mi", "ti", "ci", "ne"];
 
 /// The first form of `word` that `endings` ([`ROM_VERB_ENDINGS`]: how many letters to take off,
-/// and what to put back) lead to in `table` (not `word` itself).
+/// and what to put back) lead to in `table` (not `word` itself; the rest at least 3 letters).
 fn rom_form(
     table: &'static WordTable,
     word: &str,
     endings: &[(usize, &[&str])],
     form: &mut String,
 ) -> Option<&'static [&'static str]> {
-    for &(cut, list) in endings {
-        let Some(stem) = word.get(..word.len().saturating_sub(cut)).filter(|s| s.len() >= 3 && cut < word.len()) else {
-            continue;
-        };
-        for ending in list {
-            form.clear();
-            form.push_str(stem);
-            form.push_str(ending);
-            if form != word
-                && let Some(english) = table.get(form)
-            {
-                return Some(english);
-            }
-        }
-    }
-    None
+    endings.iter().find_map(|&(cut, list)| {
+        let stem = word.get(..word.len().saturating_sub(cut)).filter(|s| s.len() >= 3)?;
+        list.iter().find_map(|ending| rom_lookup(table, word, stem, ending, form))
+    })
 }
 
 /// Articles, prepositions, conjunctions and pronouns of Spanish, French, Italian and Portuguese
