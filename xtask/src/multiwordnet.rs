@@ -72,7 +72,7 @@ fn insert_fields(line: &str) -> Option<Vec<Option<&str>>> {
 /// `word` lower-cased with its accents folded (canonical decomposition, combining marks
 /// dropped), if that leaves three letters `a`-`z` or more: the form tool search splits a request
 /// into. Letters that do not decompose (`ß`, `œ`) leave the word out.
-fn folded(word: &str) -> Option<String> {
+pub(crate) fn folded(word: &str) -> Option<String> {
     let w: String = word.nfd().filter(|c| !unicode_normalization::char::is_combining_mark(*c)).collect();
     let w = w.to_lowercase();
     (w.len() >= 3 && w.bytes().all(|b| b.is_ascii_lowercase())).then_some(w)
