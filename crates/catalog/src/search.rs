@@ -910,10 +910,11 @@ impl SearchIndex {
         let mut stems: Vec<(String, f32, String)> = Vec::new();
         // Romance function words against English stop words: the request reads as Spanish,
         // French, Italian or Portuguese when it has more of the first (`text::is_romance_function_word`).
-        let (mut romance_words, mut english_words) = (0usize, 0usize);
+        let (mut romance_words, mut german_words, mut english_words) = (0usize, 0usize, 0usize);
         text::split_words(text, |w| {
             // A word both languages write (`a`, `do`) counts for both, and so for neither.
             romance_words += usize::from(text::is_romance_function_word(w));
+            german_words += usize::from(text::is_german_function_word(w));
             if text::is_stop_word(w) {
                 english_words += 1;
                 return;
@@ -928,11 +929,21 @@ impl SearchIndex {
                 None => stems.push((s, weight, w.to_owned())),
             }
         });
-        let romance = romance_words > english_words;
-        if romance && self.config.translation_weight > 0.0 {
+        // A word written with an umlaut or `ß` (`über`, `größten`) reads as German too.
+        if !text.is_ascii() {
+            german_words += text.split_whitespace().filter(|w| w.contains(text::GERMAN_LETTERS)).count();
+        }
+        let romance = romance_words > english_words && romance_words > german_words;
+        let german = german_words > english_words && german_words > romance_words;
+        if self.config.translation_weight > 0.0 {
             // In a request that reads as Spanish, French, Italian or Portuguese, their function
-            // words are stop words (`de` otherwise matches every Spanish tool name).
-            stems.retain(|(_, _, w)| !text::is_romance_function_word(w));
+            // words are stop words (`de` otherwise matches every Spanish tool name); so are
+            // German ones in a German request.
+            if romance {
+                stems.retain(|(_, _, w)| !text::is_romance_function_word(w));
+            } else if german {
+                stems.retain(|(_, _, w)| !text::is_german_stop_word(w));
+            }
         }
         if self.config.value_type_weight > 0.0 {
             for kind in text::value_types(text) {
@@ -1000,14 +1011,29 @@ impl SearchIndex {
             // Thursday).
             let mut translated_types: Vec<&'static str> = Vec::new();
             // A word the catalog does not use may be Indonesian (`berkas` → `file`), or, in a
-            // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`).
+            // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`)
+            // or German (`Datei` → `file`).
             for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
                 if c.original.is_some() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
                     continue;
                 }
-                let translated =
-                    text::id_translations(word).or_else(|| romance.then(|| text::rom_translations(word)).flatten());
-                for english in translated.into_iter().flatten() {
+                let mut lists: [Option<&'static [&'static str]>; 2] = [None, None];
+                if german {
+                    // A German word is not read as Indonesian.
+                    text::de_translations(word, |e| {
+                        if let Some(slot) = lists.iter_mut().find(|l| l.is_none()) {
+                            *slot = Some(e);
+                        }
+                    });
+                    // Translated filler (`brauche` → `need`) weighs as little as written filler.
+                    if lists.iter().flatten().any(|l| l.iter().any(|w| text::is_filler_word(w))) {
+                        c.weight = c.weight.min(cfg.filler_weight);
+                    }
+                } else {
+                    lists[0] =
+                        text::id_translations(word).or_else(|| romance.then(|| text::rom_translations(word)).flatten());
+                }
+                for english in lists.into_iter().flatten().flatten() {
                     if let Some(kind) = text::value_type_of_word(english)
                         && !translated_types.contains(&kind)
                     {

@@ -498,6 +498,29 @@ fn romance_requests_reach_tools_described_in_english() {
 }
 
 #[test]
+fn german_requests_reach_tools_described_in_english() {
+    let docs = vec![
+        doc("search_files", "Find files whose names match a pattern.", &[("pattern", "Glob pattern")]),
+        doc("delete_file", "Delete a file.", &[("path", "Path of the file")]),
+        doc("send_message", "Send a message to a user.", &[("user", "Recipient"), ("text", "Message text")]),
+        doc("add_observations", "Add observations to an entity.", &[("entity", "Entity name")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    // `suche` (suchen) search, `Dateien` files; `lösche` (löschen) delete, `Datei` file;
+    // `sende` (senden) send, `Nachricht` message.
+    assert_eq!(top(&index, "Suche alle Dateien mit der Endung rs"), "search_files");
+    assert_eq!(top(&index, "Lösche die Datei"), "delete_file");
+    assert_eq!(top(&index, "Sende eine Nachricht an Anna"), "send_message");
+    // A word with an umlaut reads as German: `über` is no ride service.
+    assert_eq!(top(&index, "Nachricht über Projekte"), "send_message");
+    // Only a request that reads as German is looked up: in an English request, `suche` is a
+    // word nothing knows.
+    assert_eq!(index.search(&Query::text("please suche the dateien"), &|_| true).unwrap().total, 0);
+    let off = SearchIndex::build_with(docs, SearchConfig { translation_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(off.search(&Query::text("Lösche die Datei"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
 fn translated_day_names_are_dates() {
     let docs = vec![
         doc("cancel_meeting", "Cancel a meeting.", &[("meeting", "Meeting name")]),
