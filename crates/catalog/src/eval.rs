@@ -499,7 +499,7 @@ pub fn ablations() -> Vec<(&'static str, SearchConfig)> {
         ),
         ("no value types (dates, times, amounts, ...)", with(&|c| c.value_type_weight = 0.0)),
         (
-            "no query translation (CC-CEDICT, Korean Learners' Dictionary, FreeDict Indonesian, MultiWordNet)",
+            "no query translation (CC-CEDICT, Korean Learners' Dictionary, FreeDict Indonesian, MultiWordNet, WikDict German)",
             with(&|c| c.translation_weight = 0.0),
         ),
         ("no loanwords in Hangul or Katakana (sound keys)", with(&|c| c.loanword_weight = 0.0)),

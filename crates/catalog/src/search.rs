@@ -25,7 +25,9 @@
 //!   ([`text::id_translations`]: `berkas` → `file`, through prefixes and suffixes) and, in a
 //!   request that reads as Spanish, French, Italian or Portuguese (more of its words are their
 //!   function words than English stop words), in those languages' wordnets
-//!   ([`text::rom_translations`]: `busca` → `buscar` → `search`, through their endings);
+//!   ([`text::rom_translations`]: `busca` → `buscar` → `search`, through their endings), and in
+//!   a request that reads as German, in a German dictionary built through French and Spanish
+//!   ([`text::de_translations`]: `Dateien` → `datei` → `file`, through endings and compounds);
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
 //!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
 //!   and the catalog words one edit away (typos), the alternatives at reduced weight;
@@ -300,8 +302,9 @@ pub struct SearchConfig {
     pub value_type_weight: f32,
     /// Query weight of the English translations of the Chinese and Korean words of a request
     /// ([`text::zh_translations`], [`text::ko_translations`]), each word one more query word, and
-    /// of its unknown words read as Indonesian, Spanish, French, Italian or Portuguese
-    /// ([`text::id_translations`], [`text::rom_translations`]); 0 turns it off.
+    /// of its unknown words read as Indonesian, Spanish, French, Italian, Portuguese or German
+    /// ([`text::id_translations`], [`text::rom_translations`], [`text::de_translations`]); 0
+    /// turns it off.
     pub translation_weight: f32,
     /// Weight factor of the synonyms and WordNet related words of translated words (`文件夹` →
     /// `folder` → `directory`), on top of the translation weight times theirs; 0 switches it off.
@@ -908,8 +911,9 @@ impl SearchIndex {
     fn concepts(&self, text: &str) -> Vec<Concept> {
         // (stem, weight of the word, the word as written, lower-cased)
         let mut stems: Vec<(String, f32, String)> = Vec::new();
-        // Romance function words against English stop words: the request reads as Spanish,
-        // French, Italian or Portuguese when it has more of the first (`text::is_romance_function_word`).
+        // Romance and German function words against English stop words: the request reads as
+        // Spanish, French, Italian or Portuguese, or as German, when it has more of the first
+        // (`text::is_romance_function_word`, `text::is_german_function_word`).
         let (mut romance_words, mut german_words, mut english_words) = (0usize, 0usize, 0usize);
         text::split_words(text, |w| {
             // A word both languages write (`a`, `do`) counts for both, and so for neither.
