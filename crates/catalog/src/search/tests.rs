@@ -521,6 +521,24 @@ fn german_requests_reach_tools_described_in_english() {
 }
 
 #[test]
+fn russian_requests_reach_tools_described_in_english() {
+    let docs = vec![
+        doc("search_files", "Find files whose names match a pattern.", &[("pattern", "Glob pattern")]),
+        doc("git_commit", "Record changes to the repository.", &[("message", "Commit message")]),
+        doc("create_table", "Create a table in the database.", &[("name", "Table name")]),
+        doc("add_observations", "Add observations to an entity.", &[("entity", "Entity name")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    // `найди` (найти) find, `файлы` (файл) files; `создай` (создать) create, `таблицу` (таблица)
+    // table; `коммит`, a loanword, sounds like commit.
+    assert_eq!(top(&index, "Найди все файлы по шаблону"), "search_files");
+    assert_eq!(top(&index, "Создай новую таблицу"), "create_table");
+    assert_eq!(top(&index, "сделай коммит"), "git_commit");
+    let off = SearchIndex::build_with(docs, SearchConfig { translation_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(off.search(&Query::text("Найди все файлы по шаблону"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
 fn translated_day_names_are_dates() {
     let docs = vec![
         doc("cancel_meeting", "Cancel a meeting.", &[("meeting", "Meeting name")]),
