@@ -28,6 +28,9 @@
 //!   ([`text::rom_translations`]: `busca` → `buscar` → `search`, through their endings), and in
 //!   a request that reads as German, in a German dictionary built through French and Spanish
 //!   ([`text::de_translations`]: `Dateien` → `datei` → `file`, through endings and compounds);
+//!   a Cyrillic word in a Russian one built through five languages ([`text::ru_translations`]:
+//!   `удали` → `удалить` → ..., through verb and case endings), else by its sound
+//!   ([`text::sound_key_cyrillic`]: `коммит` → `commit`);
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
 //!   verbs and software nouns) and, for words the catalog does not know, its prefix completions
 //!   and the catalog words one edit away (typos), the alternatives at reduced weight;
@@ -302,16 +305,17 @@ pub struct SearchConfig {
     pub value_type_weight: f32,
     /// Query weight of the English translations of the Chinese and Korean words of a request
     /// ([`text::zh_translations`], [`text::ko_translations`]), each word one more query word, and
-    /// of its unknown words read as Indonesian, Spanish, French, Italian, Portuguese or German
-    /// ([`text::id_translations`], [`text::rom_translations`], [`text::de_translations`]); 0
-    /// turns it off.
+    /// of its unknown words read as Indonesian, Spanish, French, Italian, Portuguese, German or
+    /// Russian ([`text::id_translations`], [`text::rom_translations`], [`text::de_translations`],
+    /// [`text::ru_translations`]); 0 turns it off.
     pub translation_weight: f32,
     /// Weight factor of the synonyms and WordNet related words of translated words (`文件夹` →
     /// `folder` → `directory`), on top of the translation weight times theirs; 0 switches it off.
     pub translated_expansion: f32,
-    /// Weight factor of loanwords spelled in Hangul or Katakana (`커밋` → `commit`, `レシピ` →
-    /// `recipe`) and matched to catalog words that sound alike ([`text::loanword_keys`]), on top
-    /// of the translation weight; 0 switches it off.
+    /// Weight factor of loanwords spelled in Hangul, Katakana or Cyrillic (`커밋`, `коммит` →
+    /// `commit`, `レシピ` → `recipe`) and matched to catalog words that sound alike
+    /// ([`text::loanword_keys`], [`text::sound_key_cyrillic`]), on top of the translation weight;
+    /// 0 switches it off.
     pub loanword_weight: f32,
     /// Query weight of conversational filler words (`help`, `need`; see `text::is_filler_word`).
     pub filler_weight: f32,
