@@ -441,6 +441,9 @@ pub struct SearchIndex {
     /// Typo keys, sorted: `(hash, term)` for every ASCII-alphabetic term and for each of its
     /// one-character deletions. A query word and a term one edit apart share a key.
     typo_keys: Vec<(u64, u32)>,
+    /// Length of the longest term with typo keys: a query word more than one byte longer is no
+    /// edit away from any, and is not looked up (the lookup costs the square of its length).
+    max_typo_term: usize,
     /// Term id → term, for verifying typo candidates.
     terms: Vec<Box<str>>,
     /// Sound key of each ASCII term ([`text::sound_key_en`], [`text::MIN_LOANWORD_KEY`] classes
@@ -666,12 +669,14 @@ impl SearchIndex {
         sorted_vocab.sort_unstable();
         let mut terms: Vec<Box<str>> = vec![Box::from(""); vocab.len()];
         let mut typo_keys = Vec::new();
+        let mut max_typo_term = 0;
         let mut key_buf = Vec::new();
         for (t, id) in &sorted_vocab {
             let id = *id;
             terms[id as usize] = t.clone();
             if t.len() + 1 >= config.typo_min_len && t.bytes().all(|b| b.is_ascii_lowercase()) {
                 for_each_typo_key(t.as_bytes(), &mut key_buf, |h| typo_keys.push((h, id)));
+                max_typo_term = max_typo_term.max(t.len());
             }
         }
         typo_keys.sort_unstable();
@@ -720,6 +725,7 @@ impl SearchIndex {
             vocab,
             sorted_vocab,
             typo_keys,
+            max_typo_term,
             terms,
             sound_keys,
             idf,
@@ -1160,7 +1166,10 @@ impl SearchIndex {
     /// [`MAX_TYPO_TERMS`], in term order), at [`SearchConfig::typo_weight`].
     fn typo_alternatives(&self, word: &str, alts: &mut Vec<(u32, f32)>) {
         let cfg = &self.config;
-        if word.len() < cfg.typo_min_len || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        if word.len() < cfg.typo_min_len
+            || word.len() > self.max_typo_term + 1
+            || !word.bytes().all(|b| b.is_ascii_lowercase())
+        {
             return;
         }
         let mut found: Vec<u32> = Vec::new();

@@ -891,6 +891,11 @@ fn de_form(table: &'static WordTable, word: &str, form: &mut String) -> Option<&
         })
 }
 
+/// Longest word (in bytes) whose forms and compound parts are looked up; a longer one is looked
+/// up only as written (the longest German dictionary words are about 40 letters, Russian ones 25;
+/// trying every split of a long word costs its length squared).
+const MAX_FORM_WORD: usize = 64;
+
 /// Shortest part of a German compound that is looked up.
 const DE_MIN_PART: usize = 4;
 
@@ -908,6 +913,9 @@ pub fn de_translations(word: &str, mut f: impl FnMut(&'static [&'static str])) -
         return false;
     }
     let table = de_table();
+    if word.len() > MAX_FORM_WORD {
+        return table.get(word).map(&mut f).is_some();
+    }
     let mut form = String::new();
     if let Some(english) = de_form(table, word, &mut form) {
         f(english);
@@ -1191,6 +1199,9 @@ pub fn ru_translations(word: &str) -> Option<&'static [&'static str]> {
     let table = ru_table();
     if let Some(english) = table.get(word) {
         return Some(english);
+    }
+    if word.len() > MAX_FORM_WORD {
+        return None;
     }
     let letters = |w: &str| w.chars().count();
     let mut form = String::new();
