@@ -146,8 +146,23 @@ pub fn run(ws: &Workspace, dir: Option<&Path>) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A dictd index number, as `.index` files write them (base 64).
+    pub(crate) fn b64(mut n: usize) -> String {
+        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut s = Vec::new();
+        loop {
+            s.push(alphabet[n % 64]);
+            n /= 64;
+            if n == 0 {
+                break;
+            }
+        }
+        s.reverse();
+        String::from_utf8(s).unwrap()
+    }
 
     #[test]
     fn index_numbers_are_base_64() {
@@ -175,19 +190,6 @@ mod tests {
         let dict = "header\nfile /faɪl/ <n>\nberkas, arsip\na collection of data\nsize /saɪz/ <n>\nukuran\nhow big\n";
         let file_at = dict.find("file").unwrap();
         let size_at = dict.find("size").unwrap();
-        let b64 = |mut n: usize| {
-            let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-            let mut s = Vec::new();
-            loop {
-                s.push(alphabet[n % 64]);
-                n /= 64;
-                if n == 0 {
-                    break;
-                }
-            }
-            s.reverse();
-            String::from_utf8(s).unwrap()
-        };
         let mut index = String::new();
         index.push_str(&format!("file\t{}\t{}\n", b64(file_at), b64(size_at - file_at)));
         index.push_str(&format!("size\t{}\t{}\n", b64(size_at), b64(dict.len() - size_at)));

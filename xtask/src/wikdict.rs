@@ -330,24 +330,10 @@ pub fn run(ws: &Workspace) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A dictd index number, as `.index` files write them.
-    fn b64(mut n: usize) -> String {
-        let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut s = Vec::new();
-        loop {
-            s.push(alphabet[n % 64]);
-            n /= 64;
-            if n == 0 {
-                break;
-            }
-        }
-        s.reverse();
-        String::from_utf8(s).unwrap()
-    }
+    use crate::freedict::tests::b64;
 
     /// A dictionary's `.index` and `.dict` text from (headword, entry body) pairs, padded with
-    /// filler entries to the size `add_pairs` expects of a real one.
+    /// filler entries to the size `for_each_entry` expects of a real one.
     fn dictionary(entries: &[(&str, &str)]) -> (String, String) {
         let (mut index, mut dict) = (String::new(), format!("header, {LICENCE} Unported\n"));
         for (head, body) in entries.iter().copied().chain(std::iter::repeat_n(("zzfiller", "x\n"), 1_000)) {
