@@ -924,11 +924,14 @@ impl SearchIndex {
         // Romance and German function words against English stop words: the request reads as
         // Spanish, French, Italian or Portuguese, or as German, when it has more of the first
         // (`text::is_romance_function_word`, `text::is_german_function_word`).
-        let (mut romance_words, mut german_words, mut english_words) = (0usize, 0usize, 0usize);
+        let (mut romance_words, mut german_words, mut polish_words, mut english_words) =
+            (0usize, 0usize, 0usize, 0usize);
         text::split_words(text, |w| {
             // A word both languages write (`a`, `do`) counts for both, and so for neither.
-            romance_words += usize::from(text::is_romance_function_word(w));
-            german_words += usize::from(text::is_german_function_word(w));
+            let languages = text::function_word_languages(w);
+            romance_words += usize::from(languages & text::ROMANCE != 0);
+            german_words += usize::from(languages & text::GERMAN != 0);
+            polish_words += usize::from(languages & text::POLISH != 0);
             if text::is_stop_word(w) {
                 english_words += 1;
                 return;
@@ -947,11 +950,15 @@ impl SearchIndex {
             }
         });
         // A word written with an umlaut or `ß` (`über`, `größten`) reads as German too.
+        // So does one with a Polish letter (`ł`, `ś`) as Polish.
         if !text.is_ascii() {
             german_words += text.split_whitespace().filter(|w| w.contains(text::GERMAN_LETTERS)).count();
+            polish_words += text.split_whitespace().filter(|w| w.contains(text::POLISH_LETTERS)).count();
         }
-        let romance = romance_words > english_words && romance_words > german_words;
-        let german = german_words > english_words && german_words > romance_words;
+        let others = |n: usize, a: usize, b: usize| n > english_words && n > a && n > b;
+        let romance = others(romance_words, german_words, polish_words);
+        let german = others(german_words, romance_words, polish_words);
+        let polish = others(polish_words, romance_words, german_words);
         if self.config.translation_weight > 0.0 {
             // In a request that reads as Spanish, French, Italian or Portuguese, their function
             // words are stop words (`de` otherwise matches every Spanish tool name); so are
@@ -960,6 +967,8 @@ impl SearchIndex {
                 stems.retain(|(_, _, w)| !text::is_romance_function_word(w));
             } else if german {
                 stems.retain(|(_, _, w)| !text::is_german_stop_word(w));
+            } else if polish {
+                stems.retain(|(_, _, w)| !text::is_polish_function_word(w));
             }
         }
         if self.config.value_type_weight > 0.0 {
@@ -1052,6 +1061,8 @@ impl SearchIndex {
                     }
                 } else if !word.bytes().all(|b| b.is_ascii_lowercase()) {
                     continue;
+                } else if polish {
+                    lists[0] = text::pl_translations(word);
                 } else if german {
                     // A German word is not read as Indonesian.
                     text::de_translations(word, |e| {
@@ -1065,7 +1076,7 @@ impl SearchIndex {
                 }
                 // Translated filler (`brauche`, `нужно` → `need`) weighs as little as written
                 // filler (German and Russian; the other languages were tuned without it).
-                if (german || text::is_cyrillic_word(word))
+                if (german || polish || text::is_cyrillic_word(word))
                     && lists.iter().flatten().any(|l| l.iter().any(|w| text::is_filler_word(w)))
                 {
                     c.weight = c.weight.min(cfg.filler_weight);

@@ -539,6 +539,25 @@ fn russian_requests_reach_tools_described_in_english() {
 }
 
 #[test]
+fn polish_requests_reach_tools_described_in_english() {
+    let docs = vec![
+        doc("search_files", "Find files whose names match a pattern.", &[("pattern", "Glob pattern")]),
+        doc("send_message", "Send a message to a user.", &[("user", "Recipient"), ("text", "Message text")]),
+        doc("check_status", "Check the status of an order.", &[("order", "Order id")]),
+        doc("add_observations", "Add observations to an entity.", &[("entity", "Entity name")]),
+    ];
+    let index = SearchIndex::build(docs.clone());
+    // `plików` (plik) files; `wiadomość` message; `sprawdź` (sprawdzić) check.
+    assert_eq!(top(&index, "Znajdź wszystkie pliki według wzorca"), "search_files");
+    assert_eq!(top(&index, "Wyślij wiadomość do Anny"), "send_message");
+    assert_eq!(top(&index, "Sprawdź, czy moje zamówienie jest gotowe"), "check_status");
+    // Only a request that reads as Polish is looked up.
+    assert_eq!(index.search(&Query::text("please wiadomosc the pliki"), &|_| true).unwrap().total, 0);
+    let off = SearchIndex::build_with(docs, SearchConfig { translation_weight: 0.0, ..SearchConfig::default() });
+    assert_eq!(off.search(&Query::text("Wyślij wiadomość do Anny"), &|_| true).unwrap().total, 0);
+}
+
+#[test]
 fn translated_day_names_are_dates() {
     let docs = vec![
         doc("cancel_meeting", "Cancel a meeting.", &[("meeting", "Meeting name")]),
