@@ -923,9 +923,9 @@ impl SearchIndex {
     fn concepts(&self, text: &str) -> Vec<Concept> {
         // (stem, weight of the word, the word as written, lower-cased)
         let mut stems: Vec<(String, f32, String)> = Vec::new();
-        // Romance and German function words against English stop words: the request reads as
-        // Spanish, French, Italian or Portuguese, or as German, when it has more of the first
-        // (`text::is_romance_function_word`, `text::is_german_function_word`).
+        // Romance, German and Polish function words against English stop words: the request
+        // reads as Spanish, French, Italian or Portuguese, as German or as Polish when it has
+        // more of that language's than of English's and of the others' (`text::function_word_languages`).
         let (mut romance_words, mut german_words, mut polish_words, mut english_words) =
             (0usize, 0usize, 0usize, 0usize);
         text::split_words(text, |w| {
@@ -951,20 +951,20 @@ impl SearchIndex {
                 None => stems.push((s, weight, w.to_owned())),
             }
         });
-        // A word written with an umlaut or `ß` (`über`, `größten`) reads as German too.
-        // So does one with a Polish letter (`ł`, `ś`) as Polish.
+        // A word written with an umlaut or `ß` (`über`, `größten`) counts as German too, one
+        // with a Polish letter (`ł`, `ś`) as Polish.
         if !text.is_ascii() {
             german_words += text.split_whitespace().filter(|w| w.contains(text::GERMAN_LETTERS)).count();
             polish_words += text.split_whitespace().filter(|w| w.contains(text::POLISH_LETTERS)).count();
         }
-        let others = |n: usize, a: usize, b: usize| n > english_words && n > a && n > b;
-        let romance = others(romance_words, german_words, polish_words);
-        let german = others(german_words, romance_words, polish_words);
-        let polish = others(polish_words, romance_words, german_words);
+        let beats = |n: usize, a: usize, b: usize| n > english_words && n > a && n > b;
+        let romance = beats(romance_words, german_words, polish_words);
+        let german = beats(german_words, romance_words, polish_words);
+        let polish = beats(polish_words, romance_words, german_words);
         if self.config.translation_weight > 0.0 {
             // In a request that reads as Spanish, French, Italian or Portuguese, their function
             // words are stop words (`de` otherwise matches every Spanish tool name); so are
-            // German ones in a German request.
+            // German ones in a German request and Polish ones in a Polish request.
             if romance {
                 stems.retain(|(_, _, w)| !text::is_romance_function_word(w));
             } else if german {
@@ -1039,8 +1039,9 @@ impl SearchIndex {
             // Thursday).
             let mut translated_types: Vec<&'static str> = Vec::new();
             // A word the catalog does not use may be Indonesian (`berkas` → `file`), or, in a
-            // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`)
-            // or German (`Datei` → `file`).
+            // request that reads as one, Spanish, French, Italian or Portuguese (`archivo` → `file`),
+            // German (`Datei` → `file`) or Polish (`plik` → `file`); a Cyrillic word, Russian
+            // (`файл` → `file`).
             for (c, (_, _, word)) in concepts.iter_mut().zip(&stems) {
                 if c.original.is_some() {
                     continue;
@@ -1077,7 +1078,7 @@ impl SearchIndex {
                         text::id_translations(word).or_else(|| romance.then(|| text::rom_translations(word)).flatten());
                 }
                 // Translated filler (`brauche`, `нужно` → `need`) weighs as little as written
-                // filler (German and Russian; the other languages were tuned without it).
+                // filler (German, Polish and Russian; the other languages were tuned without it).
                 if (german || polish || text::is_cyrillic_word(word))
                     && lists.iter().flatten().any(|l| l.iter().any(|w| text::is_filler_word(w)))
                 {
