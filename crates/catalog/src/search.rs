@@ -954,8 +954,10 @@ impl SearchIndex {
         // A word written with an umlaut or `ß` (`über`, `größten`) counts as German too, one
         // with a Polish letter (`ł`, `ś`) as Polish.
         if !text.is_ascii() {
-            german_words += text.split_whitespace().filter(|w| w.contains(text::GERMAN_LETTERS)).count();
-            polish_words += text.split_whitespace().filter(|w| w.contains(text::POLISH_LETTERS)).count();
+            for w in text.split_whitespace().filter(|w| !w.is_ascii()) {
+                german_words += usize::from(w.contains(text::GERMAN_LETTERS));
+                polish_words += usize::from(w.contains(text::POLISH_LETTERS));
+            }
         }
         let beats = |n: usize, a: usize, b: usize| n > english_words && n > a && n > b;
         let romance = beats(romance_words, german_words, polish_words);

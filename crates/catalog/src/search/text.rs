@@ -707,7 +707,7 @@ const ROM_PLURALS: &[(&str, &str)] = &[
 const ROM_GENDERS: &[(&str, &str)] = &[("a", "o"), ("e", ""), ("a", "e"), ("e", "o"), ("o", "e")];
 
 /// The English words of `stem` + `ending` in `table` (reusing `form`), unless that is `word`.
-fn rom_lookup(
+fn form_lookup(
     table: &'static WordTable,
     word: &str,
     stem: &str,
@@ -721,8 +721,9 @@ fn rom_lookup(
 }
 
 /// The first form of `word` that one of `rules` (an ending and what replaces it) leads to in
-/// `table` (not `word` itself; the rest at least 3 letters).
-fn rom_rule_form(
+/// `table` (not `word` itself; the rest at least 3 letters). Shared by the Romance languages and
+/// German.
+fn rule_form(
     table: &'static WordTable,
     word: &str,
     rules: &[(&str, &str)],
@@ -730,7 +731,24 @@ fn rom_rule_form(
 ) -> Option<&'static [&'static str]> {
     rules.iter().find_map(|(ending, replacement)| {
         let stem = word.strip_suffix(ending).filter(|s| s.len() >= 3)?;
-        rom_lookup(table, word, stem, replacement, form)
+        form_lookup(table, word, stem, replacement, form)
+    })
+}
+
+/// The first form of `word` that `rules` lead to in `table`: an ending taken off (the rest at
+/// least `min_letters` letters) and one of its replacements put on, in order; not `word` itself.
+/// Shared by Russian and Polish (verb endings to the infinitive, case endings to a dictionary
+/// form).
+fn ending_form<'r>(
+    table: &'static WordTable,
+    word: &str,
+    rules: impl IntoIterator<Item = (&'r str, &'r [&'r str])>,
+    min_letters: usize,
+    form: &mut String,
+) -> Option<&'static [&'static str]> {
+    rules.into_iter().find_map(|(ending, replacements)| {
+        let stem = word.strip_suffix(ending).filter(|s| s.chars().count() >= min_letters)?;
+        replacements.iter().find_map(|r| form_lookup(table, word, stem, r, form))
     })
 }
 
@@ -760,7 +778,7 @@ fn rom_form(
 ) -> Option<&'static [&'static str]> {
     endings.iter().find_map(|&(cut, list)| {
         let stem = word.get(..word.len().saturating_sub(cut)).filter(|s| s.len() >= 3)?;
-        list.iter().find_map(|ending| rom_lookup(table, word, stem, ending, form))
+        list.iter().find_map(|ending| form_lookup(table, word, stem, ending, form))
     })
 }
 
@@ -857,8 +875,8 @@ pub fn rom_translations(word: &str) -> Option<&'static [&'static str]> {
         let (at, vowel) = w.rfind("ue").map(|i| (i, "o")).or_else(|| w.rfind("ie").map(|i| (i, "e")))?;
         Some(format!("{}{vowel}{}", &w[..at], &w[at + 2..]))
     };
-    rom_rule_form(table, word, ROM_PLURALS, &mut form)
-        .or_else(|| rom_rule_form(table, word, ROM_GENDERS, &mut form))
+    rule_form(table, word, ROM_PLURALS, &mut form)
+        .or_else(|| rule_form(table, word, ROM_GENDERS, &mut form))
         .or_else(|| verb(word, &mut form))
         .or_else(|| undone(word).and_then(|w| verb(&w, &mut form)))
         .or_else(|| {
@@ -883,13 +901,29 @@ fn de_table() -> &'static WordTable {
 /// order on a word the dictionary does not hold (`dateien` → `datei`, `projekte` → `projekt`,
 /// `gebaudes` → `gebaude`, `schnellsten` → `schnell`, `grossten` → `gross`). A closed class of
 /// the grammar.
-const DE_NOUN_ENDINGS: &[&str] = &["en", "n", "e", "er", "es", "s", "em", "ten", "te", "sten", "ste", "st"];
+const DE_NOUN_ENDINGS: &[(&str, &str)] = &[
+    ("en", ""),
+    ("n", ""),
+    ("e", ""),
+    ("er", ""),
+    ("es", ""),
+    ("s", ""),
+    ("em", ""),
+    ("ten", ""),
+    ("te", ""),
+    ("sten", ""),
+    ("ste", ""),
+    ("st", ""),
+];
 
 /// Verb endings to the infinitive, as what to take off and what to put back (`zeig` → `zeigen`,
 /// `zeige` → `zeigen`, `andere` → `andern`, `zeigt` → `zeigen`, `berechnet` → `berechnen`,
 /// `zeigte` → `zeigen`), tried in this order.
 const DE_VERB_ENDINGS: &[(&str, &str)] =
     &[("", "en"), ("e", "en"), ("e", "n"), ("t", "en"), ("et", "en"), ("st", "en"), ("te", "en"), ("", "n")];
+
+/// A past participle's ending, once its `ge-` is off, to the infinitive (`geandert` → `andern`).
+const DE_PARTICIPLE_ENDINGS: &[(&str, &str)] = &[("t", "en"), ("et", "en"), ("t", "n")];
 
 /// The English words of the German `word`'s first form ([`DE_NOUN_ENDINGS`], then
 /// [`DE_VERB_ENDINGS`]; a past participle's `ge-` off too) that the dictionary holds, with the
@@ -898,22 +932,12 @@ fn de_form(table: &'static WordTable, word: &str, form: &mut String) -> Option<&
     if let Some(english) = table.get(word) {
         return Some(english);
     }
-    let nouns = DE_NOUN_ENDINGS.iter().map(|&e| (e, ""));
-    let participle =
-        word.strip_prefix("ge").filter(|w| w.len() >= 4).map(|w| (w, &[("t", "en"), ("et", "en"), ("t", "n")]));
-    nouns
-        .chain(DE_VERB_ENDINGS.iter().copied())
-        .find_map(|(ending, replacement)| {
-            let stem = word.strip_suffix(ending).filter(|s| s.len() >= 3)?;
-            rom_lookup(table, word, stem, replacement, form)
-        })
-        .or_else(|| {
-            let (rest, rules) = participle?;
-            rules.iter().find_map(|&(ending, replacement)| {
-                let stem = rest.strip_suffix(ending).filter(|s| s.len() >= 3)?;
-                rom_lookup(table, word, stem, replacement, form)
-            })
-        })
+    rule_form(table, word, DE_NOUN_ENDINGS, form).or_else(|| rule_form(table, word, DE_VERB_ENDINGS, form)).or_else(
+        || {
+            let rest = word.strip_prefix("ge").filter(|w| w.len() >= 4)?;
+            rule_form(table, rest, DE_PARTICIPLE_ENDINGS, form)
+        },
+    )
 }
 
 /// Longest word (in bytes) whose forms and compound parts are looked up; a longer one is looked
@@ -1257,17 +1281,7 @@ pub fn ru_translations(word: &str) -> Option<&'static [&'static str]> {
             }
         }
     }
-    for ending in RU_CASE_ENDINGS {
-        let Some(stem) = word.strip_suffix(ending).filter(|s| letters(s) >= 2) else {
-            continue;
-        };
-        for lemma in RU_LEMMA_ENDINGS {
-            if let Some(english) = try_form(&[stem, lemma]) {
-                return Some(english);
-            }
-        }
-    }
-    None
+    ending_form(table, word, RU_CASE_ENDINGS.iter().map(|&e| (e, RU_LEMMA_ENDINGS)), 2, &mut form)
 }
 
 /// The sound key of a Cyrillic word (lower case; others give an empty key), in the consonant
@@ -1413,30 +1427,8 @@ pub fn pl_translations(word: &str) -> Option<&'static [&'static str]> {
         return None;
     }
     let mut form = String::new();
-    let mut try_form = |stem: &str, ending: &str| {
-        form.clear();
-        form.push_str(stem);
-        form.push_str(ending);
-        if form == word { None } else { table.get(&form) }
-    };
-    let endings = |list: &'static [(&str, &'static [&str])]| list.iter().map(|&(cut, put)| (cut, put));
-    for (cut, put) in endings(PL_VERB_ENDINGS) {
-        let Some(stem) = word.strip_suffix(cut).filter(|s| s.len() >= 3) else {
-            continue;
-        };
-        if let Some(english) = put.iter().find_map(|p| try_form(stem, p)) {
-            return Some(english);
-        }
-    }
-    for ending in PL_CASE_ENDINGS {
-        let Some(stem) = word.strip_suffix(ending).filter(|s| s.len() >= 3) else {
-            continue;
-        };
-        if let Some(english) = PL_LEMMA_ENDINGS.iter().find_map(|l| try_form(stem, l)) {
-            return Some(english);
-        }
-    }
-    None
+    ending_form(table, word, PL_VERB_ENDINGS.iter().copied(), 3, &mut form)
+        .or_else(|| ending_form(table, word, PL_CASE_ENDINGS.iter().map(|&e| (e, PL_LEMMA_ENDINGS)), 3, &mut form))
 }
 
 /// Korean → English query translation from the Korean Learners' Dictionary (한국어기초사전) word
