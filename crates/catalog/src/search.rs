@@ -341,6 +341,13 @@ pub struct SearchConfig {
     /// [`REQUIRED_PRIOR_CAP`]. 0 (the default) turns it off: it gained on both halves of the
     /// dev set but lost on the MCP reference servers' tools (docs/BENCHMARKS.md).
     pub required_prior: f32,
+    /// With an embedding model (feature `semantic`): the weight of the semantic ranking in the
+    /// reciprocal rank fusion, the lexical ranking's being 1. A document at rank `r` (from 0) of
+    /// the semantic ranking adds `semantic_weight / (semantic_rrf_k + r + 1)`.
+    pub semantic_weight: f32,
+    /// With an embedding model: the rank constant of the fusion (both rankings). Smaller values
+    /// let the first ranks of each ranking count more against the rest.
+    pub semantic_rrf_k: f32,
 }
 
 /// Most required parameters [`SearchConfig::required_prior`] counts.
@@ -385,6 +392,11 @@ impl Default for SearchConfig {
             split_intents: false,
             diversify: true,
             required_prior: 0.0,
+            // The semantic ranking as a fifth of a vote, the first ranks of each ranking counting
+            // most (tuning half, WordLlama model: MRR 0.793 → 0.799, R@5 0.925 → 0.930; at equal
+            // weight and k 60, as first shipped, 0.767 and 0.914; docs/BENCHMARKS.md).
+            semantic_weight: 0.2,
+            semantic_rrf_k: 10.0,
         }
     }
 }
@@ -484,9 +496,6 @@ struct Semantic {
     vectors: Vec<f32>,
 }
 
-/// Constant of reciprocal rank fusion: a document at rank `r` of a ranking adds `1 / (RRF_K + r)`.
-#[cfg(feature = "semantic")]
-const RRF_K: f32 = 60.0;
 /// How many of the semantic ranking's best documents take part in the fusion.
 #[cfg(feature = "semantic")]
 const SEMANTIC_DEPTH: usize = 100;
@@ -801,7 +810,7 @@ impl SearchIndex {
             .vectors
             .chunks_exact(dim)
             .enumerate()
-            .map(|(d, v)| (v.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>(), d as u32))
+            .map(|(d, v)| (embed::dot(v, &query), d as u32))
             .filter(|&(s, _)| s > 0.0)
             .collect();
         if similar.len() > SEMANTIC_DEPTH {
@@ -811,9 +820,10 @@ impl SearchIndex {
         similar.sort_unstable_by(cmp);
         lexical.sort_unstable_by(cmp);
         let mut fused: HashMap<u32, f32> = HashMap::with_capacity(lexical.len() + similar.len());
-        for list in [&lexical, &similar] {
+        let k = self.config.semantic_rrf_k;
+        for (list, weight) in [(&lexical, 1.0), (&similar, self.config.semantic_weight)] {
             for (rank, &(_, d)) in list.iter().enumerate() {
-                *fused.entry(d).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);
+                *fused.entry(d).or_default() += weight / (k + rank as f32 + 1.0);
             }
         }
         fused.into_iter().map(|(d, s)| (s, d)).collect()

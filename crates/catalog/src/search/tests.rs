@@ -699,6 +699,41 @@ mod semantic {
     }
 
     #[test]
+    fn the_fusion_weight_decides_between_the_words_and_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(
+            dir.path(),
+            &[("weather", [1.0, 0.0, 0.0]), ("umbrella", [0.9, 0.0, 0.1]), ("email", [0.0, 1.0, 0.0])],
+        );
+        let model = std::sync::Arc::new(embed::StaticEmbedding::load(dir.path()).unwrap());
+        let with = |semantic_weight: f32| {
+            let config = SearchConfig { semantic_weight, ..SearchConfig::default() };
+            SearchIndex::build_with(catalog().docs().to_vec(), config).with_embedding(model.clone())
+        };
+        // `send` is a word of `send_email` only; `umbrella` is only the model's, next to weather.
+        let request = "send umbrella";
+        assert_eq!(top(&with(SearchConfig::default().semantic_weight), request), "send_email");
+        assert_eq!(top(&with(5.0), request), "Weather_1_GetWeather");
+        // At weight 0 the model changes no rank of what the words found.
+        let lexical = catalog();
+        let off = with(0.0);
+        let query = Query::text(request);
+        let lexical_names = names(&lexical, &lexical.search(&query, &|_| true).unwrap());
+        let off_names = names(&off, &off.search(&query, &|_| true).unwrap());
+        assert_eq!(off_names[..lexical_names.len()], lexical_names[..]);
+    }
+
+    #[test]
+    fn the_dot_product_is_the_sum_of_the_products() {
+        for len in [0usize, 1, 7, 8, 9, 256, 259] {
+            let a: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..len).map(|i| (i as f32 * 0.11).cos()).collect();
+            let plain: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+            assert!((f64::from(embed::dot(&a, &b)) - plain).abs() < 1e-4, "length {len}");
+        }
+    }
+
+    #[test]
     fn search_setup_loads_the_configured_model_for_every_index() {
         let dir = tempfile::tempdir().unwrap();
         write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0]), ("rain", [0.95, 0.0, 0.05])]);
