@@ -117,8 +117,7 @@ impl Settings {
             },
             isolation,
         };
-        let search = SearchSetup::load(config.search.embedding.as_ref().map(|p| base_dir.join(p)).as_deref())
-            .map_err(|e| anyhow::anyhow!("{origin}: search.embedding: {e}"))?;
+        let search = search_setup(&config, &base_dir, &origin)?;
         Ok(Settings { config, config_path, base_dir, host, secrets, search })
     }
 
@@ -284,6 +283,31 @@ fn isolation_policy(config: &HostConfig, trusted: &TrustedKeys, origin: &str) ->
 /// host configuration and touches no host state.
 pub fn default_isolation() -> Result<IsolationPolicy> {
     isolation_policy(&HostConfig::default(), &TrustedKeys::default(), "built-in defaults")
+}
+
+/// The `search:` section of `config` loaded (its model read from `base_dir`); `origin` names
+/// the configuration in errors.
+fn search_setup(config: &HostConfig, base_dir: &Path, origin: &str) -> Result<SearchSetup> {
+    let mut search = SearchSetup::load(config.search.embedding.as_ref().map(|p| base_dir.join(p)).as_deref())
+        .map_err(|e| anyhow::anyhow!("{origin}: search.embedding: {e}"))?;
+    if let Some(weight) = config.search.semantic_weight {
+        search = search.with_semantic_weight(weight as f32);
+    }
+    Ok(search)
+}
+
+/// Only the `search:` section of the configuration file `quiver` would use (none: lexical
+/// ranking), for measuring a tool list with the host's ranking without resolving the rest of
+/// the configuration (no state folder, no keys, no plugins).
+pub fn search_setup_only(g: &GlobalArgs) -> Result<SearchSetup> {
+    let cwd = std::env::current_dir().context("cannot determine the current folder")?;
+    let Some((path, _)) = crate::config_file::locate(g.config.as_deref(), &cwd)? else {
+        return Ok(SearchSetup::default());
+    };
+    let path = cwd.join(path);
+    let config = read_config(&path)?;
+    let base_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+    search_setup(&config, &base_dir, &path.display().to_string())
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {

@@ -99,7 +99,7 @@ pub struct HostConfig {
 }
 
 /// The `search` section: tool search.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchSettings {
     /// A local static-embedding model in the model2vec format (a folder holding
@@ -108,6 +108,11 @@ pub struct SearchSettings {
     /// built with the `semantic` feature; never downloaded. Default none: lexical ranking only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedding: Option<PathBuf>,
+    /// The model's vote in the fusion, the lexical ranking's being 1 (0 to 10). Only with
+    /// `embedding`. Default 0.2, chosen on the tuning half of a tool-search benchmark
+    /// (docs/BENCHMARKS.md); measure another with `quiver eval search`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub semantic_weight: Option<f64>,
 }
 
 /// The `sessions` section: the session store.
@@ -676,6 +681,21 @@ fn semantic_issues(cfg: &HostConfig) -> Vec<Issue> {
     if cfg.plugins_dir.as_os_str().is_empty() {
         push("plugins_dir".into(), "the plugins folder must not be empty".into(), "name a folder, e.g. `plugins`");
     }
+    if let Some(weight) = cfg.search.semantic_weight {
+        if cfg.search.embedding.is_none() {
+            push(
+                "search.semantic_weight".into(),
+                "a fusion weight is set but no embedding model: it would weigh nothing".into(),
+                "set `search.embedding` to a model2vec model folder, or remove `semantic_weight`",
+            );
+        } else if !(0.0..=10.0).contains(&weight) {
+            push(
+                "search.semantic_weight".into(),
+                format!("the fusion weight {weight} is outside 0 to 10"),
+                "write a number from 0 (the model ranks nothing) to 10; the default is 0.2",
+            );
+        }
+    }
     let mut key_names = BTreeMap::new();
     for (n, source) in cfg.trusted_keys.iter().enumerate() {
         let at = index("trusted_keys", n);
@@ -928,6 +948,23 @@ mod tests {
         assert!(err.contains("revoked.keys[1]") && err.contains("not a key id"), "{err}");
         assert!(err.contains("revoked.sha256[1]") && err.contains("not a sha256"), "{err}");
         assert!(!err.contains("revoked.keys[0]") && !err.contains("revoked.sha256[0]"), "{err}");
+    }
+
+    #[test]
+    fn a_fusion_weight_needs_a_model_and_a_sensible_number() {
+        let ok = HostConfig::from_yaml("search: {embedding: models/m, semantic_weight: 0.5}\n", "q.yaml").unwrap();
+        assert_eq!(ok.search.semantic_weight, Some(0.5));
+        let alone = HostConfig::from_yaml("search: {semantic_weight: 0.5}\n", "q.yaml").unwrap_err().to_string();
+        assert!(alone.contains("search.semantic_weight") && alone.contains("search.embedding"), "{alone}");
+        let big =
+            HostConfig::from_yaml("search: {embedding: m, semantic_weight: 11}\n", "q.yaml").unwrap_err().to_string();
+        assert!(big.contains("search.semantic_weight"), "{big}");
+        // Built in code, the schema is not there to stop it: the semantic check is.
+        let mut cfg = HostConfig::default();
+        cfg.search.embedding = Some("m".into());
+        cfg.search.semantic_weight = Some(-1.0);
+        let err = cfg.validate("q.yaml").unwrap_err().to_string();
+        assert!(err.contains("search.semantic_weight") && err.contains("outside 0 to 10"), "{err}");
     }
 
     /// A text recorded as checked before skips only the JSON Schema check: the configuration

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::{SearchDoc, SearchIndex};
+use super::{SearchConfig, SearchDoc, SearchIndex};
 
 /// The search settings of a host, loaded: the optional embedding model (feature `semantic`).
 /// The default is lexical ranking only.
@@ -12,6 +12,8 @@ use super::{SearchDoc, SearchIndex};
 pub struct SearchSetup {
     #[cfg(feature = "semantic")]
     embedding: Option<std::sync::Arc<super::embed::StaticEmbedding>>,
+    /// The ranker's configuration: the default, with the fusion weight of the settings.
+    config: SearchConfig,
 }
 
 /// A search setting that cannot be used: the file at fault and how to fix it.
@@ -44,7 +46,7 @@ impl SearchSetup {
         {
             let model = super::embed::StaticEmbedding::load(dir)
                 .map_err(|e| SearchSetupError { file: e.file, message: e.message })?;
-            Ok(SearchSetup { embedding: Some(std::sync::Arc::new(model)) })
+            Ok(SearchSetup { embedding: Some(std::sync::Arc::new(model)), config: SearchConfig::default() })
         }
         #[cfg(not(feature = "semantic"))]
         Err(SearchSetupError {
@@ -54,6 +56,13 @@ impl SearchSetup {
                       the setting to rank lexically"
                 .to_owned(),
         })
+    }
+
+    /// The same setup with the model's vote in the fusion set to `weight` (the lexical
+    /// ranking's being 1; `search.semantic_weight` of quiver.yaml, checked there to be 0 to 10).
+    pub fn with_semantic_weight(mut self, weight: f32) -> SearchSetup {
+        self.config.semantic_weight = weight;
+        self
     }
 
     /// True when text search fuses an embedding model's ranking with the lexical one.
@@ -66,7 +75,7 @@ impl SearchSetup {
 
     /// The search index over `docs` with these settings.
     pub fn index(&self, docs: Vec<SearchDoc>) -> SearchIndex {
-        let index = SearchIndex::build(docs);
+        let index = SearchIndex::build_with(docs, self.config.clone());
         #[cfg(feature = "semantic")]
         if let Some(model) = &self.embedding {
             return index.with_embedding(model.clone());

@@ -747,6 +747,19 @@ mod semantic {
     }
 
     #[test]
+    fn search_setup_passes_the_configured_fusion_weight_on() {
+        let dir = tempfile::tempdir().unwrap();
+        write_tiny_model(
+            dir.path(),
+            &[("weather", [1.0, 0.0, 0.0]), ("umbrella", [0.9, 0.0, 0.1]), ("email", [0.0, 1.0, 0.0])],
+        );
+        let setup = SearchSetup::load(Some(dir.path())).unwrap();
+        assert_eq!(top(&setup.index(catalog().docs().to_vec()), "send umbrella"), "send_email");
+        let heavy = setup.with_semantic_weight(5.0).index(catalog().docs().to_vec());
+        assert_eq!(top(&heavy, "send umbrella"), "Weather_1_GetWeather");
+    }
+
+    #[test]
     fn a_padding_tokenizer_does_not_dilute_a_vector() {
         let dir = tempfile::tempdir().unwrap();
         write_tiny_model(dir.path(), &[("weather", [1.0, 0.0, 0.0]), ("mail", [0.0, 1.0, 0.0])]);

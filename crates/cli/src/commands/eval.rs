@@ -1,12 +1,13 @@
 //! `quiver eval search`: measures search quality (recall@k, MRR, latency) on labelled queries,
-//! either for any tool list (`--tools`) or for the live catalog against its manifests' examples.
+//! either for any tool list (`--tools`) or for the live catalog against its manifests' examples,
+//! ranked as the host ranks: with the `search:` settings of its configuration file (an
+//! embedding model and its fusion weight), when there is one.
 
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use quiver_catalog::eval::{EvalQuery, evaluate, load_queries, load_tools};
-use quiver_catalog::search::SearchIndex;
 
 use crate::GlobalArgs;
 use crate::settings::Settings;
@@ -59,8 +60,9 @@ pub fn run(g: &GlobalArgs, a: &EvalArgs) -> Result<()> {
                 .into());
             };
             let docs = load_tools(path)?;
+            let search = crate::settings::search_setup_only(g)?;
             let started = std::time::Instant::now();
-            let index = SearchIndex::build(docs);
+            let index = search.index(docs);
             (index, started.elapsed(), load_queries(qpath)?)
         }
         None => {
@@ -80,7 +82,7 @@ pub fn run(g: &GlobalArgs, a: &EvalArgs) -> Result<()> {
             });
             let docs: Vec<_> = docs.collect();
             let started = std::time::Instant::now();
-            let index = SearchIndex::build(docs);
+            let index = settings.search.index(docs);
             (index, started.elapsed(), queries)
         }
     };

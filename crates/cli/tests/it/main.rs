@@ -423,6 +423,39 @@ fn eval_misses_help_matches_what_is_listed() {
     assert!(line.contains("smallest k"), "{line}");
 }
 
+/// `eval search --tools` ranks as the host would: it reads the `search:` section of the
+/// configuration (and only that section: no state folder is made), so a configured model that
+/// cannot be used is an error naming the setting, not a silently lexical measurement.
+#[test]
+fn eval_search_ranks_a_tool_list_with_the_configured_search_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = repo_root().join("crates/catalog/data");
+    let tools = data.join("mcp_reference_tools.json");
+    let queries = data.join("mcp_reference_queries.jsonl");
+    let eval = |cwd: &Path| {
+        Command::new(QUIVER)
+            .current_dir(cwd)
+            .args(["eval", "search", "--k", "1,5", "--tools"])
+            .arg(&tools)
+            .arg("--queries")
+            .arg(&queries)
+            .env("XDG_CONFIG_HOME", cwd.join("xdg"))
+            .env_remove("QUIVER_CONFIG")
+            .output()
+            .unwrap()
+    };
+    // No configuration: lexical ranking, as before.
+    let plain = eval(dir.path());
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("recall@5"));
+    fs::write(dir.path().join("quiver.yaml"), "state_dir: state\nsearch: {embedding: models/none}\n").unwrap();
+    let out = eval(dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("search.embedding") && err.contains("models/none"), "{err}");
+    assert!(!dir.path().join("state").exists(), "only the search section was resolved");
+}
+
 /// A bundle the host rejects (its signed manifest names a tool the library lacks) makes
 /// `quiver list` say so and exit 1, while the good bundles are still listed.
 #[test]
