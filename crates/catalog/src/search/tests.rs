@@ -698,13 +698,20 @@ mod semantic {
         );
     }
 
-    #[test]
-    fn the_fusion_weight_decides_between_the_words_and_the_model() {
+    /// A tiny model where `umbrella` sits next to `weather` and far from `email`; the words of
+    /// the request "send umbrella" reach `send_email`, the model `Weather_1_GetWeather`.
+    fn umbrella_model() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         write_tiny_model(
             dir.path(),
             &[("weather", [1.0, 0.0, 0.0]), ("umbrella", [0.9, 0.0, 0.1]), ("email", [0.0, 1.0, 0.0])],
         );
+        dir
+    }
+
+    #[test]
+    fn the_fusion_weight_decides_between_the_words_and_the_model() {
+        let dir = umbrella_model();
         let model = std::sync::Arc::new(embed::StaticEmbedding::load(dir.path()).unwrap());
         let with = |semantic_weight: f32| {
             let config = SearchConfig { semantic_weight, ..SearchConfig::default() };
@@ -748,11 +755,7 @@ mod semantic {
 
     #[test]
     fn search_setup_passes_the_configured_fusion_weight_on() {
-        let dir = tempfile::tempdir().unwrap();
-        write_tiny_model(
-            dir.path(),
-            &[("weather", [1.0, 0.0, 0.0]), ("umbrella", [0.9, 0.0, 0.1]), ("email", [0.0, 1.0, 0.0])],
-        );
+        let dir = umbrella_model();
         let setup = SearchSetup::load(Some(dir.path())).unwrap();
         assert_eq!(top(&setup.index(catalog().docs().to_vec()), "send umbrella"), "send_email");
         let heavy = setup.with_semantic_weight(5.0).index(catalog().docs().to_vec());
