@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p quiver-catalog --example search_scale -- TOOLS.json QUERIES.jsonl \
-//!     [--sizes 1437,10000] [--build 50000] [--no-match 50000]
+//!     [--sizes 1437,10000] [--build 50000] [--no-match 50000] [--embedding MODEL_DIR]
 //! ```
 //!
 //! A catalog of N tools is the tool list repeated: copy 0 is the list as it is, copy `c > 0`
@@ -13,7 +13,9 @@
 //!   list (`catalog_from_tool_list`, the path `quiver eval`/`surface_bytes` use for external tool
 //!   lists) and its search index (built on a catalog's first search); peak memory is the process's peak resident set (Linux `VmHWM`) minus its resident set
 //!   before the build, so the input JSON is not counted;
-//! - `--no-match`: p50 of a query whose words occur in no tool, over an N-tool index.
+//! - `--no-match`: p50 of a query whose words occur in no tool, over an N-tool index;
+//! - `--embedding` (feature `semantic`): the `--sizes` indexes fuse a model2vec model's ranking
+//!   with the lexical one, and their build time includes embedding every tool.
 //!
 //! Build time and memory come first, in a fresh process, so nothing else has raised the peak.
 
@@ -27,8 +29,7 @@ use quiver_catalog::search::{Query, SearchDoc, SearchIndex};
 use quiver_manifest::LifecycleState;
 use serde_json::Value;
 
-const USAGE: &str =
-    "usage: search_scale TOOLS.json QUERIES.jsonl [--sizes 1437,10000] [--build 50000] [--no-match 50000]";
+const USAGE: &str = "usage: search_scale TOOLS.json QUERIES.jsonl [--sizes 1437,10000] [--build 50000] [--no-match 50000] [--embedding MODEL_DIR]";
 
 /// The tool list grown (or cut) to `n` tools; see the module docs.
 fn synthesize(tools: &[Value], n: usize) -> Vec<Value> {
@@ -79,6 +80,7 @@ fn size_list(v: &str) -> Result<Vec<usize>, String> {
 fn run() -> Result<(), String> {
     let mut positional = Vec::new();
     let (mut sizes, mut build, mut no_match) = (vec![1437, 10_000], None, None);
+    let mut embedding: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value\n{USAGE}"));
@@ -86,6 +88,7 @@ fn run() -> Result<(), String> {
             "--sizes" => sizes = size_list(&value()?)?,
             "--build" => build = Some(size_list(&value()?)?[0]),
             "--no-match" => no_match = Some(size_list(&value()?)?[0]),
+            "--embedding" => embedding = Some(PathBuf::from(value()?)),
             s if s.starts_with("--") => return Err(format!("unknown option {s}\n{USAGE}")),
             _ => positional.push(PathBuf::from(arg)),
         }
@@ -98,6 +101,17 @@ fn run() -> Result<(), String> {
         return Err(format!("{}: no tools", tools_path.display()));
     }
     let queries = load_queries(&queries_path).map_err(|e| e.to_string())?;
+    #[cfg(feature = "semantic")]
+    let model = match &embedding {
+        Some(dir) => Some(std::sync::Arc::new(
+            quiver_catalog::search::embed::StaticEmbedding::load(dir).map_err(|e| e.to_string())?,
+        )),
+        None => None,
+    };
+    #[cfg(not(feature = "semantic"))]
+    if embedding.is_some() {
+        return Err("--embedding needs the `semantic` feature: cargo run --release -p quiver-catalog --features semantic --example search_scale -- ...".to_owned());
+    }
 
     if let Some(n) = build {
         let list = synthesize(&tools, n);
@@ -120,7 +134,12 @@ fn run() -> Result<(), String> {
     for &n in &sizes {
         let docs = docs_of(&synthesize(&tools, n));
         let start = Instant::now();
-        let index = SearchIndex::build(docs);
+        #[cfg_attr(not(feature = "semantic"), allow(unused_mut))]
+        let mut index = SearchIndex::build(docs);
+        #[cfg(feature = "semantic")]
+        if let Some(model) = &model {
+            index = index.with_embedding(model.clone());
+        }
         let build_ms = start.elapsed().as_secs_f64() * 1e3;
         let mut times = Vec::with_capacity(queries.len());
         for round in 0..2 {
@@ -134,8 +153,9 @@ fn run() -> Result<(), String> {
         }
         let (p50, p99) = percentiles(times);
         println!(
-            "search {n} tools: p50 {p50:.1} µs, p99 {p99:.1} µs ({} queries, top 10; index built in {build_ms:.0} ms)",
-            queries.len()
+            "search {n} tools: p50 {p50:.1} µs, p99 {p99:.1} µs ({} queries, top 10; index built in {build_ms:.0} ms{})",
+            queries.len(),
+            if embedding.is_some() { ", with the embedding model" } else { "" }
         );
     }
     if let Some(n) = no_match {
