@@ -19,6 +19,9 @@
 //! these machines, so absolute figures move between runs while ratios within a round hold.
 //! The generated text also says how many of the functions named in `crates/cli/link-order.txt`
 //! the measured `quiver` defines: the memory figures depend on that list matching the build.
+//! With the `release` profile, a list the build places under 95% of is recorded again
+//! (`cargo xtask link-order`, which rewrites `crates/cli/link-order.txt`) before anything is
+//! measured, so the figures are those of a current list and the new list is there to commit.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -67,7 +70,14 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
         fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
     fs::create_dir_all(&dir)?;
-    let programs = build(ws, profile)?;
+    let mut programs = build(ws, profile)?;
+    if profile.name() == "release" && link_order_stale(ws, &programs.quiver) {
+        // The peak RSS rows measure the committed link order only when it matches the build.
+        // It does not after a dependency change (every symbol of a crate whose dependency graph
+        // changed gets a new hash): record it again, then measure the build linked by it.
+        crate::link_order::run(ws)?;
+        programs = build(ws, profile)?;
+    }
     let m = marker_setups(ws, &target, &dir)?;
     let (inline_cfg, thread_cfg, worker_cfg) = (&m.inline, &m.thread, &m.worker);
 
@@ -266,6 +276,32 @@ fn link_order_note(ws: &Workspace, quiver: &Path) -> String {
         }
         Err(e) => format!("Whether the measured `quiver` matches `crates/cli/link-order.txt` was not checked ({e:#})."),
     }
+}
+
+/// Whether `quiver` places fewer than [`STALE_BELOW`] of the names in the committed link order
+/// (said on stderr with the figures). A list `nm` cannot check against the build is left as it is.
+fn link_order_stale(ws: &Workspace, quiver: &Path) -> bool {
+    let list = fs::read_to_string(ws.root.join(crate::link_order::LIST)).unwrap_or_default();
+    let Ok(defined) = crate::link_order::function_addresses(quiver) else { return false };
+    let (found, total) = link_order_placed(&list, &defined);
+    let stale = stale_share(found, total);
+    if stale {
+        eprintln!(
+            "the link order is stale: the built quiver defines {found} of the {total} names in {}; \
+             recording it again (`cargo xtask link-order`) before measuring",
+            crate::link_order::LIST
+        );
+    }
+    stale
+}
+
+/// The share of a link order's names a build must define for the list to count as current.
+const STALE_BELOW: f64 = 0.95;
+
+/// Whether `found` of `total` listed names is too few for the list to count as current
+/// (an empty list is always stale).
+fn stale_share(found: usize, total: usize) -> bool {
+    total == 0 || (found as f64) < STALE_BELOW * total as f64
 }
 
 /// Of the names in a link-order list (`#` lines are comments), how many the executable defines
@@ -744,6 +780,15 @@ mod tests {
             [("main", 0xb41180), ("_RNvfoo", 0xb411b0), ("_RNvother", 0xc00000)].map(|(n, a)| (n.to_owned(), a)).into();
         assert_eq!(link_order_placed(list, &defined), (2, 3));
         assert_eq!(link_order_placed("", &defined), (0, 0));
+    }
+
+    #[test]
+    fn a_link_order_that_places_under_95_percent_is_stale() {
+        assert!(!stale_share(3407, 3407));
+        assert!(!stale_share(3300, 3407));
+        assert!(stale_share(3200, 3407));
+        assert!(stale_share(1701, 3394));
+        assert!(stale_share(0, 0));
     }
 
     #[test]
