@@ -49,6 +49,7 @@ mod schema;
 mod setup;
 pub mod text;
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -896,10 +897,17 @@ impl SearchIndex {
                 ranked.select_nth_unstable_by(window - 1, cmp);
             }
             if ranked[..window].iter().any(|h| self.copied[h.1 as usize]) {
-                ranked[..window].sort_unstable_by(cmp);
-                self.collapse_duplicates(&mut ranked[..window]);
-                if end > window {
-                    sort_head(&mut ranked[window..], end - window);
+                // The collapsed window is its first copies in order, then its later copies in
+                // order: only the part of that the page reaches is sorted.
+                let firsts = self.firsts_to_front(&mut ranked[..window], cmp);
+                if end <= firsts {
+                    sort_head(&mut ranked[..firsts], end);
+                } else {
+                    ranked[..firsts].sort_unstable_by(cmp);
+                    sort_head(&mut ranked[firsts..window], end.min(window) - firsts);
+                    if end > window {
+                        sort_head(&mut ranked[window..], end - window);
+                    }
                 }
             } else if end <= window {
                 sort_head(&mut ranked[..window], end);
@@ -914,19 +922,28 @@ impl SearchIndex {
         SearchResult { hits, total }
     }
 
-    /// Moves the second and later copies of a tool (same description and parameter names, see
-    /// `fingerprint`) behind every first copy, keeping the order otherwise.
-    fn collapse_duplicates(&self, ranked: &mut [(f32, u32)]) {
-        let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::with_capacity(ranked.len());
-        let mut first: Vec<(f32, u32)> = Vec::with_capacity(ranked.len());
-        let mut later: Vec<(f32, u32)> = Vec::new();
-        for &hit in ranked.iter() {
-            if seen.insert(self.fingerprint[hit.1 as usize]) { first.push(hit) } else { later.push(hit) }
+    /// Moves to the front of `window` every hit that is the best-ranked (by `cmp`) of the copies
+    /// of its tool in `window` (same description and parameter names, see `fingerprint`), and
+    /// every hit of a tool without copies; the later copies go behind them. Returns how many are
+    /// in front. Neither part is sorted: sorted, front then back is the window with its copies
+    /// collapsed, and the page sorts only as much of it as it shows.
+    fn firsts_to_front(&self, window: &mut [(f32, u32)], cmp: impl Fn(&(f32, u32), &(f32, u32)) -> Ordering) -> usize {
+        let mut best: HashMap<u64, (f32, u32), foldhash::fast::FixedState> = HashMap::default();
+        for hit in window.iter().filter(|h| self.copied[h.1 as usize]) {
+            let kept = best.entry(self.fingerprint[hit.1 as usize]).or_insert(*hit);
+            if cmp(hit, kept).is_lt() {
+                *kept = *hit;
+            }
         }
-        if !later.is_empty() {
-            first.extend(later);
-            ranked.copy_from_slice(&first);
+        let mut front = 0;
+        for i in 0..window.len() {
+            let doc = window[i].1;
+            if !self.copied[doc as usize] || best[&self.fingerprint[doc as usize]].1 == doc {
+                window.swap(front, i);
+                front += 1;
+            }
         }
+        front
     }
 
     /// Analyses query text into concepts, one per distinct query word.

@@ -404,6 +404,57 @@ fn copies_of_a_tool_do_not_crowd_the_page() {
 }
 
 #[test]
+fn a_page_with_copies_is_the_fully_sorted_collapsed_ranking_cut() {
+    // Many tools, some with several copies (same description and parameters), words drawn from
+    // a small pool so that every request matches hundreds of them with close scores.
+    let pool =
+        ["weather", "city", "forecast", "file", "read", "send", "email", "price", "stock", "hotel", "book", "room"];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut docs = Vec::new();
+    for t in 0..400 {
+        let words: Vec<&str> = (0..2 + next() % 5).map(|_| pool[(next() % pool.len() as u64) as usize]).collect();
+        let description = words.join(" ");
+        let param = pool[(next() % pool.len() as u64) as usize];
+        for c in 0..[1, 1, 1, 2, 3, 7][(next() % 6) as usize] {
+            docs.push(doc(&format!("v{c}.tool_{t:03}"), &description, &[(param, "a value")]));
+        }
+    }
+    let index = SearchIndex::build(docs);
+    assert!(index.has_copies);
+    // The reference: the whole window sorted, then its later copies moved behind every first
+    // copy in order, then the rest sorted.
+    let reference = |text: &str| -> Vec<(f32, u32)> {
+        let mut ranked = index.rank_text(text, &|_| true);
+        let cmp = |a: &(f32, u32), b: &(f32, u32)| {
+            b.0.total_cmp(&a.0).then_with(|| index.name_rank[a.1 as usize].cmp(&index.name_rank[b.1 as usize]))
+        };
+        ranked.sort_unstable_by(cmp);
+        let window = DIVERSIFY_WINDOW.min(ranked.len());
+        let mut seen = std::collections::HashSet::new();
+        let (first, later): (Vec<_>, Vec<_>) =
+            ranked[..window].iter().partition(|h| seen.insert(index.fingerprint[h.1 as usize]));
+        ranked[..window].copy_from_slice(&[first, later].concat());
+        ranked
+    };
+    for text in ["weather city", "read file send email", "book hotel room price", "stock"] {
+        let expected = reference(text);
+        assert!(expected.len() > DIVERSIFY_WINDOW, "{text}: {} hits", expected.len());
+        for (offset, limit) in [(0, 1), (0, 5), (0, 10), (0, 50), (3, 7), (45, 50), (190, 20), (199, 50)] {
+            let page = index.search(&Query::text(text).with_limit(limit).with_offset(offset), &|_| true).unwrap();
+            let got: Vec<(f32, u32)> = page.hits.iter().map(|h| (h.score, h.doc as u32)).collect();
+            let end = (offset + limit).min(expected.len());
+            assert_eq!(got, expected[offset..end], "{text}: offset {offset}, limit {limit}");
+        }
+    }
+}
+
+#[test]
 fn a_value_type_in_the_request_favours_tools_taking_it() {
     // Two tools equally about forecasts; only one takes a date.
     let docs = vec![

@@ -366,14 +366,17 @@ pub fn value_types(text: &str) -> Vec<&'static str> {
         }
         (digits, number) = (0, 0);
     }
+    // One buffer for every token's lower-case form: a request is searched on every keystroke of
+    // some clients, and a copy per word was most of this function's cost.
+    let mut lower = String::new();
+    let starts_with = |t: &str, prefix: &str| t.get(..prefix.len()).is_some_and(|p| p.eq_ignore_ascii_case(prefix));
     for token in text.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | '?' | '!' | '"' | '\''))
     {
         let t = token.trim_end_matches('.');
         if t.is_empty() {
             continue;
         }
-        let lower = t.to_ascii_lowercase();
-        if lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("www.") {
+        if starts_with(t, "http://") || starts_with(t, "https://") || starts_with(t, "www.") {
             url = true;
             continue;
         }
@@ -387,7 +390,11 @@ pub fn value_types(text: &str) -> Vec<&'static str> {
         if t.contains(['$', '€', '£', '¥', '₩', '₹']) {
             amount = true;
         }
-        let word = lower.trim_matches(|c: char| !c.is_alphanumeric());
+        // Lower-casing ASCII letters changes no character's class, so trimming first is the same.
+        lower.clear();
+        lower.push_str(t.trim_matches(|c: char| !c.is_alphanumeric()));
+        lower.make_ascii_lowercase();
+        let word = lower.as_str();
         if DATE_WORDS.binary_search(&word).is_ok() {
             date = true;
         }
@@ -396,10 +403,12 @@ pub fn value_types(text: &str) -> Vec<&'static str> {
         }
         // Digits separated by `-`, `/` or `.` into three groups: a date (2023-04-14, 4/14/2023,
         // 2023.4.17); two groups around `:`: a time; digits then am/pm: a time.
-        let groups: Vec<&str> = word.split(['-', '/', '.']).collect();
-        if groups.len() == 3
-            && groups.iter().all(|g| !g.is_empty() && g.len() <= 4 && g.bytes().all(|b| b.is_ascii_digit()))
-        {
+        let (mut groups, mut numeric) = (0usize, true);
+        for g in word.split(['-', '/', '.']) {
+            groups += 1;
+            numeric &= !g.is_empty() && g.len() <= 4 && g.bytes().all(|b| b.is_ascii_digit());
+        }
+        if groups == 3 && numeric {
             date = true;
         }
         if let Some((h, m)) = word.split_once(':')
@@ -1599,6 +1608,10 @@ fn is_katakana(c: char) -> bool {
 /// dictionary is left to the dictionary (native words are not loanwords, and a loanword the
 /// dictionary holds is translated there).
 pub fn loanword_keys(text: &str, mut f: impl FnMut(&str) -> bool) {
+    if text.is_ascii() {
+        // No Katakana or Hangul; the runs below would visit every character as an empty run.
+        return;
+    }
     let is_hangul = |c: char| matches!(c as u32, 0xAC00..=0xD7A3);
     let mut key = String::new();
     // The catalog's words are keyed by their stems, and a stem has lost a silent final e
