@@ -48,6 +48,24 @@ impl Session {
         assert!(r.get("result").is_some() && r["result"]["isError"] != json!(true), "{r}");
     }
 
+    /// Ends the session on the server (`DELETE` with its id), as a client that is done should:
+    /// a server counts open sessions against its limit until they end or expire. A server that
+    /// does not let clients end sessions answers 405, which is accepted.
+    fn close(&mut self) {
+        let Some(id) = &self.id else { return };
+        let mut head = format!(
+            "DELETE {} HTTP/1.1\r\nHost: {}\r\nMcp-Session-Id: {id}\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: 0\r\n",
+            self.path, self.host
+        );
+        if let Some(token) = &self.token {
+            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        head.push_str("\r\n");
+        self.writer.write_all(head.as_bytes()).expect("write");
+        let (status, _, payload) = self.read_response();
+        assert!((200..300).contains(&status) || status == 405, "HTTP {status}: {}", String::from_utf8_lossy(&payload));
+    }
+
     /// POSTs one JSON-RPC message; returns the JSON-RPC reply (or `Null` for a notification).
     fn post(&mut self, body: &Value) -> Value {
         let body = serde_json::to_vec(body).expect("encode");
@@ -177,12 +195,21 @@ fn main() {
                     s.call(1000 + n, &tool, &text);
                     n += 1;
                 }
-                n
+                (n, s)
             })
         })
         .collect();
-    let calls: u64 = threads.into_iter().map(|t| t.join().expect("session thread")).sum();
+    let (mut calls, mut done) = (0u64, Vec::with_capacity(sessions));
+    for t in threads {
+        let (n, s) = t.join().expect("session thread");
+        calls += n;
+        done.push(s);
+    }
     let elapsed = start.elapsed().as_secs_f64();
+    // After the clock: ending the sessions is not part of the calls measured.
+    for s in &mut done {
+        s.close();
+    }
     let per_s = calls as f64 / elapsed;
     println!("{url}: {sessions} sessions, {per_s:.0} calls/s ({calls} calls in {elapsed:.2} s)");
     if as_json {
