@@ -74,8 +74,8 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
     let mut programs = build(ws, profile)?;
     if profile.name() == "release" && link_order_stale(ws, &programs.quiver) {
         // The peak RSS rows measure the committed link order only when it matches the build.
-        // It does not after a dependency change (every symbol of a crate whose dependency graph
-        // changed gets a new hash): record it again, then measure the build linked by it.
+        // Code changes rename functions, and a changed dependency graph renames every instance
+        // its crates make: record it again, then measure the build linked by it.
         crate::link_order::run(ws)?;
         programs = build(ws, profile)?;
     }
@@ -271,10 +271,8 @@ fn header(quick: bool, profile: &Profile, rounds: usize, load: &str) -> String {
 /// (a build with one more dependency in the lockfile placed 2,526 of 3,388 and peaked at
 /// 15.1 MiB against 10.2 MiB).
 fn link_order_note(ws: &Workspace, quiver: &Path) -> String {
-    let list = fs::read_to_string(ws.root.join(crate::link_order::LIST)).unwrap_or_default();
-    match crate::link_order::function_addresses(quiver) {
-        Ok(defined) => {
-            let (found, total) = link_order_placed(&list, &defined);
+    match link_order_coverage(ws, quiver) {
+        Ok((found, total)) => {
             if found < total {
                 eprintln!(
                     "warning: the measured quiver defines {found} of the {total} names in crates/cli/link-order.txt; \
@@ -293,9 +291,7 @@ fn link_order_note(ws: &Workspace, quiver: &Path) -> String {
 /// Whether `quiver` places fewer than [`STALE_BELOW`] of the names in the committed link order
 /// (said on stderr with the figures). A list `nm` cannot check against the build is left as it is.
 fn link_order_stale(ws: &Workspace, quiver: &Path) -> bool {
-    let list = fs::read_to_string(ws.root.join(crate::link_order::LIST)).unwrap_or_default();
-    let Ok(defined) = crate::link_order::function_addresses(quiver) else { return false };
-    let (found, total) = link_order_placed(&list, &defined);
+    let Ok((found, total)) = link_order_coverage(ws, quiver) else { return false };
     let stale = stale_share(found, total);
     if stale {
         eprintln!(
@@ -305,6 +301,12 @@ fn link_order_stale(ws: &Workspace, quiver: &Path) -> bool {
         );
     }
     stale
+}
+
+/// How many of the names in the committed link order `quiver` defines: (found, total).
+fn link_order_coverage(ws: &Workspace, quiver: &Path) -> Result<(usize, usize)> {
+    let list = fs::read_to_string(ws.root.join(crate::link_order::LIST)).unwrap_or_default();
+    Ok(link_order_placed(&list, &crate::link_order::function_addresses(quiver)?))
 }
 
 /// The share of a link order's names a build must define for the list to count as current.

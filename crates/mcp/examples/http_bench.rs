@@ -52,28 +52,21 @@ impl Session {
     /// a server counts open sessions against its limit until they end or expire. A server that
     /// does not let clients end sessions answers 405, which is accepted.
     fn close(&mut self) {
-        let Some(id) = &self.id else { return };
-        let mut head = format!(
-            "DELETE {} HTTP/1.1\r\nHost: {}\r\nMcp-Session-Id: {id}\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: 0\r\n",
-            self.path, self.host
-        );
-        if let Some(token) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        if self.id.is_none() {
+            return;
         }
-        head.push_str("\r\n");
+        let head = self.head("DELETE", "", 0);
         self.writer.write_all(head.as_bytes()).expect("write");
         let (status, _, payload) = self.read_response();
         assert!((200..300).contains(&status) || status == 405, "HTTP {status}: {}", String::from_utf8_lossy(&payload));
     }
 
-    /// POSTs one JSON-RPC message; returns the JSON-RPC reply (or `Null` for a notification).
-    fn post(&mut self, body: &Value) -> Value {
-        let body = serde_json::to_vec(body).expect("encode");
+    /// A request's line and headers, up to and with the blank line: the session's id and
+    /// protocol version once it has one, and the bearer token when given.
+    fn head(&self, method: &str, extra: &str, content_length: usize) -> String {
         let mut head = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
-            self.path,
-            self.host,
-            body.len()
+            "{method} {} HTTP/1.1\r\nHost: {}\r\n{extra}Content-Length: {content_length}\r\n",
+            self.path, self.host
         );
         if let Some(token) = &self.token {
             head.push_str(&format!("Authorization: Bearer {token}\r\n"));
@@ -82,6 +75,17 @@ impl Session {
             head.push_str(&format!("Mcp-Session-Id: {id}\r\nMcp-Protocol-Version: 2025-11-25\r\n"));
         }
         head.push_str("\r\n");
+        head
+    }
+
+    /// POSTs one JSON-RPC message; returns the JSON-RPC reply (or `Null` for a notification).
+    fn post(&mut self, body: &Value) -> Value {
+        let body = serde_json::to_vec(body).expect("encode");
+        let head = self.head(
+            "POST",
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+            body.len(),
+        );
         let mut request = head.into_bytes();
         request.extend_from_slice(&body);
         self.writer.write_all(&request).expect("write");
