@@ -3,7 +3,7 @@
 //!
 //! Servers, all answering `tools/call echo {"text": <100 bytes>}` to the same raw client
 //! (`stdio_bench`, release; the Rust servers, `quiver` and `bare_echo`, all built with one cargo
-//! profile, `--profile NAME`, default `dist`, named in the generated text): the Python SDK (`MCPServer`, installed in `target/py`), a bare rmcp
+//! profile, `--profile NAME`, default `release`, named in the generated text): the Python SDK (`MCPServer`, installed in `target/py`), a bare rmcp
 //! server over `stdio()` and over `stdio_pipes()` (`bare_echo`), and `quiver serve` with the
 //! marker test plugin's `marker_echo` as an inline tool, as a thread tool (a build whose manifest
 //! says `execution: thread`) and in a worker process. Client and server are pinned to one core
@@ -11,10 +11,11 @@
 //! call comes from `/proc/PID/stat`, its peak RSS from `VmHWM`. Then: spawn → initialized,
 //! spawn → first `tools/list` and peak RSS of `quiver serve` with the bundled plugins (`cargo xtask build-plugins`, the
 //! repository's `quiver.yaml` with a state folder of the bench's own), both at a first start
-//! (empty state folder) and at a warm start (the state the first start kept); cold start with 10, 100 and 300 signed bundles (generated copies
+//! (empty state folder) and at a warm start (the state the first start kept), eleven rounds of
+//! each, median and range; cold start with 10, 100 and 300 signed bundles (generated copies
 //! of the marker plugin under `target/bench-speed`); streamable HTTP at 1, 8 and 32 sessions,
 //! bare rmcp against `quiver serve --http` (`http_bench`), each timed in one-second slices that
-//! alternate between the two servers.
+//! alternate between the two servers, with each server's CPU per call over its slices.
 //!
 //! Ratios are taken within a round and the median over rounds is reported: other builds share
 //! these machines, so absolute figures move between runs while ratios within a round hold.
@@ -183,11 +184,13 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
         for round in 1..=rounds {
             eprintln!("==> HTTP round {round}/{rounds}");
             for (i, n) in sessions.iter().enumerate() {
-                // (calls, seconds) of bare rmcp and of quiver over this round's slices.
+                // (calls, seconds) of bare rmcp and of quiver over this round's slices, and the
+                // CPU ticks each server spent on them.
                 let mut sums = [(0.0, 0.0); 2];
+                let mut ticks = [0u64; 2];
+                let servers = [(bare_port, "echo", bare_server.id()), (quiver_port, "marker_echo", quiver_server.id())];
                 for _ in 0..slices {
-                    for (sum, (port, tool)) in sums.iter_mut().zip([(bare_port, "echo"), (quiver_port, "marker_echo")])
-                    {
+                    for ((sum, ticks), (port, tool, pid)) in sums.iter_mut().zip(ticks.iter_mut()).zip(servers) {
                         let args = [
                             "--url".to_owned(),
                             format!("http://127.0.0.1:{port}/mcp"),
@@ -199,13 +202,15 @@ pub fn run(ws: &Workspace, quick: bool, profile: &Profile) -> Result<()> {
                             "1".into(),
                             "--json".into(),
                         ];
+                        let before = cpu_ticks(pid);
                         let slice = json_line(pinned(&[s(&programs.http_bench)]).args(args))?;
+                        *ticks += cpu_ticks(pid).saturating_sub(before);
                         *sum = add_slice(*sum, &slice);
                     }
                 }
                 let (bare, quiver) = &mut http[i];
-                bare.push(slices_rate(*n, sums[0]));
-                quiver.push(slices_rate(*n, sums[1]));
+                bare.push(with_cpu(slices_rate(*n, sums[0]), ticks[0]));
+                quiver.push(with_cpu(slices_rate(*n, sums[1]), ticks[1]));
             }
         }
         Ok(())
@@ -575,6 +580,30 @@ fn slices_rate(sessions: usize, (calls, seconds): (f64, f64)) -> Value {
     serde_json::json!({"sessions": sessions, "per_s": calls / seconds, "calls": calls})
 }
 
+/// utime + stime of a process, in clock ticks (`/proc/PID/stat` fields 14 and 15; 0 when it
+/// cannot be read).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    cpu_ticks_of(&stat)
+}
+
+fn cpu_ticks_of(stat: &str) -> u64 {
+    // The command name (field 2) may hold spaces and parentheses: count fields after its last
+    // closing parenthesis, where field 3 is index 0, so utime (14) is 11 and stime (15) is 12.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    num(11) + num(12)
+}
+
+/// A round's figure with the server's CPU per call over its slices (the kernel's 100 Hz ticks,
+/// as `stdio_bench` reads them).
+fn with_cpu(mut round: Value, ticks: u64) -> Value {
+    let calls = field(&round, "calls");
+    round["cpu_us_per_call"] = serde_json::json!(ticks as f64 * 10_000.0 / calls);
+    round
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.retain(|x| x.is_finite());
     if v.is_empty() {
@@ -695,20 +724,34 @@ impl Report<'_> {
             "\nCold start: generated copies of the stripped marker plugin (plugin id and tool names rewritten in the \
              library and the manifest, each bundle signed), first start (no rollback record yet).\n"
         );
-        let _ = writeln!(m, "| HTTP sessions | bare rmcp calls/s | Quiver calls/s | Quiver / bare |");
-        let _ = writeln!(m, "|---|---|---|---|");
+        let _ = writeln!(
+            m,
+            "| HTTP sessions | bare rmcp calls/s | Quiver calls/s | Quiver / bare | bare rmcp server CPU per call | Quiver server CPU per call | Quiver / bare |"
+        );
+        let _ = writeln!(m, "|---|---|---|---|---|---|---|");
         for (i, n) in self.sessions.iter().enumerate() {
             let (bare, quiver) = &self.http[i];
-            let b = median(bare.iter().map(|r| field(r, "per_s")).collect());
-            let q = median(quiver.iter().map(|r| field(r, "per_s")).collect());
-            let r = median(bare.iter().zip(quiver).map(|(b, q)| field(q, "per_s") / field(b, "per_s")).collect());
-            let _ = writeln!(m, "| {n} | {b:.0} | {q:.0} | {r:.2}x |");
+            let med = |rounds: &Rounds, k: &str| median(rounds.iter().map(|r| field(r, k)).collect());
+            let ratio = |k: &str| median(bare.iter().zip(quiver).map(|(b, q)| field(q, k) / field(b, k)).collect());
+            let _ = writeln!(
+                m,
+                "| {n} | {:.0} | {:.0} | {:.2}x | {:.1} µs | {:.1} µs | {:.2}x |",
+                med(bare, "per_s"),
+                med(quiver, "per_s"),
+                ratio("per_s"),
+                med(bare, "cpu_us_per_call"),
+                med(quiver, "cpu_us_per_call"),
+                ratio("cpu_us_per_call"),
+            );
         }
         let _ = writeln!(
             m,
             "\nStreamable HTTP: one keep-alive connection and one client thread per session, calls back to back \
              (`http_bench`), server and client pinned to core 0; bare rmcp with its default configuration. Each round \
-             times each server in one-second slices, the two alternating (three each, one with `--quick`).\n"
+             times each server in one-second slices, the two alternating (three each, one with `--quick`). A \
+             server's CPU per call is its utime + stime over its slices (10 ms ticks) divided by their calls: \
+             client and server share one core, so calls/s are partly the client's, the CPU per call is the \
+             server's own.\n"
         );
         let _ = writeln!(
             m,
@@ -831,6 +874,16 @@ mod tests {
         let sum = add_slice(add_slice((0.0, 0.0), &one), &two);
         assert_eq!(sum, (7000.0, 3.0));
         assert_eq!(field(&slices_rate(8, sum), "per_s"), 7000.0 / 3.0);
+    }
+
+    #[test]
+    fn cpu_ticks_are_utime_and_stime_after_the_command_name() {
+        // A command name with spaces and a parenthesis, then state, ppid, ... utime 1234, stime 56.
+        let stat = "4242 (quiver (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 56 0 0 20 0 7 0 100";
+        assert_eq!(cpu_ticks_of(stat), 1290);
+        assert_eq!(cpu_ticks_of(""), 0);
+        let round = with_cpu(slices_rate(8, (20_000.0, 2.0)), 50);
+        assert_eq!(field(&round, "cpu_us_per_call"), 25.0);
     }
 
     #[test]
