@@ -731,7 +731,6 @@ impl Report<'_> {
         let _ = writeln!(m, "|---|---|---|---|---|---|---|");
         for (i, n) in self.sessions.iter().enumerate() {
             let (bare, quiver) = &self.http[i];
-            let med = |rounds: &Rounds, k: &str| median(rounds.iter().map(|r| field(r, k)).collect());
             let ratio = |k: &str| median(bare.iter().zip(quiver).map(|(b, q)| field(q, k) / field(b, k)).collect());
             let _ = writeln!(
                 m,
