@@ -69,8 +69,26 @@ def passage(tool):
 
 
 def read_jsonl(path):
+    """The requests of a JSON Lines file; exits naming the file and line of a bad one."""
+    out = []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                q = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{number}: not JSON ({e}); each line is one request object")
+            if not isinstance(q, dict) or not isinstance(q.get("query"), str) or not q.get("expected"):
+                sys.exit(f'{path}:{number}: a request needs "query" (text) and "expected" (a non-empty list of tool names)')
+            out.append(q)
+    return out
+
+
+def best_rank(found):
+    """The 0-based rank of the best-placed expected tool, or None."""
+    hits = [r for r in found if r is not None]
+    return min(hits) if hits else None
 
 
 def ranks(tool_vectors, names, queries):
@@ -95,11 +113,10 @@ def main():
     dev = read_jsonl(sys.argv[2])
     totals = {}
     for split, found in zip(halves(dev), ranks(tool_vectors, names, dev)):
-        hits = [r for r in found if r is not None]
-        best = min(hits) if hits else None
+        best = best_rank(found)
         t = totals.setdefault(split, [0.0, 0.0, 0.0, 0])
-        t[0] += sum(1 for r in hits if r < 1) / len(found)
-        t[1] += sum(1 for r in hits if r < 5) / len(found)
+        t[0] += sum(1 for r in found if r is not None and r < 1) / len(found)
+        t[1] += sum(1 for r in found if r is not None and r < 5) / len(found)
         t[2] += 1 / (best + 1) if best is not None and best < 50 else 0
         t[3] += 1
     for split in ("tuning", "check"):
@@ -110,10 +127,9 @@ def main():
         queries = read_jsonl(path)
         top5 = 0
         for q, found in zip(queries, ranks(tool_vectors, names, queries)):
-            hits = [r for r in found if r is not None]
-            best = min(hits) + 1 if hits else None
-            top5 += best is not None and best <= 5
-            print(f"  {q.get('id', '')}: best expected tool at rank {best}")
+            best = best_rank(found)
+            top5 += best is not None and best < 5
+            print(f"  {q.get('id', '')}: best expected tool at rank {None if best is None else best + 1}")
         print(f"{path}: {top5} of {len(queries)} with an expected tool in the top 5")
 
 
