@@ -122,7 +122,9 @@ pub fn compile_schema(schema: &Value) -> Result<Validator, String> {
 }
 
 /// A tool's schema validator, compiled once. [`PluginEntry::new`] compiles it while building the
-/// entry (a schema that does not compile refuses the plugin, by name, at load).
+/// entry (a schema that does not compile refuses the plugin, by name, at load), unless the
+/// schema is known to compile ([`crate::shape::Shape::known_to_compile`]): then, as below, on
+/// first use.
 /// [`PluginEntry::new_compiled_on_use`] leaves it to the first call that needs it: for a plugin
 /// listed from the load report of an earlier load of exactly these bytes by this host build,
 /// whose schemas compiled then (a start then pays only for the tools it calls).
@@ -165,7 +167,9 @@ impl ToolValidator {
 
 impl PluginEntry {
     /// Builds the entry: checks that the plugin implements exactly the manifest's tools, picks
-    /// each effective schema and compiles it.
+    /// each effective schema and compiles it, so a schema that does not compile refuses the
+    /// plugin by name here; a schema known to compile without trying
+    /// ([`crate::shape::Shape::known_to_compile`]) is compiled by its first use instead.
     pub fn new(
         manifest: Manifest,
         info: &PluginInfo,
@@ -218,7 +222,7 @@ impl PluginEntry {
             let input_schema = Arc::new(input_schema);
             let output_schema = output_schema.map(Arc::new);
             let validator = |schema: &Arc<Value>, which: &str| {
-                if compile_now {
+                if compile_now && !crate::shape::Shape::known_to_compile(schema) {
                     ToolValidator::compile(schema.clone())
                         .map_err(|e| err(format!("tool `{}`: {which} schema does not compile: {e}", spec.name)))
                 } else {

@@ -19,6 +19,7 @@ pub mod hints;
 mod meta_args;
 pub mod search;
 mod session;
+pub mod shape;
 mod surface;
 
 pub use access::{Access, CatalogSource};

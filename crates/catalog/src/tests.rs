@@ -57,6 +57,16 @@ fn alias(name: &str, state: LifecycleState) -> AliasSpec {
 }
 
 fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
+    let input = json!({"type": "object", "properties": {"path": {"type": "string", "description": "A path"}}, "required": ["path"]});
+    Arc::new(entry_with(id, tools, input).expect("entry builds"))
+}
+
+/// A plugin entry for `tools`, each implemented with `input_schema` (and an object output).
+fn entry_with(
+    id: &str,
+    tools: Vec<ToolSpec>,
+    input_schema: serde_json::Value,
+) -> Result<PluginEntry, crate::EntryError> {
     let info = PluginInfo {
         abi_version: 1,
         sdk_version: "1.0.0".into(),
@@ -65,7 +75,7 @@ fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
             .iter()
             .map(|t| ToolSchemas {
                 name: t.name.clone(),
-                input_schema: json!({"type": "object", "properties": {"path": {"type": "string", "description": "A path"}}, "required": ["path"]}),
+                input_schema: input_schema.clone(),
                 output_schema: json!({"type": "object"}),
                 actions: Vec::new(),
             })
@@ -85,7 +95,7 @@ fn plugin(id: &str, tools: Vec<ToolSpec>) -> Arc<PluginEntry> {
         hooks: Default::default(),
     };
     let prov = Provenance { sha256: "0".repeat(64), signer_key_id: None, manifest_path: format!("{id}.tool.yaml") };
-    Arc::new(PluginEntry::new(manifest, &info, prov, Arc::new(Echo)).expect("entry builds"))
+    PluginEntry::new(manifest, &info, prov, Arc::new(Echo))
 }
 
 /// A small catalog with every lifecycle state, aliases, scopes and a consolidated tool.
@@ -539,4 +549,38 @@ fn a_validator_compiled_on_use_compiles_once_at_its_first_use() {
     let lazy_bad = ToolValidator::on_use(bad);
     let e = lazy_bad.get().unwrap_err();
     assert!(e.contains("no such type"), "{e}");
+}
+
+/// A first load (`PluginEntry::new`) compiles each schema it cannot show compiles, so a bad one
+/// refuses the plugin there, by tool; a schema known to compile
+/// (`Shape::known_to_compile`) is left to its first use, and then validates as compiled.
+#[test]
+fn a_first_load_compiles_at_once_only_the_schemas_not_known_to_compile() {
+    let entry = |input: serde_json::Value| entry_with("p", vec![tool("t", LifecycleState::Active, "d", &[])], input);
+    let shaped =
+        entry(json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"]}))
+            .expect("entry builds");
+    let def = &shaped.tools[0];
+    assert!(!def.input_validator.is_compiled(), "known to compile: compiled on first use");
+    assert!(!def.output_validator.as_ref().unwrap().is_compiled());
+    let v = def.input_validator.get().unwrap();
+    assert!(v.is_valid(&json!({"n": 2})) && !v.is_valid(&json!({"n": 0})));
+
+    for not_known in [
+        json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$"}}}),
+        // A shape, but a definition without one (never reached by a `$ref`).
+        json!({"type": "object", "$defs": {"Unused": {"type": "string", "pattern": "^a+$"}}}),
+    ] {
+        let e = entry(not_known.clone()).expect("entry builds");
+        assert!(e.tools[0].input_validator.is_compiled(), "not known to compile: compiled at the load: {not_known}");
+    }
+
+    for bad in [
+        json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "("}}}),
+        json!({"type": "object", "properties": {"s": {"type": "strng"}}}),
+        json!({"type": "object", "properties": {"s": {"$ref": "#/$defs/Missing"}}}),
+    ] {
+        let e = entry(bad.clone()).err().unwrap_or_else(|| panic!("refused at the load: {bad}"));
+        assert!(e.message.contains("tool `t`: input schema does not compile"), "{}", e.message);
+    }
 }

@@ -18,10 +18,10 @@ use crate::codes::Code;
 use crate::policy::{Retry, Step};
 use crate::pool::{Pool, Refused, Work, spin_until};
 use crate::router::{ToolState, cancelled};
-use crate::shape::Shape;
 use crate::sink::{AbandonOnDrop, InlineSink, RouterSink};
 use crate::stages::{CallContext, Target};
 use crate::{Caller, Router};
+use quiver_catalog::shape::Shape;
 
 /// What every attempt of one call shares.
 pub(crate) struct Invocation<'a> {
@@ -36,7 +36,7 @@ pub(crate) struct Invocation<'a> {
 }
 
 /// A tool's answer as read: its size in bytes, and its outputs as JSON text when the call
-/// passes them on as text and they were checked so ([`crate::shape`]; `outputs` of the
+/// passes them on as text and they were checked so ([`quiver_catalog::shape`]; `outputs` of the
 /// response is then null).
 pub(crate) struct Raw {
     pub(crate) len: usize,

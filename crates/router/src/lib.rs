@@ -10,10 +10,10 @@
 //! 2. **visibility and scopes**: a tool the caller may not see (scopes, profile gates:
 //!    [`quiver_catalog::Access`]) is reported exactly like a name that does not exist, and the
 //!    suggestions offered for unknown names only ever list tools the caller may see;
-//! 3. **arguments** against the tool's precompiled input schema, with errors that give a JSON
-//!    pointer, what was expected, what was got and a hint (a schema with a shape, `shape.rs`,
-//!    first checks the arguments by walking them once; `jsonschema` decides whatever it does
-//!    not accept);
+//! 3. **arguments** against the tool's input schema (compiled once), with errors that give a
+//!    JSON pointer, what was expected, what was got and a hint (a schema with a shape,
+//!    `quiver_catalog::shape`, first checks the arguments by walking them once; `jsonschema`
+//!    decides whatever it does not accept);
 //! 4. **approval** of calls that need a person's confirmation ([`Approval`]): asked through the
 //!    client ([`ClientBridge::elicit`]) when it can, refused with how-to-confirm otherwise;
 //! 5. **circuit breaker** per tool; 6. **concurrency** limits (per tool and host-wide);
@@ -24,7 +24,7 @@
 //! 9. **output** against the output schema (for a [`Call`] with `outputs_as_text`, an output
 //!    whose schema has a shape is checked on its JSON text and handed over as that text,
 //!    [`CallOutcome::outputs_text`]; an output read as a `Value` is checked by the shape as the
-//!    arguments are; `shape.rs`); 10. **result size** (the largest strings and arrays
+//!    arguments are; `quiver_catalog::shape`); 10. **result size** (the largest strings and arrays
 //!    cut with a marker until the output fits, checked against the output schema; status
 //!    `partial`; the full text kept for the session under a handle, served by
 //!    [`Router::read_result`], `run_tool` with [`READ_RESULT`] and, in `quiver-mcp`, as the
@@ -64,7 +64,6 @@ mod replay;
 mod results;
 mod router;
 mod settings;
-mod shape;
 mod sink;
 mod stages;
 mod suggest;

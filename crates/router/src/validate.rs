@@ -9,8 +9,8 @@ use quiver_catalog::ToolDef;
 use serde_json::{Value, json};
 
 use crate::codes::Code;
-use crate::shape::Shape;
 use crate::suggest::edit_distance;
+use quiver_catalog::shape::Shape;
 
 /// Problems listed per error (the rest are counted).
 const MAX_ISSUES: usize = 8;

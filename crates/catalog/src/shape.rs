@@ -1,5 +1,5 @@
 //! A schema in a form checked without `jsonschema`: a tool's output read as JSON text, for
-//! calls that pass the output on as text ([`crate::Call::outputs_as_text`]: no
+//! calls that pass the output on as text (`quiver_router::Call::outputs_as_text`: no
 //! `serde_json::Value` is built, checked and dropped), and a `Value` (a call's arguments, an
 //! output read as a `Value`), which this check walks once instead of `jsonschema`'s validator.
 //!
@@ -19,6 +19,10 @@
 //!
 //! Anything else (`pattern`, `minItems`, `allOf`, `if`, a `$ref` elsewhere, ...) has no shape,
 //! and its values are checked by `jsonschema` as before. The root must be an object schema.
+//!
+//! [`Shape::known_to_compile`] says when such a schema is one `jsonschema` compiles without
+//! trying it (a plugin's first load then leaves its compile to the first call that needs the
+//! validator: [`crate::PluginEntry::new`]).
 //!
 //! [`Shape::accepts`] reads the text once with `serde_json`'s parser (the same parser the
 //! `Value` path uses, so the syntax it accepts is the same) and says yes only when the text is
@@ -60,6 +64,18 @@ const ANNOTATIONS: &[&str] = &[
     "format",
 ];
 
+/// Draft 2020-12's meta-schema, as `$schema` names it (a trailing `#` allowed).
+const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// Whether `value` holds a `$schema` key at any depth (a subschema in another dialect).
+fn names_a_dialect(value: &Value) -> bool {
+    match value {
+        Value::Object(m) => m.contains_key("$schema") || m.values().any(names_a_dialect),
+        Value::Array(list) => list.iter().any(names_a_dialect),
+        _ => false,
+    }
+}
+
 /// At most this many properties per object (one bit each for "seen" and "required").
 const MAX_PROPERTIES: usize = 64;
 
@@ -93,7 +109,7 @@ struct ObjectShape {
 /// An object schema in the form [`Shape::accepts`] checks on text and [`Shape::accepts_value`]
 /// on a `Value`.
 #[derive(Debug, Clone)]
-pub(crate) struct Shape(ObjectShape);
+pub struct Shape(ObjectShape);
 
 fn type_bit(name: &str) -> Option<u8> {
     Some(match name {
@@ -299,7 +315,7 @@ impl ObjectShape {
 impl Shape {
     /// The shape of `schema`, when this check decides it exactly (see the module doc); the
     /// root is an object schema.
-    pub(crate) fn of(schema: &Value) -> Option<Shape> {
+    pub fn of(schema: &Value) -> Option<Shape> {
         let root = schema.as_object()?;
         if root.get("type")?.as_str()? != "object" {
             return None;
@@ -312,16 +328,44 @@ impl Shape {
         Some(Shape(ObjectShape::of(root, &Defs { root }, 0)?))
     }
 
+    /// Whether `jsonschema` (draft 2020-12, as [`crate::compile_schema`] builds it) is known to
+    /// compile `schema` without compiling it: the schema has a shape, so does every entry of its
+    /// root's `$defs` and `definitions`, no `$schema` other than draft 2020-12's appears (at the
+    /// root; none below it), and it is valid against the draft 2020-12 meta-schema (checked by
+    /// `jsonschema`'s generated code, nothing compiled). Such a schema holds only the keywords
+    /// of the module doc, each with a value the meta-schema allows, and every `$ref` resolves
+    /// to a root definition; what else makes a compile fail (a `pattern` that is not a regex,
+    /// a `$ref` or `$id` that does not resolve, another dialect) it cannot contain. `false`
+    /// means "not known", not "does not compile". The property test
+    /// `known_to_compile_implies_it_compiles` holds every yes, on schemas built from those
+    /// keywords and from ones that break a compile, to `jsonschema`'s compile.
+    pub fn known_to_compile(schema: &Value) -> bool {
+        let Some(root) = schema.as_object() else { return false };
+        if root.get("$schema").is_some_and(|s| s.as_str().map(|s| s.trim_end_matches('#')) != Some(DRAFT_2020_12)) {
+            return false;
+        }
+        if root.iter().any(|(key, value)| key != "$schema" && names_a_dialect(value)) || Shape::of(schema).is_none() {
+            return false;
+        }
+        let defs = Defs { root };
+        let tables_have_shapes = ["$defs", "definitions"].iter().all(|table| match root.get(*table) {
+            None => true,
+            Some(Value::Object(entries)) => entries.values().all(|d| Node::of(d, &defs, 1).is_some()),
+            Some(_) => false,
+        });
+        tables_have_shapes && jsonschema::draft202012::meta::is_valid(schema)
+    }
+
     /// Whether `text` is one JSON object that the schema accepts (see the module doc): `false`
     /// means "not shown here", not "invalid".
-    pub(crate) fn accepts(&self, text: &str) -> bool {
+    pub fn accepts(&self, text: &str) -> bool {
         let mut de = serde_json::Deserializer::from_str(text);
         de.deserialize_map(ObjectVisitor(&self.0)).is_ok() && de.end().is_ok()
     }
 
     /// Whether `value` is an object that the schema accepts (see the module doc): `false` means
     /// "not shown here", not "invalid".
-    pub(crate) fn accepts_value(&self, value: &Value) -> bool {
+    pub fn accepts_value(&self, value: &Value) -> bool {
         matches!(value, Value::Object(m) if self.0.accepts(m))
     }
 }
@@ -529,7 +573,7 @@ mod tests {
     /// does not parse.
     fn reference(schema: &Value, text: &str) -> Option<bool> {
         let value: Value = serde_json::from_str(text).ok()?;
-        Some(quiver_catalog::compile_schema(schema).expect("schema compiles").is_valid(&value))
+        Some(crate::compile_schema(schema).expect("schema compiles").is_valid(&value))
     }
 
     fn schema() -> Value {
@@ -819,10 +863,165 @@ mod tests {
         }
     }
 
+    /// One keyword and its value, for a subschema: the keywords a shape is built from, with
+    /// values right and wrong, and ones that make `jsonschema`'s compile fail (a `pattern` that
+    /// is not a regex, a `$ref` or `$id` that does not resolve, another dialect).
+    fn keyword() -> impl Strategy<Value = (&'static str, Value)> {
+        let types =
+            prop::sample::select(vec!["string", "integer", "number", "boolean", "null", "array", "object", "strng"]);
+        prop_oneof![
+            4 => types.clone().prop_map(|t| ("type", json!(t))),
+            1 => prop::collection::vec(types, 0..3).prop_map(|t| ("type", json!(t))),
+            1 => prop::sample::select(vec![json!(0), json!(-2.5), json!("a"), json!(1e300)]).prop_map(|v| ("minimum", v)),
+            1 => prop::sample::select(vec![json!(["a", "b"]), json!([1, 2]), json!("a"), json!([])]).prop_map(|v| ("enum", v)),
+            1 => prop::sample::select(vec![json!("x"), json!(3)]).prop_map(|v| ("const", v)),
+            1 => prop::sample::select(vec![json!("a+"), json!("("), json!(5)]).prop_map(|v| ("pattern", v)),
+            1 => prop::sample::select(vec!["#/$defs/A", "#/$defs/Missing", "#/definitions/A", "other.json#/A", "#/$defs/A~1B"])
+                .prop_map(|r| ("$ref", json!(r))),
+            1 => prop::sample::select(vec![json!("::bad"), json!("https://example.com/s"), json!(7)]).prop_map(|v| ("$id", v)),
+            1 => prop::sample::select(vec![json!("http://json-schema.org/draft-07/schema#"), json!("x"), json!(DRAFT_2020_12)])
+                .prop_map(|v| ("$schema", v)),
+            1 => prop::sample::select(vec![json!("T"), json!(5)]).prop_map(|v| ("title", v)),
+            1 => prop::sample::select(vec![json!("date-time"), json!("no-such-format"), json!(false)]).prop_map(|v| ("format", v)),
+            1 => prop::sample::select(vec![json!({"$schema": "x"}), json!([1]), json!(null)]).prop_map(|v| ("default", v)),
+            1 => prop::sample::select(vec![json!(["a"]), json!("a"), json!(["a", "a"]), json!(["zz"])]).prop_map(|v| ("required", v)),
+            1 => prop::sample::select(vec![json!(false), json!(true), json!({"type": "string"}), json!(1)])
+                .prop_map(|v| ("additionalProperties", v)),
+            1 => prop::sample::select(vec![json!(1), json!("x")]).prop_map(|v| ("minItems", v)),
+        ]
+    }
+
+    /// A subschema: `true`, `false`, or an object of a few keywords, with `properties`,
+    /// `items`, `anyOf` / `oneOf` of subschemas, or a nested `$defs`.
+    fn subschema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            1 => Just(json!(true)),
+            1 => Just(json!(false)),
+            16 => prop::sample::select(vec!["string", "integer", "number", "boolean", "null", "array", "object"])
+                .prop_map(|t| json!({"type": t, "description": "d"})),
+            6 => prop::collection::vec(keyword(), 0..3).prop_map(|kws| Value::Object(kws.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+        ];
+        leaf.prop_recursive(3, 24, 3, |inner| {
+            prop_oneof![
+                (prop::option::weighted(0.3, keyword()), prop::collection::vec(("[a-c]", inner.clone()), 0..3))
+                    .prop_map(|(kw, props)| {
+                        let mut m: Map<String, Value> = kw.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+                        m.entry("type").or_insert_with(|| json!("object"));
+                        m.insert("properties".into(), Value::Object(props.into_iter().collect()));
+                        Value::Object(m)
+                    }),
+                (prop::sample::select(vec!["array", "object"]), inner.clone())
+                    .prop_map(|(t, s)| json!({"type": t, "items": s})),
+                (
+                    prop::sample::select(vec!["anyOf", "oneOf"]),
+                    prop::collection::vec(inner.clone(), 0..3),
+                    any::<bool>()
+                )
+                    .prop_map(|(k, mut list, null)| {
+                        if null {
+                            list.push(json!({"type": "null"}));
+                        }
+                        json!({k: list})
+                    }),
+                inner.clone().prop_map(|s| json!({"type": "object", "$defs": {"A": s}})),
+            ]
+        })
+    }
+
+    /// A tool schema: an object at the root with properties, `$defs` (`A` and `A/B`, which
+    /// `$ref`s may name), maybe `definitions`, and maybe a few more keywords.
+    fn tool_schema() -> impl Strategy<Value = Value> {
+        (
+            prop::collection::vec(("[a-c]", subschema()), 0..4),
+            prop::collection::vec((prop::sample::select(vec!["A", "A/B", "C"]), subschema()), 0..3),
+            prop::option::weighted(0.3, subschema()),
+            prop::option::weighted(0.3, keyword()),
+        )
+            .prop_map(|(props, defs, definitions, extra)| {
+                let mut root: Map<String, Value> = extra.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+                root.insert("type".into(), json!("object"));
+                root.insert("properties".into(), Value::Object(props.into_iter().collect()));
+                if !defs.is_empty() {
+                    root.insert(
+                        "$defs".into(),
+                        Value::Object(defs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()),
+                    );
+                }
+                if let Some(d) = definitions {
+                    root.insert("definitions".into(), json!({"A": d}));
+                }
+                Value::Object(root)
+            })
+    }
+
+    #[test]
+    fn shaped_tool_schemas_are_known_to_compile_and_others_are_not() {
+        for known in [
+            schema(),
+            nested(),
+            json!({"type": "object"}),
+            json!({"type": "object", "properties": {"a": {"$ref": "#/definitions/A"}}, "definitions": {"A": true}}),
+        ] {
+            assert!(Shape::known_to_compile(&known), "{known}");
+            crate::compile_schema(&known).expect("it compiles");
+        }
+        for unknown in [
+            // No shape: left to the compile.
+            json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "("}}}),
+            json!({"type": "object", "properties": {"a": {"type": "strng"}}}),
+            // A shape, but a definition without one (never reached by a `$ref`).
+            json!({"type": "object", "$defs": {"Unused": {"type": "string", "pattern": "("}}}),
+            json!({"type": "object", "$defs": {"Unused": {"$id": "::bad"}}}),
+            // A shape, but another dialect, at the root or below it.
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}),
+            json!({"type": "object", "properties": {"a": {"$schema": "x"}}}),
+            json!({"type": "object", "properties": {"a": {"default": {"$schema": "x"}}}}),
+            // A shape, but not valid against the meta-schema (a title must be a string).
+            json!({"type": "object", "properties": {"a": {"title": 5}}}),
+        ] {
+            assert!(!Shape::known_to_compile(&unknown), "{unknown}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// A schema known to compile does: checked against `jsonschema`'s own compile on tool
+        /// schemas of shape keywords, wrong values and keywords that break a compile.
+        #[test]
+        fn known_to_compile_implies_it_compiles(schema in tool_schema()) {
+            if Shape::known_to_compile(&schema) {
+                prop_assert!(crate::compile_schema(&schema).is_ok(), "known to compile but does not: {}", schema);
+            }
+        }
+    }
+
+    /// The generator is not vacuous: of the same kind of schemas, some are known to compile
+    /// and some are not, and some of those do not compile.
+    #[test]
+    fn the_schema_generator_reaches_both_verdicts() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut known, mut unknown, mut failing) = (0, 0, 0);
+        for _ in 0..2000 {
+            let schema = tool_schema().new_tree(&mut runner).unwrap().current();
+            if Shape::known_to_compile(&schema) {
+                known += 1;
+            } else {
+                unknown += 1;
+                failing += usize::from(crate::compile_schema(&schema).is_err());
+            }
+        }
+        assert!(
+            known >= 100 && unknown >= 200 && failing >= 100,
+            "known {known}, unknown {unknown}, failing {failing}"
+        );
+    }
+
     /// [`Shape::accepts_value`] on `value` against `jsonschema`'s verdict.
     fn value_verdict_agrees(schema: &Value, value: &Value) -> Result<(), TestCaseError> {
         let shape = Shape::of(schema).unwrap();
-        let verdict = quiver_catalog::compile_schema(schema).expect("schema compiles").is_valid(value);
+        let verdict = crate::compile_schema(schema).expect("schema compiles").is_valid(value);
         let accepted = shape.accepts_value(value);
         if accepted {
             prop_assert!(verdict, "accepted as a value but not by jsonschema: {}", value);
