@@ -18,11 +18,14 @@ pub const QUIVER_CONFIG_SCHEMA: &str = include_str!("../../../schemas/quiver-con
 
 /// The configuration's schema as code generated when this crate is built: whether a document is
 /// valid, without compiling the schema at run time. Only a document it refuses goes to the
-/// compiled [`DocumentSchema`], for the issues.
+/// compiled [`DocumentSchema`], for the issues. Its `pattern`s are built without a full DFA
+/// (`dfa_size_limit = 0`; the lazy DFA and the other engines match): a document is checked on a
+/// first start or when it changes, where building the full DFAs cost more than all the matching.
 #[jsonschema::validator(
     path = "../../schemas/quiver-config.schema.json",
     draft = Draft202012,
-    methods = { validate = false, iter_errors = false }
+    methods = { validate = false, iter_errors = false },
+    pattern_options = { dfa_size_limit = 0 }
 )]
 pub(crate) struct ConfigSchemaCode;
 
@@ -30,7 +33,8 @@ pub(crate) struct ConfigSchemaCode;
 #[jsonschema::validator(
     path = "../../schemas/tool-manifest.schema.json",
     draft = Draft202012,
-    methods = { validate = false, iter_errors = false }
+    methods = { validate = false, iter_errors = false },
+    pattern_options = { dfa_size_limit = 0 }
 )]
 pub(crate) struct ManifestSchemaCode;
 
