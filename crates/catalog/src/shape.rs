@@ -24,10 +24,11 @@
 //! trying it (a plugin's first load then leaves its compile to the first call that needs the
 //! validator: [`crate::PluginEntry::new`]).
 //!
-//! [`Shape::accepts`] reads the text once with `serde_json`'s parser (the same parser the
-//! `Value` path uses, so the syntax it accepts is the same) and says yes only when the text is
-//! one JSON object the schema accepts, in which no object has a key its schema does not
-//! declare or a key twice. [`Shape::accepts_value`] says yes only when the value is an object
+//! [`Shape::accepts`] says yes only when the text is one JSON object the schema accepts, in
+//! which no object has a key its schema does not declare or a key twice. It reads the common
+//! texts (no string escapes, integers only) in one pass of its own (`scan`), whose yes is
+//! held to the parser's, and any other text with `serde_json`'s parser (the one the `Value`
+//! path uses): so the syntax it accepts is never more than `serde_json`'s. [`Shape::accepts_value`] says yes only when the value is an object
 //! the schema accepts (there, a key an object's schema does not declare is accepted unless
 //! its `additionalProperties` is `false`). A "no" from either is not a verdict: the caller asks
 //! `jsonschema`, whose validator decides and words the error. The property tests
@@ -36,6 +37,8 @@
 //! undeclared or repeated keys, and every valid value, to a yes.
 
 use std::fmt;
+
+mod scan;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -359,6 +362,12 @@ impl Shape {
     /// Whether `text` is one JSON object that the schema accepts (see the module doc): `false`
     /// means "not shown here", not "invalid".
     pub fn accepts(&self, text: &str) -> bool {
+        // The common texts in one pass of its own; the rest through `serde_json`'s reader.
+        scan::accepts(&self.0, text).is_some() || self.parsed_accepts(text)
+    }
+
+    /// [`Shape::accepts`] through `serde_json`'s reader alone.
+    fn parsed_accepts(&self, text: &str) -> bool {
         let mut de = serde_json::Deserializer::from_str(text);
         de.deserialize_map(ObjectVisitor(&self.0)).is_ok() && de.end().is_ok()
     }
@@ -1018,6 +1027,146 @@ mod tests {
         );
     }
 
+    /// Whether the text has only what the one-pass reader reads: no escape, no number with a
+    /// fraction or an exponent or of more than 15 digits, no `-0`.
+    fn scanner_reads(text: &str) -> bool {
+        let Ok(value) = serde_json::from_str::<Value>(text) else { return false };
+        fn plain(v: &Value) -> bool {
+            match v {
+                Value::Number(n) => n.as_i64().is_some_and(|i| i.unsigned_abs() < 1_000_000_000_000_000),
+                Value::String(s) => !s.contains(|c: char| c == '"' || c == '\\' || c < ' '),
+                Value::Array(list) => list.iter().all(plain),
+                Value::Object(m) => m.iter().all(|(k, v)| plain(&Value::from(k.as_str())) && plain(v)),
+                _ => true,
+            }
+        }
+        plain(&value) && !text.contains('\\') && !text.contains(['.', 'e', 'E']) && !text.contains("-0")
+    }
+
+    /// The one-pass reader's yes is the parser's; and where it reads the text, so is its no.
+    fn scanner_agrees(shape: &Shape, text: &str) -> Result<(), TestCaseError> {
+        let (scanned, parsed) = (scan::accepts(&shape.0, text).is_some(), shape.parsed_accepts(text));
+        if scanned {
+            prop_assert!(parsed, "the scanner said yes, the parser no: {}", text);
+        } else if parsed && scanner_reads(text) {
+            prop_assert!(false, "the parser said yes, the scanner not: {}", text);
+        }
+        Ok(())
+    }
+
+    /// Every text one byte away from a valid one (each byte changed to, or preceded by, each
+    /// of a set of bytes, or dropped), compact and pretty: the one-pass reader agrees with the
+    /// parser on all of them.
+    #[test]
+    fn the_scanner_agrees_with_the_parser_one_edit_away() {
+        let (closed, open) = (Shape::of(&schema()).unwrap(), Shape::of(&nested()).unwrap());
+        let texts = [
+            (
+                &closed,
+                json!({"text": "hé", "count": 10, "ratio": null, "ok": true, "items": [1, [], {"a": false}], "extra": {"k": "v"}, "anything": -3}),
+            ),
+            (
+                &open,
+                json!({"entries": [{"path": "a", "kind": "dir", "size": 0, "tags": ["a"]}], "owner": {"name": "n"}, "mode": "slow", "matrix": [[1, -20]], "truncated": false}),
+            ),
+        ];
+        let bytes = b" \t\n{}[]\":,0123456789-.eE+truefalsn\\/x\x01\x7f";
+        let (mut edits, mut scanned) = (0, 0);
+        for (shape, value) in texts {
+            for text in [value.to_string(), serde_json::to_string_pretty(&value).unwrap()] {
+                assert!(scan::accepts(&shape.0, &text).is_some(), "{text}");
+                let text = text.into_bytes();
+                for i in 0..=text.len() {
+                    let mut variants = Vec::new();
+                    for &b in bytes {
+                        let mut t = text.clone();
+                        t.insert(i, b);
+                        variants.push(t);
+                        if i < text.len() {
+                            let mut t = text.clone();
+                            t[i] = b;
+                            variants.push(t);
+                        }
+                    }
+                    if i < text.len() {
+                        let mut t = text.clone();
+                        t.remove(i);
+                        variants.push(t);
+                    }
+                    for t in variants {
+                        let Ok(t) = String::from_utf8(t) else { continue };
+                        edits += 1;
+                        scanned += usize::from(scan::accepts(&shape.0, &t).is_some());
+                        if let Err(e) = scanner_agrees(shape, &t) {
+                            panic!("{e}");
+                        }
+                    }
+                }
+            }
+        }
+        // Whitespace and digit edits keep many texts valid: the reader says yes to some.
+        assert!(edits > 20_000 && scanned > 1_000, "edits {edits}, scanned yes {scanned}");
+    }
+
+    #[test]
+    fn the_scanner_reads_the_texts_tools_answer_with() {
+        let (closed, open) = (Shape::of(&schema()).unwrap(), Shape::of(&nested()).unwrap());
+        let read = [
+            (&closed, r#"{"text":"hello","count":3}"#),
+            (&closed, " {\n  \"text\" : \"h\u{e9}llo \u{1F600}\",\t\"count\":0, \"ratio\": null,\r\n\"ok\":true} \n"),
+            (
+                &closed,
+                r#"{"text":"","count":123456789012345,"items":[1,"a",[],{"k":[null,false]}],"extra":{},"anything":{"a":{"b":[]}}}"#,
+            ),
+            (
+                &open,
+                r#"{"entries":[{"path":"a","kind":"dir","size":null,"tags":["a","b"]}],"owner":{"name":"n"},"mode":"fast","matrix":[[1,-2],[]],"truncated":false}"#,
+            ),
+            (&open, r#"{"entries":[],"owner":null,"truncated":true}"#),
+        ];
+        for (shape, text) in read {
+            assert!(scan::accepts(&shape.0, text).is_some(), "{text}");
+            assert!(shape.parsed_accepts(text), "{text}");
+        }
+        // Left to the parser, which accepts them.
+        let left = [
+            (&closed, r#"{"text":"a\"b","count":1}"#),
+            (&closed, r#"{"text":"a","count":1.0}"#),
+            (&closed, r#"{"text":"a","count":1e2}"#),
+            (&closed, r#"{"text":"a","count":-0}"#),
+            (&closed, r#"{"text":"a","count":1234567890123456}"#),
+            (&closed, r#"{"text":"a","count":1,"ratio":0.5}"#),
+        ];
+        for (shape, text) in left {
+            assert!(scan::accepts(&shape.0, text).is_none(), "{text}");
+            assert!(shape.accepts(text), "{text}");
+        }
+        // Refused by both.
+        let refused = [
+            r#"{"text":"a"}"#,
+            r#"{"text":"a","count":-1}"#,
+            r#"{"text":"a","count":01}"#,
+            r#"{"text":"a","count":1,}"#,
+            r#"{"text":"a","count":1,"count":2}"#,
+            r#"{"text":"a","count":1,"other":1}"#,
+            r#"{"text":"a","count":1,"items":[1,]}"#,
+            r#"{"text":"a","count":1} x"#,
+            r#"{"text":"a","count":1,"ok":tru}"#,
+            r#"{"text":"a","count":1,"ok":null}"#,
+            "{\"text\":\"a\tb\",\"count\":1}",
+            r#"["text"]"#,
+            r#"{"text":"a","count":1"#,
+        ];
+        for text in refused {
+            assert!(scan::accepts(&closed.0, text).is_none(), "{text}");
+            assert!(!closed.accepts(text), "{text}");
+        }
+        // Nesting past the reader's limit is left to the parser.
+        let deep = format!(r#"{{"text":"a","count":1,"anything":{}{}}}"#, "[".repeat(70), "]".repeat(70));
+        assert!(scan::accepts(&closed.0, &deep).is_none());
+        assert!(closed.accepts(&deep));
+    }
+
     /// [`Shape::accepts_value`] on `value` against `jsonschema`'s verdict.
     fn value_verdict_agrees(schema: &Value, value: &Value) -> Result<(), TestCaseError> {
         let shape = Shape::of(schema).unwrap();
@@ -1125,6 +1274,17 @@ mod tests {
         fn arbitrary_values_are_decided_as_jsonschema_decides(value in any_json()) {
             value_verdict_agrees(&schema(), &value)?;
             value_verdict_agrees(&nested(), &value)?;
+        }
+
+        /// The one-pass reader says yes only where `serde_json`'s reader does, and on the
+        /// texts it reads (no escape, fraction or exponent), wherever that reader does.
+        #[test]
+        fn the_scanner_says_yes_only_where_the_parser_does((value, _) in listing(), members in members()) {
+            let body: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let flat = format!("{{{}}}", body.join(","));
+            for (shape, text) in [(Shape::of(&nested()).unwrap(), value.to_string()), (Shape::of(&schema()).unwrap(), flat)] {
+                scanner_agrees(&shape, &text)?;
+            }
         }
 
         /// Any text at all: a yes means it parses, is an object and is valid.
