@@ -42,7 +42,7 @@ pub(crate) fn parse(text: &str) -> Result<Value, Vec<Issue>> {
         )]
     })?;
     let mut issues = Vec::new();
-    let value = to_json(yaml, "", &mut issues);
+    let value = to_json(yaml, &At::Root, &mut issues);
     if issues.is_empty() { Ok(value) } else { Err(issues) }
 }
 
@@ -54,9 +54,31 @@ fn strip_location(message: &str) -> &str {
     }
 }
 
-fn to_json(yaml: serde_yaml::Value, path: &str, issues: &mut Vec<Issue>) -> Value {
+/// Where a node is: its field path (`tools[2].name`), written out only when an issue names it
+/// (a document has thousands of nodes and, as a rule, no issue).
+enum At<'a> {
+    Root,
+    Field(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    /// The field path, `""` at the root.
+    fn path(&self) -> String {
+        match self {
+            At::Root => String::new(),
+            At::Field(parent, name) => field(&parent.path(), name),
+            At::Index(parent, n) => index(&parent.path(), *n),
+        }
+    }
+}
+
+fn to_json(yaml: serde_yaml::Value, path: &At<'_>, issues: &mut Vec<Issue>) -> Value {
     use serde_yaml::Value as Y;
-    let at = |path: &str| if path.is_empty() { DOCUMENT.to_owned() } else { path.to_owned() };
+    let at = |path: &At<'_>| match path {
+        At::Root => DOCUMENT.to_owned(),
+        _ => path.path(),
+    };
     match yaml {
         Y::Null => Value::Null,
         Y::Bool(b) => Value::Bool(b),
@@ -81,7 +103,7 @@ fn to_json(yaml: serde_yaml::Value, path: &str, issues: &mut Vec<Issue>) -> Valu
         }
         Y::String(s) => Value::String(s),
         Y::Sequence(items) => Value::Array(
-            items.into_iter().enumerate().map(|(n, item)| to_json(item, &index(path, n), issues)).collect(),
+            items.into_iter().enumerate().map(|(n, item)| to_json(item, &At::Index(path, n), issues)).collect(),
         ),
         Y::Mapping(mapping) => {
             let mut object = Map::new();
@@ -100,13 +122,13 @@ fn to_json(yaml: serde_yaml::Value, path: &str, issues: &mut Vec<Issue>) -> Valu
                 };
                 if key == "<<" {
                     issues.push(Issue::new(
-                        field(path, "<<"),
+                        field(&path.path(), "<<"),
                         "YAML merge keys (`<<`) are not supported",
                         "write the fields out in full",
                     ));
                     continue;
                 }
-                let child = to_json(value, &field(path, &key), issues);
+                let child = to_json(value, &At::Field(path, &key), issues);
                 object.insert(key, child);
             }
             Value::Object(object)
@@ -140,8 +162,11 @@ fn scan_for_references(text: &str) -> Option<Issue> {
     };
     // Inside a block scalar (`|`, `>`): lines indented more than this are its content.
     let mut block_parent: Option<usize> = None;
+    // One buffer for every line's characters.
+    let mut chars: Vec<char> = Vec::new();
     for (line_no, line) in text.lines().enumerate() {
-        let chars: Vec<char> = line.chars().collect();
+        chars.clear();
+        chars.extend(line.chars());
         let indent = chars.iter().take_while(|c| **c == ' ').count();
         if let Some(parent) = block_parent {
             if line.trim().is_empty() || indent > parent {
@@ -336,6 +361,11 @@ mod tests {
         assert_eq!(issues[0].path, "a[\"<<\"]");
         let issues = parse("a: .inf\n").unwrap_err();
         assert_eq!(issues[0].path, "a");
+        // Nested paths, written out only for the nodes an issue names.
+        let issues =
+            parse("tools:\n  - name: x\n    opts: {1: a}\n  - {b: .nan, \"c d\": [0, {<<: {e: 1}}]}\n").unwrap_err();
+        let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["tools[0].opts", "tools[1].b", "tools[1][\"c d\"][1][\"<<\"]"], "{issues:?}");
     }
 
     #[test]
