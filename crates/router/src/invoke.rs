@@ -472,17 +472,7 @@ async fn on_thread(
         took: Duration::ZERO,
         tx: Some(tx),
     });
-    let ticket = pool.run(job, handed).map_err(|refused| match refused {
-        Refused::Full(n) => Code::Protocol
-            .error(format!(
-                "`{}` could not start: all {n} of the host's tool threads are busy (the host is overloaded); try again later",
-                inv.tool_name
-            ))
-            .retryable(),
-        Refused::Spawn(e) => Code::Protocol
-            .error(format!("`{}` could not start: the host cannot start a thread ({e}); try again later", inv.tool_name))
-            .retryable(),
-    })?;
+    let ticket = pool.run(job, handed).map_err(|refused| pool_refused(inv.tool_name, refused))?;
     let mut guard = AbandonOnDrop { sink: &sink, armed: true, pool, ticket: &ticket };
     // A tool that answered fast lately: wait a little for its answer without sleeping (bounded
     // by `pool::SPIN` and the deadline; see `pool.rs` for why).
@@ -529,6 +519,20 @@ async fn on_thread(
     // not travel between processors.
     inv.state.spin.record(done.took);
     settle(&done.out, inv, Some(cancel), Instant::now())
+}
+
+/// The error of a thread-execution call the pool could not take.
+fn pool_refused(tool_name: &str, refused: Refused) -> ToolError {
+    match refused {
+        Refused::Full(n) => Code::Protocol
+            .error(format!(
+                "`{tool_name}` could not start: all {n} of the host's tool threads are busy (the host is overloaded); try again later"
+            ))
+            .retryable(),
+        Refused::Spawn(e) => Code::Protocol
+            .error(format!("`{tool_name}` could not start: the host cannot start a thread ({e}); try again later"))
+            .retryable(),
+    }
 }
 
 /// A thread-execution call as a pool thread runs it.
