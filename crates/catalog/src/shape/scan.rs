@@ -151,63 +151,51 @@ impl<'a> Scan<'a> {
         r
     }
 
+    /// The elements of an object or an array after its opening bracket, up to `close`: none,
+    /// or `element` followed by `,` or `close`, over and over.
+    fn elements(&mut self, close: u8, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.space();
+        if self.peek()? == close {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            self.space();
+            element(self)?;
+            if self.end_of(close)? {
+                return Some(());
+            }
+        }
+    }
+
     /// The members of an object of declared properties, after its `{`: each key declared and
     /// seen once, every required one present.
     fn object(&mut self, shape: &ObjectShape) -> Option<()> {
         let mut seen = 0u64;
-        self.space();
-        if self.peek()? != b'}' {
-            loop {
-                self.space();
-                let key = self.string()?;
-                let i = shape.props.iter().position(|(p, _)| **p == *key)?;
-                let bit = 1u64 << i;
-                if seen & bit != 0 {
-                    return None;
-                }
-                seen |= bit;
-                self.member_value(&shape.props[i].1)?;
-                if self.end_of(b'}')? {
-                    break;
-                }
+        self.elements(b'}', |s| {
+            let key = s.string()?;
+            let i = shape.props.iter().position(|(p, _)| **p == *key)?;
+            let bit = 1u64 << i;
+            if seen & bit != 0 {
+                return None;
             }
-        } else {
-            self.at += 1;
-        }
+            seen |= bit;
+            s.member_value(&shape.props[i].1)
+        })?;
         (seen & shape.required == shape.required).then_some(())
     }
 
     /// An object under a plain `object` leaf: any keys, any values, after its `{`.
     fn any_object(&mut self) -> Option<()> {
-        self.space();
-        if self.peek()? == b'}' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.space();
-            self.string()?;
-            self.member_value(&ANYTHING)?;
-            if self.end_of(b'}')? {
-                return Some(());
-            }
-        }
+        self.elements(b'}', |s| {
+            s.string()?;
+            s.member_value(&ANYTHING)
+        })
     }
 
     /// The elements of an array after its `[`, each against `items`.
     fn array(&mut self, items: &Node) -> Option<()> {
-        self.space();
-        if self.peek()? == b']' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.space();
-            self.value(items)?;
-            if self.end_of(b']')? {
-                return Some(());
-            }
-        }
+        self.elements(b']', |s| s.value(items))
     }
 
     /// `:` and the value of a member.
