@@ -9,6 +9,7 @@ use quiver_manifest::{Manifest, Policies, SideEffects, ToolSpec};
 use serde_json::Value;
 
 use crate::ToolBackend;
+use crate::shape::Shape;
 
 /// Where a plugin came from and who vouched for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +74,18 @@ impl std::fmt::Debug for ToolDef {
 }
 
 impl ToolDef {
+    /// Its input schema's shape ([`ToolValidator::shape`]), made on first use.
+    #[inline]
+    pub fn input_shape(&self) -> Option<&Shape> {
+        self.input_validator.shape()
+    }
+
+    /// Its output schema's shape, made on first use.
+    #[inline]
+    pub fn output_shape(&self) -> Option<&Shape> {
+        self.output_validator.as_ref().and_then(ToolValidator::shape)
+    }
+
     /// Risk of a call: the action's risk when the tool has actions and one is named, else the tool's.
     pub fn side_effects_for(&self, action: Option<&str>) -> SideEffects {
         action
@@ -131,12 +144,15 @@ pub fn compile_schema(schema: &Value) -> Result<Validator, String> {
 pub struct ToolValidator {
     schema: Arc<Value>,
     compiled: OnceLock<Result<Arc<Validator>, String>>,
+    /// The schema's [`Shape`], when it has one: made once, by the load's
+    /// [`ToolValidator::known_to_compile`] or the first call that checks a value or text.
+    shape: OnceLock<Option<Shape>>,
 }
 
 impl ToolValidator {
     /// A validator compiled already, for `schema`.
     pub fn ready(validator: Arc<Validator>, schema: Arc<Value>) -> ToolValidator {
-        ToolValidator { schema, compiled: OnceLock::from(Ok(validator)) }
+        ToolValidator { schema, compiled: OnceLock::from(Ok(validator)), shape: OnceLock::new() }
     }
 
     /// Compiles `schema` now.
@@ -147,7 +163,7 @@ impl ToolValidator {
 
     /// A validator for `schema` compiled on its first [`ToolValidator::get`].
     pub fn on_use(schema: Arc<Value>) -> ToolValidator {
-        ToolValidator { schema, compiled: OnceLock::new() }
+        ToolValidator { schema, compiled: OnceLock::new(), shape: OnceLock::new() }
     }
 
     /// The compiled validator (compiled now if this is its first use), or why the schema does
@@ -162,6 +178,18 @@ impl ToolValidator {
     /// Whether it has been compiled (or tried).
     pub fn is_compiled(&self) -> bool {
         self.compiled.get().is_some()
+    }
+
+    /// The shape of the schema it validates ([`Shape::of`]), made on first use: the router's
+    /// check of arguments and outputs without `jsonschema`.
+    #[inline]
+    pub fn shape(&self) -> Option<&Shape> {
+        self.shape.get_or_init(|| Shape::of(&self.schema)).as_ref()
+    }
+
+    /// [`Shape::known_to_compile`] for its schema, with the shape kept for [`ToolValidator::shape`].
+    fn known_to_compile(&self) -> bool {
+        self.shape().is_some() && Shape::compiles_given_its_shape(&self.schema)
     }
 }
 
@@ -222,12 +250,11 @@ impl PluginEntry {
             let input_schema = Arc::new(input_schema);
             let output_schema = output_schema.map(Arc::new);
             let validator = |schema: &Arc<Value>, which: &str| {
-                if compile_now && !crate::shape::Shape::known_to_compile(schema) {
-                    ToolValidator::compile(schema.clone())
-                        .map_err(|e| err(format!("tool `{}`: {which} schema does not compile: {e}", spec.name)))
-                } else {
-                    Ok(ToolValidator::on_use(schema.clone()))
+                let v = ToolValidator::on_use(schema.clone());
+                if compile_now && !v.known_to_compile() {
+                    v.get().map_err(|e| err(format!("tool `{}`: {which} schema does not compile: {e}", spec.name)))?;
                 }
+                Ok(v)
             };
             let input_validator = validator(&input_schema, "input")?;
             let output_validator = output_schema.as_ref().map(|s| validator(s, "output")).transpose()?;

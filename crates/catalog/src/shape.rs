@@ -28,8 +28,8 @@
 //! which no object has a key its schema does not declare or a key twice. It reads the common
 //! texts (no string escapes, integers only) in one pass of its own (`scan`), whose yes is
 //! held to the parser's, and any other text with `serde_json`'s parser (the one the `Value`
-//! path uses): so the syntax it accepts is never more than `serde_json`'s. [`Shape::accepts_value`] says yes only when the value is an object
-//! the schema accepts (there, a key an object's schema does not declare is accepted unless
+//! path uses): so the syntax it accepts is never more than `serde_json`'s.
+//! [`Shape::accepts_value`] says yes only when the value is an object the schema accepts (there, a key an object's schema does not declare is accepted unless
 //! its `additionalProperties` is `false`). A "no" from either is not a verdict: the caller asks
 //! `jsonschema`, whose validator decides and words the error. The property tests
 //! (`text_verdicts_agree_with_jsonschema`, `nested_text_verdicts_agree_with_jsonschema` and
@@ -343,11 +343,17 @@ impl Shape {
     /// `known_to_compile_implies_it_compiles` holds every yes, on schemas built from those
     /// keywords and from ones that break a compile, to `jsonschema`'s compile.
     pub fn known_to_compile(schema: &Value) -> bool {
+        Shape::of(schema).is_some() && Shape::compiles_given_its_shape(schema)
+    }
+
+    /// The rest of [`Shape::known_to_compile`], for a schema known to have a shape (the caller
+    /// made it: `ToolValidator` keeps it for the router).
+    pub(crate) fn compiles_given_its_shape(schema: &Value) -> bool {
         let Some(root) = schema.as_object() else { return false };
         if root.get("$schema").is_some_and(|s| s.as_str().map(|s| s.trim_end_matches('#')) != Some(DRAFT_2020_12)) {
             return false;
         }
-        if root.iter().any(|(key, value)| key != "$schema" && names_a_dialect(value)) || Shape::of(schema).is_none() {
+        if root.iter().any(|(key, value)| key != "$schema" && names_a_dialect(value)) {
             return false;
         }
         let defs = Defs { root };

@@ -1178,6 +1178,15 @@ mod tests {
     use quiver_manifest::{PublicKey, TrustedKeys};
     use quiver_tests::{TestKey, plugin_library, write_bundle, write_bundle_shipping};
 
+    /// Whether a first load compiled exactly the input schemas it cannot show compile (a bad
+    /// one refuses the plugin there); one known to compile is compiled by its first use.
+    fn compiled_as_due(src: &BundleSource) -> bool {
+        src.entries()[0]
+            .tools
+            .iter()
+            .all(|t| t.input_validator.is_compiled() != quiver_catalog::shape::Shape::known_to_compile(&t.input_schema))
+    }
+
     /// A `marker_echo` request for "hi there", as the router sends it across the ABI.
     fn marker_echo_request() -> String {
         serde_json::to_string(&quiver_abi::ToolRequest {
@@ -1321,13 +1330,6 @@ mod tests {
         let echo = marker_echo_request();
         let (first, added) = start();
         assert_eq!(added.added.len(), 1, "{added:?}");
-        // A first load compiles every schema it cannot show compiles (a bad one refuses the
-        // plugin there); one known to compile is compiled by its first use.
-        let compiled_as_due = |src: &BundleSource| {
-            src.entries()[0].tools.iter().all(|t| {
-                t.input_validator.is_compiled() != quiver_catalog::shape::Shape::known_to_compile(&t.input_schema)
-            })
-        };
         assert!(compiled_as_due(&first), "a first load compiles the schemas not known to compile, and only those");
         let sha256 = first.entries()[0].provenance.sha256.clone();
         let report = fs::read_to_string(report_file(&cache, &sha256)).unwrap();
@@ -1427,12 +1429,7 @@ mod tests {
         let bundle = write_bundle_shipping(&plugins, "marker-plugin", &lib, None, Some(&report), Some(&key));
         let (first, scan) = start(&plugins, Some(&dir.path().join("cache-1")));
         assert_eq!(scan.added.len(), 1, "{scan:?}");
-        assert!(
-            first.entries()[0].tools.iter().all(|t| {
-                t.input_validator.is_compiled() != quiver_catalog::shape::Shape::known_to_compile(&t.input_schema)
-            }),
-            "compiled at the scan unless known to compile"
-        );
+        assert!(compiled_as_due(&first), "compiled at the scan unless known to compile");
         assert!(!report_file(&dir.path().join("cache-1"), &sha256).exists(), "listed without a kept report");
         let answer = call(&first);
         assert!(answer.contains("hi there") && !answer.contains("plugin_unavailable"), "{answer}");

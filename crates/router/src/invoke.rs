@@ -162,7 +162,7 @@ impl Router {
             // From the call's start (no clock read of its own): the time the earlier stages
             // took counts against the tool's timeout, as the caller's wait does.
             deadline: cx.started + timeout,
-            text_shape: if cx.outputs_as_text { target.state.output_shape(target.def()) } else { None },
+            text_shape: if cx.outputs_as_text { target.def().output_shape() } else { None },
         }
     }
 

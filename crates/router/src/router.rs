@@ -42,26 +42,6 @@ pub(crate) struct ToolState {
     pub(crate) secrets: ArcSwap<Secrets>,
     /// Whether the tool's thread calls answer fast enough for callers to spin for the answer.
     pub(crate) spin: crate::pool::SpinHint,
-    /// The input schema in the form checked without `jsonschema`, when it has one
-    /// ([`quiver_catalog::shape`]); compiled by the tool's first call ([`ToolState::input_shape`]).
-    input_shape: std::sync::OnceLock<Option<quiver_catalog::shape::Shape>>,
-    /// The same for the output schema ([`ToolState::output_shape`]).
-    output_shape: std::sync::OnceLock<Option<quiver_catalog::shape::Shape>>,
-}
-
-impl ToolState {
-    /// The shape of `def`'s input schema (`def` is this state's tool: a state is keyed by its
-    /// library and tool name), compiled on first use.
-    pub(crate) fn input_shape(&self, def: &quiver_catalog::ToolDef) -> Option<&quiver_catalog::shape::Shape> {
-        self.input_shape.get_or_init(|| quiver_catalog::shape::Shape::of(&def.input_schema)).as_ref()
-    }
-
-    /// The shape of `def`'s output schema, compiled on first use.
-    pub(crate) fn output_shape(&self, def: &quiver_catalog::ToolDef) -> Option<&quiver_catalog::shape::Shape> {
-        self.output_shape
-            .get_or_init(|| def.output_schema.as_deref().and_then(quiver_catalog::shape::Shape::of))
-            .as_ref()
-    }
 }
 
 /// The future of [`Router::call`] for a catalog tool: its first poll runs the call as far as it
@@ -668,8 +648,6 @@ impl Router {
                         ))),
                         breaker: Breaker::default(),
                         spin: crate::pool::SpinHint::default(),
-                        input_shape: std::sync::OnceLock::new(),
-                        output_shape: std::sync::OnceLock::new(),
                         secrets: ArcSwap::from_pointee(secrets_of(
                             &self.secrets.load(),
                             &plugin.manifest.id,

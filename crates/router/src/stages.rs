@@ -415,9 +415,7 @@ impl Router {
     /// Stage `validate`: the arguments against the precompiled input schema.
     fn validate(&self, cx: &mut CallContext, target: &Target<'_>) -> Result<(), ToolError> {
         let generic = cx.meta.lane == Lane::Generic;
-        if let Err(e) =
-            validate::arguments(target.name(), target.def(), target.state.input_shape(target.def()), &cx.args, generic)
-        {
+        if let Err(e) = validate::arguments(target.name(), target.def(), &cx.args, generic) {
             cx.step(Step::ArgumentsInvalid);
             if generic {
                 self.counters.record_run_tool_invalid();
@@ -549,8 +547,7 @@ impl Router {
     fn output(&self, cx: &mut CallContext, target: &Target<'_>, answer: &Answer) -> Result<(), ToolError> {
         match answer {
             Ok((r, raw)) if r.status == Status::Ok && raw.text.is_none() => {
-                validate::output(target.name(), target.def(), target.state.output_shape(target.def()), &r.outputs)
-                    .inspect_err(|_| cx.step(Step::OutputInvalid))
+                validate::output(target.name(), target.def(), &r.outputs).inspect_err(|_| cx.step(Step::OutputInvalid))
             }
             _ => Ok(()),
         }

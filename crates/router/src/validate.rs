@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 
 use crate::codes::Code;
 use crate::suggest::edit_distance;
-use quiver_catalog::shape::Shape;
 
 /// Problems listed per error (the rest are counted).
 const MAX_ISSUES: usize = 8;
@@ -238,15 +237,9 @@ fn summary(issues: &[Issue], total: usize) -> String {
 /// accepts them, else the validator (which decides, and words any error). With
 /// `include_schema` (the generic lane, where the model may never have seen the schema) the
 /// error carries the schema too.
-pub(crate) fn arguments(
-    tool: &str,
-    def: &ToolDef,
-    shape: Option<&Shape>,
-    args: &Value,
-    include_schema: bool,
-) -> Result<(), ToolError> {
+pub(crate) fn arguments(tool: &str, def: &ToolDef, args: &Value, include_schema: bool) -> Result<(), ToolError> {
     let validator = def.input_validator.get().map_err(|e| uncompiled(tool, "input", e))?;
-    if shape.is_some_and(|s| s.accepts_value(args)) {
+    if def.input_shape().is_some_and(|s| s.accepts_value(args)) {
         return Ok(());
     }
     let Some((list, total)) = issues(validator, &def.input_schema, args) else {
@@ -289,12 +282,12 @@ pub fn meta_arguments(tool: &str, schema: &quiver_catalog::MetaSchema, args: &Va
 
 /// Checks a successful result against the tool's output schema (its `shape` first, as
 /// [`arguments`] does).
-pub(crate) fn output(tool: &str, def: &ToolDef, shape: Option<&Shape>, outputs: &Value) -> Result<(), ToolError> {
-    let (Some(validator), Some(schema)) = (&def.output_validator, &def.output_schema) else {
+pub(crate) fn output(tool: &str, def: &ToolDef, outputs: &Value) -> Result<(), ToolError> {
+    let (Some(tool_validator), Some(schema)) = (&def.output_validator, &def.output_schema) else {
         return Ok(());
     };
-    let validator = validator.get().map_err(|e| uncompiled(tool, "output", e))?;
-    if shape.is_some_and(|s| s.accepts_value(outputs)) {
+    let validator = tool_validator.get().map_err(|e| uncompiled(tool, "output", e))?;
+    if tool_validator.shape().is_some_and(|s| s.accepts_value(outputs)) {
         return Ok(());
     }
     let Some((list, total)) = issues(validator, schema, outputs) else {
