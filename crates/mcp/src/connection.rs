@@ -584,15 +584,20 @@ impl Connection {
     ) -> Result<Routed, ErrorData> {
         let name = params.name.into_owned();
         let arguments = Value::Object(params.arguments.unwrap_or_default());
-        // The tool and arguments a repeated malformed call is judged by (inside `run_tool`).
+        // The tool and arguments a repeated malformed call is judged by (inside `run_tool`), and
+        // for `run_tool`, its envelope: a mistake in `run_tool`'s own fields counts against
+        // `run_tool` with that envelope, not against the tool it names.
         let (target, target_args) = match (name == RUN_TOOL, arguments.get("name").and_then(Value::as_str)) {
             (true, Some(inner)) => (inner.to_owned(), arguments.get("arguments").cloned().unwrap_or(Value::Null)),
             _ => (name.clone(), arguments.clone()),
         };
+        let envelope = (name == RUN_TOOL && target != RUN_TOOL).then(|| arguments.clone());
         {
             let mut state = live.lock();
             state.session.next_turn();
-            if let Some(refusal) = state.session.repeats.refusal(&target, &target_args) {
+            let repeats = &state.session.repeats;
+            let refused = envelope.as_ref().and_then(|e| repeats.refusal(RUN_TOOL, e));
+            if let Some(refusal) = refused.or_else(|| repeats.refusal(&target, &target_args)) {
                 return Ok(Routed::Answered(
                     tool_error(
                         quiver_abi::ToolError::invalid(refusal).with_details(json!({ "hint": { "level": "refused" } })),
@@ -661,7 +666,11 @@ impl Connection {
             return Err(e);
         }
         let mut outcome = outcome;
-        self.escalate(live, &target, &target_args, &mut outcome);
+        // A `run_tool` call the router refused before reaching any tool: its envelope was wrong.
+        match envelope {
+            Some(envelope) if outcome.meta.tool().is_none() => self.escalate(live, RUN_TOOL, &envelope, &mut outcome),
+            _ => self.escalate(live, &target, &target_args, &mut outcome),
+        }
         if live.mode.uses_intent() {
             self.note_call(live, &target).await;
         }

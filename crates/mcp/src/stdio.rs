@@ -17,7 +17,9 @@
 //! Answers go out as they are ready, not in request order (JSON-RPC matches them by id, and
 //! `rmcp` answers the requests it serves in the order they finish too).
 //! While the input already holds the next request, the lane's response lines are held back
-//! (a few KiB at most) and written together once the input runs dry.
+//! (a few KiB at most) and written together once the input runs dry. When the client closes
+//! its input, the lane's calls in flight are still answered (each under its own deadline)
+//! before the session ends, and a last line without its newline is read as a line.
 
 use std::collections::HashMap;
 use std::future::poll_fn;
@@ -133,7 +135,8 @@ impl<R: AsyncRead + Unpin> Lines<R> {
                     Err(e) => return LineRead::Io(e),
                 };
                 if available.is_empty() {
-                    return LineRead::Eof;
+                    // A last line without its newline is a line all the same.
+                    return if self.discarding || self.line.is_empty() { LineRead::Eof } else { LineRead::Line };
                 }
                 let newline = available.iter().position(|b| *b == b'\n');
                 let take = newline.map_or(available.len(), |i| i + 1);
@@ -389,6 +392,20 @@ impl CallLane {
         Poll::Pending
     }
 
+    /// Drives the calls in flight until each has answered and every response line is written
+    /// (the input ended); ready then.
+    fn poll_drain<W: AsyncWrite + Send + Unpin + 'static>(
+        &mut self,
+        cx: &mut Context<'_>,
+        outbox: &mut Outbox<W>,
+    ) -> Poll<()> {
+        let _ = self.poll_progress(cx, outbox, false);
+        if !self.in_flight.is_empty() {
+            return Poll::Pending;
+        }
+        outbox.poll_drain(cx)
+    }
+
     /// `notifications/cancelled` for `id`: a lane call in flight is cancelled and will not be
     /// answered.
     fn cancel(&mut self, id: &RequestId) {
@@ -574,7 +591,15 @@ where
                     self.answer(ServerJsonRpcMessage::error(too_large(self.lines.max_bytes), None));
                     continue;
                 }
-                LineRead::Eof => return None,
+                LineRead::Eof => {
+                    // The client closed its input: the calls it sent are still answered (a
+                    // client piping in a file of requests expects every answer) before the
+                    // session ends. Each runs under its own deadline; a client that wants them
+                    // gone sends `notifications/cancelled` first, or ends the process.
+                    let LineTransport { lane, outbox, .. } = self;
+                    poll_fn(|cx| lane.poll_drain(cx, outbox)).await;
+                    return None;
+                }
                 LineRead::Io(e) => {
                     tracing::info!(error = %e, "cannot read from the client");
                     return None;

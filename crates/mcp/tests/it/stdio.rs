@@ -374,6 +374,30 @@ async fn cancellation_reaches_the_call() {
     assert_eq!(c.request("ping", json!({})).await["result"], json!({}));
 }
 
+/// A client that closes its input after its last request (`quiver serve < requests.jsonl`)
+/// still gets an answer to every request it sent: the calls in flight are answered before the
+/// session ends, and a last line without its newline is read as a line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_sent_before_the_input_closes_is_answered() {
+    use tokio::io::AsyncWriteExt;
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("eof-test", json!({})).await;
+    c.send(r#"{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"marker_sleep","arguments":{"ms":300}}}"#).await;
+    c.send(r#"{"jsonrpc":"2.0","id":"echo","method":"tools/call","params":{"name":"marker_echo","arguments":{"text":"x"}}}"#).await;
+    c.send_raw(br#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#).await;
+    c.write.shutdown().await.unwrap();
+    let mut answered = Vec::new();
+    while let Some(v) = c.next_or_end().await {
+        if let Some(id) = v["id"].as_str() {
+            assert!(v.get("result").is_some(), "{v}");
+            answered.push(id.to_owned());
+        }
+    }
+    answered.sort();
+    assert_eq!(answered, ["echo", "last", "slow"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rescan_that_changes_the_surface_notifies_the_session() {
     let f = Fixture::new(ExposureMode::Full, options());
@@ -497,6 +521,29 @@ async fn repeated_malformed_calls_get_escalating_hints_then_a_refusal() {
     // A corrected call runs, and clears the record.
     let r = c.call("marker_echo", json!({ "text": "fixed" })).await;
     assert_ne!(r["result"]["isError"], true, "{r}");
+}
+
+/// Mistakes in `run_tool`'s own fields count against `run_tool` with those arguments, not
+/// against the tool it names: after three envelopes with a stray field, the same tool called
+/// correctly (directly or through `run_tool`) runs, and the third such envelope is the one
+/// refused on its next repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_tool_envelope_mistakes_do_not_lock_out_the_tool_they_name() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("hint-client", json!({})).await;
+    let stray = json!({ "name": "marker_echo", "arguments": { "text": "hi" }, "x": 1 });
+    for _ in 0..3 {
+        let r = c.call("run_tool", stray.clone()).await;
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(!r.to_string().contains("refused without running"), "{r}");
+    }
+    let r = c.call("marker_echo", json!({ "text": "hi" })).await;
+    assert_ne!(r["result"]["isError"], true, "a valid direct call was refused: {r}");
+    let r = c.call("run_tool", json!({ "name": "marker_echo", "arguments": { "text": "hi" } })).await;
+    assert_ne!(r["result"]["isError"], true, "a valid call through run_tool was refused: {r}");
+    let r = c.call("run_tool", stray.clone()).await;
+    assert!(r.to_string().contains("refused without running"), "the repeated envelope ran again: {r}");
 }
 
 /// A malformed `run_tool` envelope (here: naming a meta tool) gets a hint about `run_tool`'s own

@@ -125,6 +125,13 @@ impl RawClient {
         self.send(&v.to_string()).await;
     }
 
+    /// The next line from the server, or `None` once it closed its output.
+    pub async fn next_or_end(&mut self) -> Option<Value> {
+        let line =
+            tokio::time::timeout(WAIT, self.lines.next_line()).await.expect("the server answered or ended in time");
+        line.expect("read").map(|l| serde_json::from_str(&l).expect("a JSON line"))
+    }
+
     /// The next line from the server.
     pub async fn recv(&mut self) -> Value {
         let line = tokio::time::timeout(WAIT, self.lines.next_line())
