@@ -57,7 +57,7 @@ pub use model::{
     PathDefault, PathGrant, Policies, PolicySpec, RateLimit, RateLimits, ReportFile, SandboxSpec, SessionHooks,
     SideEffects, ToolSpec,
 };
-pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA};
+pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA, edit_distance};
 pub use secret::{MAX_SECRET_FILE_BYTES, Secret, SecretError, SecretRef};
 pub use signature::{
     BUNDLE_COMMENT_PREFIX, KeyError, KeyPair, PublicKey, SignatureError, TrustedKey, TrustedKeys, Verified,

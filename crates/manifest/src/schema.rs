@@ -323,8 +323,9 @@ fn article(type_name: &str) -> String {
     }
 }
 
-/// Levenshtein distance, for "did you mean" suggestions.
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance over characters, for "did you mean" suggestions (here, the router's
+/// unknown tool names and the CLI's configuration entries).
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -55,9 +55,7 @@ impl PublicKey {
             ));
         }
         let inner = minisign_verify::PublicKey::from_base64(line).map_err(|_| {
-            KeyError::new(
-                "not a minisign public key: the key line must be 56 base64 characters (it starts with `RWQ` or `RWS`)",
-            )
+            KeyError::new("not a minisign public key: the key line must be 56 base64 characters (it starts with `RW`)")
         })?;
         let bytes = decode_base64(line).filter(|b| b.len() == 42 && b[..2] == *b"Ed").ok_or_else(|| {
             KeyError::new(

@@ -32,9 +32,19 @@ pub(crate) fn parse(text: &str) -> Result<Value, Vec<Issue>> {
         return Err(vec![issue]);
     }
     let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| {
-        let at = e.location().map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
         let full = e.to_string();
         let message = strip_location(&full);
+        let location = e.location().map(|l| (l.line(), l.column()));
+        if let Some(key) = duplicate_key(message)
+            && let Some((line, column)) = location.and_then(|(l, c)| second_entry(text, l, c, key))
+        {
+            return vec![Issue::new(
+                DOCUMENT,
+                format!("not valid YAML at line {line} column {column}: {message} (entered again here)"),
+                format!("keep one `{key}` entry of that mapping: YAML allows each key once"),
+            )];
+        }
+        let at = location.map(|(l, c)| format!(" at line {l} column {c}")).unwrap_or_default();
         vec![Issue::new(
             DOCUMENT,
             format!("not valid YAML{at}: {message}"),
@@ -44,6 +54,40 @@ pub(crate) fn parse(text: &str) -> Result<Value, Vec<Issue>> {
     let mut issues = Vec::new();
     let value = to_json(yaml, &At::Root, &mut issues);
     if issues.is_empty() { Ok(value) } else { Err(issues) }
+}
+
+/// The key of serde_yaml's "duplicate entry with key \"K\"" error (a plain key), if it is one.
+fn duplicate_key(message: &str) -> Option<&str> {
+    let key = message.split("duplicate entry with key \"").nth(1)?.strip_suffix('"')?;
+    (!key.is_empty() && !key.contains(['"', '\\'])).then_some(key)
+}
+
+/// Where `key` is entered the second time in the block mapping whose first entry serde_yaml
+/// reports at `line`/`column` (1-based; it points at the mapping, not at the duplicate): the
+/// second line from there, at that indentation, that starts with `key:`. `None` when the
+/// mapping is not written in block style that way (the reported location then stands).
+fn second_entry(text: &str, line: usize, column: usize, key: &str) -> Option<(usize, usize)> {
+    let indent = column.checked_sub(1)?;
+    let mut seen = 0;
+    for (n, l) in text.lines().enumerate().skip(line.checked_sub(1)?) {
+        let (lead, rest) = l.split_at(l.len() - l.trim_start_matches(' ').len());
+        if rest.is_empty() || rest.starts_with('#') {
+            continue;
+        }
+        if lead.len() < indent && n + 1 > line {
+            return None;
+        }
+        let rest = rest.strip_prefix("- ").filter(|_| lead.len() + 2 == indent).unwrap_or(rest);
+        if (lead.len() == indent || l.len() - rest.len() == indent)
+            && rest.strip_prefix(key).is_some_and(|r| r.trim_start_matches(' ').starts_with(':'))
+        {
+            seen += 1;
+            if seen == 2 {
+                return Some((n + 1, indent + 1));
+            }
+        }
+    }
+    None
 }
 
 /// serde_yaml appends " at line L column C"; the location is reported separately.
@@ -376,5 +420,20 @@ mod tests {
         assert!(issues[0].message.starts_with("not valid YAML at line"), "{issues:?}");
         let issues = parse("a: 1\na: 2\n").unwrap_err();
         assert!(issues[0].message.contains("duplicate"), "{issues:?}");
+    }
+
+    /// A duplicate key is reported where it is entered again, not where its mapping starts.
+    #[test]
+    fn a_duplicate_key_is_placed_at_its_second_entry() {
+        let at = |text: &str| {
+            let issues = parse(text).unwrap_err();
+            assert!(issues[0].message.contains("duplicate"), "{issues:?}");
+            assert!(issues[0].fix.contains("keep one"), "{issues:?}");
+            let m = &issues[0].message;
+            m[m.find("line ").unwrap()..m.find(": ").unwrap()].to_owned()
+        };
+        assert_eq!(at("config_version: 1\nplugins_dir: p\nstrict: false\n# note\nstrict: true\n"), "line 5 column 1");
+        assert_eq!(at("a: 1\nrouter:\n  x: 3\n\n  breaker: 4\n  breaker: 5\nb: 2\n"), "line 6 column 3");
+        assert_eq!(at("keys:\n  - name: a\n    path: p\n    path: q\n"), "line 4 column 5");
     }
 }
