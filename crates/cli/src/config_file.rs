@@ -54,8 +54,9 @@ pub fn user_config_path(xdg_config_home: Option<&str>, home: Option<&str>) -> Op
 pub fn locate(explicit: Option<&Path>, cwd: &Path) -> Result<Option<(PathBuf, Origin)>> {
     if let Some(path) = explicit {
         if !path.is_file() {
+            let what = if path.is_dir() { "is a folder, not a file" } else { "does not exist" };
             bail!(
-                "configuration file {} does not exist; pass an existing file to --config (or QUIVER_CONFIG), or leave \
+                "configuration file {} {what}; pass an existing file to --config (or QUIVER_CONFIG), or leave \
                  both out to use ./{CONFIG_FILE}, the XDG config folder's quiver/{CONFIG_FILE} or the built-in defaults",
                 path.display()
             );

@@ -143,14 +143,15 @@ impl std::error::Error for Reported {}
 
 /// Sends logs to stderr (through `quiver_telemetry`, which never writes to stdout), as text or
 /// JSON ([`telemetry`]), and for `serve` exports traces when an OTLP endpoint is configured.
-/// Default level: warnings, minus the loader's per-bundle ones (the commands report rejected
-/// bundles themselves); `-v` info, `-vv` debug; `RUST_LOG` overrides all of it.
+/// Default level: warnings, minus the loader's reports of rejected bundles and catalog
+/// warnings (target `quiver_lifecycle::reported`: the commands print those themselves, `serve`
+/// for every rescan too); `-v` info, `-vv` debug; `RUST_LOG` overrides all of it.
 fn init_logging(g: &GlobalArgs, command: &Command) -> Result<quiver_telemetry::TelemetryGuard, String> {
     let verbose = g.verbose;
     if std::env::var_os("RUST_LOG").is_none() {
         let filter = match verbose {
             // rmcp logs every JSON-RPC error response it sends as a warning: noise in a client's log.
-            0 => "warn,quiver_lifecycle=error,rmcp=error",
+            0 => "warn,quiver_lifecycle::reported=off,rmcp=error",
             1 => "info",
             _ => "debug",
         };

@@ -42,12 +42,7 @@ impl Settings {
         let cwd = std::env::current_dir().context("cannot determine the current folder")?;
         let (config, config_path, base_dir) = locate_and_read(g, &cwd)?;
         let plugins_override = g.plugins.as_ref().map(|p| absolute(&cwd, p));
-        let settings = Settings::resolve(config, config_path, base_dir, plugins_override)?;
-        // Resolving made the state folder (a first start): the configuration's check is kept there.
-        if let Some(path) = &settings.config_path {
-            crate::config_file::keep_unrecorded_check(&cwd.join(path));
-        }
-        Ok(settings)
+        Settings::resolve(config, config_path, base_dir, plugins_override)
     }
 
     /// Resolves a configuration read from `config_path` (for messages) against `base_dir`.
@@ -91,8 +86,9 @@ impl Settings {
                 max_library_bytes: config.max_library_bytes,
                 strict: config.strict,
                 revoked: config.revoked.clone(),
+                // Checked by every command; raised only by `serve` ([`Settings::raise_rollback`]).
                 rollback: Some(Arc::new(
-                    quiver_lifecycle::RollbackStore::open(&base_dir.join(&config.state_dir))
+                    quiver_lifecycle::RollbackStore::checking(&base_dir.join(&config.state_dir))
                         .map_err(|e| anyhow::anyhow!("{origin}: state_dir: {e}"))?,
                 )),
                 secrets: secret_status,
@@ -109,6 +105,22 @@ impl Settings {
         };
         let search = search_setup(&config, &base_dir, &origin)?;
         Ok(Settings { config, config_path, base_dir, host, secrets, search })
+    }
+
+    /// The rollback record of `state_dir`, opened to be raised by the versions this host
+    /// accepts (`serve`) or changed on purpose (`quiver rollback`); other commands only check
+    /// against it. Creates the state folder.
+    pub fn raise_rollback(&mut self) -> Result<Arc<quiver_lifecycle::RollbackStore>> {
+        let store = quiver_lifecycle::RollbackStore::open(&self.base_dir.join(&self.config.state_dir))
+            .map_err(|e| anyhow::anyhow!("{}: state_dir: {e}", self.origin()))?;
+        let store = Arc::new(store);
+        self.host.verify.rollback = Some(store.clone());
+        // Opening it made the state folder (a first start): the configuration's check is kept
+        // there.
+        if let (Some(path), Ok(cwd)) = (&self.config_path, std::env::current_dir()) {
+            crate::config_file::keep_unrecorded_check(&cwd.join(path));
+        }
+        Ok(store)
     }
 
     /// Reads the plugin secrets again (an operator rotated a file or variable), starting from
@@ -187,6 +199,13 @@ impl Settings {
 
     /// [`Settings::start_host`], also returning the first scan's report (for metrics).
     pub fn start_host_reporting(&self) -> Result<(Arc<Host>, quiver_lifecycle::ScanReport)> {
+        if self.host.plugins_dir.exists() && !self.host.plugins_dir.is_dir() {
+            bail!(
+                "plugins folder {} is a file, not a folder (plugins_dir in {}, or --plugins); point it at the folder that holds the bundles",
+                self.host.plugins_dir.display(),
+                self.origin()
+            );
+        }
         if !self.host.plugins_dir.is_dir() {
             bail!(
                 "plugins folder {} does not exist (plugins_dir in {}, or --plugins); build the bundled plugins with `cargo xtask build-plugins`",
@@ -204,25 +223,62 @@ impl Settings {
             )));
         }
         let report = host.rescan();
-        for e in &report.rejected {
-            if e.stage == quiver_lifecycle::Stage::Upstream {
-                crate::telemetry::notice("WARN", &format!("upstream {}: {}", e.bundle.display(), e.message));
-            } else {
-                crate::telemetry::notice(
-                    "WARN",
-                    &format!(
-                        "rejected bundle {}: {} check failed: {}",
-                        e.bundle.display(),
-                        e.stage.as_str(),
-                        e.message
-                    ),
-                );
-            }
-        }
-        for w in host.catalog().warnings() {
+        report_rejections(&report);
+        let catalog = host.catalog();
+        for w in catalog.warnings() {
             crate::telemetry::notice("WARN", &format!("warning: {w}"));
         }
+        self.warn_unmatched_plugin_entries(&catalog);
         Ok((Arc::new(host), report))
+    }
+
+    /// Warns about each `isolation.plugins` and `plugin_config` entry that names no loaded
+    /// plugin: such an entry does nothing, and a misspelt id in `isolation.plugins` would leave
+    /// the plugin it meant running where trust alone puts it (a first-party bundle: in the host
+    /// process, unsandboxed). Not an error: the plugin may not be installed yet, or failed its
+    /// checks (reported above).
+    fn warn_unmatched_plugin_entries(&self, catalog: &quiver_catalog::Catalog) {
+        let loaded: Vec<&str> = catalog.plugins().iter().map(|p| p.id()).collect();
+        let entries = self.config.isolation.plugins.keys().map(|id| ("isolation.plugins", id));
+        let entries = entries.chain(self.config.plugin_config.keys().map(|id| ("plugin_config", id)));
+        for (field, id) in entries {
+            if loaded.contains(&id.as_str()) {
+                continue;
+            }
+            let close = loaded
+                .iter()
+                .map(|l| (quiver_manifest::edit_distance(id, l), l))
+                .filter(|(d, l)| *d <= 2.max(l.len() / 4))
+                .min();
+            let hint = match close {
+                Some((_, l)) => format!("did you mean `{l}`? "),
+                None if loaded.is_empty() => String::new(),
+                None => format!("loaded plugins: {}. ", loaded.join(", ")),
+            };
+            crate::telemetry::notice(
+                "WARN",
+                &format!(
+                    "warning: {field}.{id} in {} names no loaded plugin, so it has no effect; {hint}Use a plugin id as `quiver list` shows it",
+                    self.origin()
+                ),
+            );
+        }
+    }
+}
+
+/// The operator's notice (stderr) for each bundle or upstream a scan rejected: the first scan's
+/// of every command, and each later scan's of `serve` (a rejection is reported once until the
+/// bundle's files change; the last good version keeps serving).
+pub fn report_rejections(report: &quiver_lifecycle::ScanReport) {
+    for e in &report.rejected {
+        if e.stage == quiver_lifecycle::Stage::Upstream {
+            crate::telemetry::notice("WARN", &format!("upstream {}: {}", e.bundle.display(), e.message));
+        } else {
+            crate::telemetry::notice(
+                "WARN",
+                &format!("rejected bundle {}: {} check failed: {}", e.bundle.display(), e.stage.as_str(), e.message),
+            );
+        }
     }
 }
 
@@ -318,8 +374,18 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
 }
 
 fn read_config(path: &Path) -> Result<HostConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let read = &e.as_bytes()[..at];
+        let line = read.iter().filter(|b| **b == b'\n').count() + 1;
+        let column = at - read.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+        anyhow::anyhow!(
+            "{}: not UTF-8 text: the byte at line {line}, column {column} (offset {at}) is not part of a UTF-8 character; save the file as UTF-8",
+            path.display()
+        )
+    })?;
     Ok(crate::config_file::parse(path, &text, &path.display().to_string())?)
 }
 
@@ -439,23 +505,26 @@ mod tests {
     }
 
     /// A first start reads the configuration before its state folder exists; the record that
-    /// its text passed the schema check is kept once loading the settings has made that folder,
-    /// so the next start skips the check.
+    /// its text passed the schema check is kept once `serve` has made that folder (opening its
+    /// rollback record to raise it), so the next start skips the check. Loading the settings
+    /// alone (every other command) creates no folder.
     #[test]
-    fn a_first_load_records_the_configuration_check_in_the_state_folder_it_creates() {
+    fn a_first_serve_records_the_configuration_check_in_the_state_folder_it_creates() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("quiver.yaml");
         std::fs::write(&path, "state_dir: state\nrescan_interval_ms: 4321\n").unwrap();
         let g = crate::GlobalArgs { plugins: None, config: Some(path), json: false, verbose: 0, log_format: None };
         let record = dir.path().join("state").join(quiver_lifecycle::record::LOG_FILE);
-        let s = Settings::load(&g).unwrap();
+        let mut s = Settings::load(&g).unwrap();
         assert_eq!(s.config.rescan_interval_ms, 4321);
-        assert!(dir.path().join("state").is_dir(), "loading the settings makes the state folder");
+        assert!(!dir.path().join("state").exists(), "loading the settings made the state folder");
+        s.raise_rollback().unwrap();
+        assert!(dir.path().join("state").is_dir(), "opening the rollback record to raise it makes the state folder");
         let kept = std::fs::read_to_string(&record).expect("the configuration check is recorded on a first load");
         assert_eq!(kept.lines().count(), 1, "{kept}");
         assert_eq!(kept.trim_end().len(), 64, "{kept}");
         // A second load of the same text in this process changes nothing.
-        Settings::load(&g).unwrap();
+        Settings::load(&g).unwrap().raise_rollback().unwrap();
         assert_eq!(std::fs::read_to_string(&record).unwrap(), kept);
     }
 

@@ -269,7 +269,8 @@ impl Host {
         match Catalog::build_with(entries, self.settings.conflicts, &self.search) {
             Ok(c) => {
                 for w in c.warnings() {
-                    tracing::warn!(warning = %w, "catalog");
+                    // The `quiver` commands print these themselves.
+                    tracing::warn!(target: "quiver_lifecycle::reported", warning = %w, "catalog");
                 }
                 let c = Arc::new(c);
                 self.catalog.store(c.clone());

@@ -45,6 +45,8 @@ struct RecordFile {
 pub struct RollbackStore {
     dir: PathBuf,
     plugins: Mutex<BTreeMap<String, Accepted>>,
+    /// False for a store that only checks ([`RollbackStore::checking`]).
+    raises: bool,
     /// Record files written (tests: one write per scan).
     #[cfg(test)]
     pub(crate) writes: std::sync::atomic::AtomicUsize,
@@ -77,9 +79,31 @@ impl RollbackStore {
         Ok(RollbackStore {
             dir: dir.to_owned(),
             plugins: Mutex::new(plugins),
+            raises: true,
             #[cfg(test)]
             writes: Default::default(),
         })
+    }
+
+    /// The record of the state folder `dir` for a host that only checks against it and never
+    /// raises it ([`RollbackStore::record_all`] writes nothing): commands that inspect plugins
+    /// (`quiver list`, `surface`, `call`, ...) may be pointed at another folder (`--plugins`), and
+    /// a newer version seen there must not lock the served one out. A missing folder or record
+    /// is an empty record (nothing is created); an unreadable one is an error, as for
+    /// [`RollbackStore::open`].
+    pub fn checking(dir: &Path) -> Result<RollbackStore, String> {
+        let store = if dir.join(ROLLBACK_FILE).exists() {
+            RollbackStore::open(dir)?
+        } else {
+            RollbackStore {
+                dir: dir.to_owned(),
+                plugins: Mutex::new(BTreeMap::new()),
+                raises: true,
+                #[cfg(test)]
+                writes: Default::default(),
+            }
+        };
+        Ok(RollbackStore { raises: false, ..store })
     }
 
     /// The state folder.
@@ -130,11 +154,15 @@ impl RollbackStore {
 
     /// Records every accepted `(id, version, sha256)` of one scan and rewrites the file once
     /// (one `fsync` per scan, not per bundle: at start-up every bundle is accepted in the same
-    /// scan). Only raises the record; nothing is written when nothing was raised.
+    /// scan). Only raises the record; nothing is written when nothing was raised, nor ever by a
+    /// store that only checks ([`RollbackStore::checking`]).
     pub fn record_all<'a>(
         &self,
         accepted: impl IntoIterator<Item = (&'a str, &'a semver::Version, &'a str)>,
     ) -> Result<(), String> {
+        if !self.raises {
+            return Ok(());
+        }
         let mut plugins = self.plugins.lock().unwrap_or_else(|e| e.into_inner());
         let mut raised = false;
         for (id, version, sha256) in accepted {

@@ -327,7 +327,9 @@ impl BundleSource {
                 }
                 let key = (err.stage, err.message.clone());
                 if entry.last_error.as_ref() != Some(&key) {
-                    tracing::warn!(bundle = %path.display(), stage = err.stage.as_str(), error = %err.message, "bundle rejected; keeping the last good state");
+                    // Target `quiver_lifecycle::reported`: the `quiver` commands print it
+                    // themselves (`ScanReport::rejected`).
+                    tracing::warn!(target: "quiver_lifecycle::reported", bundle = %path.display(), stage = err.stage.as_str(), error = %err.message, "bundle rejected; keeping the last good state");
                     entry.last_error = Some(key);
                     report.rejected.push(err);
                 }
@@ -1092,8 +1094,7 @@ impl ToolSource for BundleSource {
         };
         for lib in &orphans {
             if state.orphans.insert(lib.clone()) {
-                // Its own target: the CLI keeps this crate's per-bundle logs quiet (commands
-                // report rejected bundles themselves), but nothing else reports this one.
+                // Its own target: nothing else reports this one.
                 tracing::warn!(
                     target: "quiver::plugins",
                     library = %lib.display(),

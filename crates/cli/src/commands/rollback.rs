@@ -3,7 +3,7 @@
 //! lower signed version now in the plugins folder; logged with the reason in
 //! `STATE_DIR/rollback.log`.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
 
 use crate::GlobalArgs;
@@ -22,8 +22,8 @@ pub fn run(g: &GlobalArgs, a: &RollbackArgs) -> Result<()> {
     if a.reason.trim().is_empty() {
         return Err(crate::UsageError("--reason must say why the plugin is rolled back".to_owned()).into());
     }
-    let settings = Settings::load(g)?;
-    let Some(store) = &settings.host.verify.rollback else { bail!("no state folder is configured (state_dir)") };
+    let mut settings = Settings::load(g)?;
+    let store = settings.raise_rollback()?;
     let forgotten = store.allow_rollback(&a.plugin, &a.reason).map_err(anyhow::Error::msg)?;
     let log = store.dir().join(quiver_lifecycle::ROLLBACK_LOG);
     match forgotten {

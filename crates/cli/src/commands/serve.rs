@@ -109,6 +109,21 @@ fn watch_host(metrics: &Arc<Metrics>, dashboard: Option<&Arc<Dashboard>>, host: 
     });
 }
 
+/// Tells the operator (stderr) what later scans rejected, and the catalog warnings a rebuild
+/// adds (the first scan's were reported by [`Settings::start_host_reporting`]): a bundle broken
+/// on disk keeps its last good version serving, and is reported once until its files change.
+fn report_rescans(host: &Arc<Host>) {
+    host.on_scan(crate::settings::report_rejections);
+    let shown = std::sync::Mutex::new(host.catalog().warnings().to_vec());
+    host.on_change(move |_, catalog| {
+        let mut shown = shown.lock().unwrap_or_else(|e| e.into_inner());
+        for w in catalog.warnings().iter().filter(|w| !shown.contains(w)) {
+            crate::telemetry::notice("WARN", &format!("warning: {w}"));
+        }
+        *shown = catalog.warnings().to_vec();
+    });
+}
+
 /// The session store of `sessions.store`. On stdio the in-memory store would end with the
 /// process, so sessions there are kept in files (`state_dir/sessions`) unless Redis is
 /// configured. A Redis store is checked (PING) before serving.
@@ -168,6 +183,8 @@ fn watch_secrets(settings: &Settings, host: &Arc<Host>, router: &Arc<Router>) {
 
 pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     let mut settings = Settings::load(g)?;
+    // The versions this host serves raise the rollback record (other commands only check it).
+    settings.raise_rollback()?;
     // Worker plugins started before are listed at once from their verified manifest and the
     // load report their worker gave for the same library bytes; their workers start behind
     // `initialize` (docs/ARCHITECTURE.md, "Start-up").
@@ -202,6 +219,7 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         let profiles = settings.config.profiles.iter().map(|(n, p)| SessionProfile::from_config(n, p)).collect();
         Arc::new(Dashboard::new(profiles))
     });
+    report_rescans(&host);
     if let Some(m) = &metrics {
         watch_host(m, dashboard.as_ref(), &host, &first_scan);
     }

@@ -491,7 +491,12 @@ fn serve_refuses_a_public_bind_without_auth() {
 #[test]
 fn the_rollback_record_persists_and_rolling_back_is_explicit_and_logged() {
     let p = Project::new();
+    // Inspecting commands check against the record but never raise it: `quiver list --plugins
+    // STAGING` of a newer version must not lock the served one out.
     p.quiver(&["list"]).success();
+    assert!(!p.path(".quiver-state/rollback.json").exists(), "`quiver list` wrote the rollback record");
+    // `serve` raises it (its first scan runs before stdin is read; stdin is empty here).
+    p.quiver(&["serve"]).success();
     let record = fs::read_to_string(p.path(".quiver-state/rollback.json")).unwrap();
     assert!(record.contains("marker-plugin") && record.contains("0.1.0"), "{record}");
     let run = p.quiver(&["rollback", "marker-plugin", "--reason", "bad release"]).success();
@@ -502,6 +507,89 @@ fn the_rollback_record_persists_and_rolling_back_is_explicit_and_logged() {
     assert!(log.contains("bad release") && log.contains("marker-plugin"), "{log}");
     // A reason is required.
     p.quiver(&["rollback", "marker-plugin", "--reason", " "]).failure(2);
+}
+
+#[test]
+fn serve_reports_a_bundle_its_rescan_rejects_without_verbose_logging() {
+    let p = Project::new();
+    fs::write(
+        p.path("quiver.yaml"),
+        "plugins_dir: plugins\nrescan_interval_ms: 100\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(QUIVER)
+        .current_dir(p.dir.path())
+        .arg("serve")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // The manifest edited after signing: the next rescan refuses it and keeps the last good
+    // version serving; the operator must hear of it at the default log level.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut text = fs::read_to_string(p.manifest()).unwrap();
+    text.push_str("\n# edited after signing\n");
+    fs::write(p.manifest(), text).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    let found = loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(line) => {
+                let hit =
+                    line.contains("rejected bundle") && line.contains("marker.tool.yaml") && line.contains("signature");
+                seen.push(line);
+                if hit {
+                    break true;
+                }
+            }
+            Err(_) if std::time::Instant::now() > deadline => break false,
+            Err(_) => {}
+        }
+    };
+    drop(child.stdin.take());
+    let _ = child.wait();
+    assert!(found, "no notice of the rejected bundle on stderr:\n{}", seen.join("\n"));
+    assert_eq!(seen.iter().filter(|l| l.contains("rejected bundle")).count(), 1, "{seen:?}");
+}
+
+#[test]
+fn a_configuration_entry_naming_no_loaded_plugin_is_warned_about() {
+    let p = Project::new();
+    fs::write(
+        p.path("quiver.yaml"),
+        "plugins_dir: plugins\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\n\
+         isolation:\n  plugins:\n    marker-plugn: process\nplugin_config:\n  markerplugin: {a: 1}\n",
+    )
+    .unwrap();
+    let err = p.quiver(&["list"]).success().stderr();
+    for entry in ["isolation.plugins.marker-plugn", "plugin_config.markerplugin"] {
+        let line =
+            err.lines().find(|l| l.contains(entry)).unwrap_or_else(|| panic!("{entry} not warned about:\n{err}"));
+        assert!(line.contains("quiver.yaml") && line.contains("`marker-plugin`"), "{line}");
+    }
+}
+
+#[test]
+fn paths_of_the_wrong_kind_and_non_utf8_configurations_are_named_as_such() {
+    let p = Project::new();
+    fs::create_dir(p.path("conf.d")).unwrap();
+    let err = p.quiver(&["--config", "conf.d", "list"]).failure(1).stderr();
+    assert!(err.contains("conf.d is a folder, not a file"), "{err}");
+    fs::write(p.path("plugins.txt"), "x").unwrap();
+    let err = p.quiver(&["--plugins", "plugins.txt", "list"]).failure(1).stderr();
+    assert!(err.contains("plugins.txt is a file, not a folder") && !err.contains("build-plugins"), "{err}");
+    fs::write(p.path("latin1.yaml"), b"plugins_dir: plugins\n# caf\xe9\n").unwrap();
+    let err = p.quiver(&["--config", "latin1.yaml", "list"]).failure(1).stderr();
+    assert!(err.contains("latin1.yaml: not UTF-8") && err.contains("line 2, column 6"), "{err}");
 }
 
 #[test]
