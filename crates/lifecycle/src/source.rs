@@ -168,6 +168,18 @@ struct ScanState {
     plugins: BTreeMap<String, Arc<PluginEntry>>,
     /// Libraries (`.so` files) seen without a manifest, reported once each.
     orphans: BTreeSet<PathBuf>,
+    /// Symbolic links to folders in the plugins folder (not scanned), reported once each.
+    linked: BTreeSet<PathBuf>,
+}
+
+/// What a look at the plugins folder found ([`BundleSource::find`]).
+struct Found {
+    /// Manifests, sorted (a symbolic link named like one too: its check refuses it by name).
+    manifests: Vec<PathBuf>,
+    /// Libraries beside no manifest.
+    orphans: Vec<PathBuf>,
+    /// Symbolic links to folders, which are not scanned.
+    linked: Vec<PathBuf>,
 }
 
 #[cfg(test)]
@@ -208,20 +220,25 @@ impl BundleSource {
 
     /// Bundle manifests in the plugins folder, sorted: `*.tool.yaml` in it and in each direct
     /// subfolder (hidden entries skipped); with the libraries found beside no manifest.
-    fn find(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    fn find(dir: &Path) -> std::io::Result<Found> {
         let mut manifests = Vec::new();
         let mut libraries = Vec::new();
+        let mut linked = Vec::new();
         let name_of = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_owned).unwrap_or_default();
         let is_manifest = |n: &str| n.ends_with(".tool.yaml") && n.len() > ".tool.yaml".len();
         let is_library = |n: &str| n.ends_with(std::env::consts::DLL_SUFFIX);
-        let mut visit = |p: PathBuf, is_file: bool| {
+        // A manifest that is a symbolic link is kept: its check (files are opened without
+        // following links) refuses it with a reason, where passing it over would read as a
+        // removed bundle (its last good version dropped) and its library as one without a
+        // manifest.
+        let mut visit = |p: PathBuf, t: fs::FileType| {
             let n = name_of(&p);
-            if n.starts_with('.') || !is_file {
+            if n.starts_with('.') || !(t.is_file() || t.is_symlink()) {
                 return;
             }
             if is_manifest(&n) {
                 manifests.push(p);
-            } else if is_library(&n) {
+            } else if is_library(&n) && t.is_file() {
                 libraries.push(p);
             }
         };
@@ -229,16 +246,21 @@ impl BundleSource {
         for e in fs::read_dir(dir)? {
             let e = e?;
             let ft = e.file_type()?;
-            if ft.is_dir() && !e.file_name().to_string_lossy().starts_with('.') {
+            let hidden = e.file_name().to_string_lossy().starts_with('.');
+            if ft.is_dir() && !hidden {
                 subdirs.push(e.path());
+            } else if ft.is_symlink() && !hidden && e.path().is_dir() {
+                linked.push(e.path());
             } else {
-                visit(e.path(), ft.is_file());
+                visit(e.path(), ft);
             }
         }
         for d in subdirs {
             let Ok(rd) = fs::read_dir(&d) else { continue };
             for e in rd.flatten() {
-                visit(e.path(), e.file_type().is_ok_and(|t| t.is_file()));
+                if let Ok(t) = e.file_type() {
+                    visit(e.path(), t);
+                }
             }
         }
         manifests.sort();
@@ -246,7 +268,8 @@ impl BundleSource {
         let folders: BTreeSet<PathBuf> = manifests.iter().filter_map(|m| m.parent().map(Path::to_path_buf)).collect();
         libraries.retain(|l| l.parent().is_none_or(|p| !folders.contains(p)));
         libraries.sort();
-        Ok((manifests, libraries))
+        linked.sort();
+        Ok(Found { manifests, orphans: libraries, linked })
     }
 
     /// Waits for workers still starting, in the order they were started, and records each.
@@ -376,7 +399,7 @@ impl BundleSource {
 
     /// Bundle manifests in the plugins folder, sorted.
     pub fn find_manifests(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        Self::find(dir).map(|(m, _)| m)
+        Self::find(dir).map(|f| f.manifests)
     }
 
     /// Verifies and loads one bundle (no catalog build: name clashes are checked against
@@ -1085,7 +1108,7 @@ impl ToolSource for BundleSource {
         let mut report = ScanReport::default();
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let state = &mut *guard;
-        let (found, orphans) = match Self::find(&self.settings.plugins_dir) {
+        let Found { manifests: found, orphans, linked } = match Self::find(&self.settings.plugins_dir) {
             Ok(f) => f,
             Err(e) => {
                 tracing::error!(dir = %self.settings.plugins_dir.display(), error = %e, "cannot read the plugins folder; keeping the current catalog");
@@ -1103,6 +1126,16 @@ impl ToolSource for BundleSource {
             }
         }
         state.orphans.retain(|l| orphans.contains(l));
+        for folder in &linked {
+            if state.linked.insert(folder.clone()) {
+                tracing::warn!(
+                    target: "quiver::plugins",
+                    folder = %folder.display(),
+                    "a symbolic link to a folder in the plugins folder is not scanned (bundle files are read as regular files, never through links): copy or move the bundle folder itself into the plugins folder"
+                );
+            }
+        }
+        state.linked.retain(|l| linked.contains(l));
         self.remove_failed_starts(state, claims, &mut report);
 
         // Removals first, so a bundle renamed within one scan is not seen as a duplicate.

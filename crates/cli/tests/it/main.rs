@@ -592,6 +592,27 @@ fn paths_of_the_wrong_kind_and_non_utf8_configurations_are_named_as_such() {
     assert!(err.contains("latin1.yaml: not UTF-8") && err.contains("line 2, column 6"), "{err}");
 }
 
+/// Bundle files are read as regular files only: a manifest that is a symbolic link is a
+/// rejected bundle, named as such (not a library without a manifest, not a removed bundle),
+/// and a linked bundle folder is reported instead of being passed over in silence.
+#[test]
+fn symbolic_links_in_the_plugins_folder_are_reported_not_passed_over() {
+    let p = Project::new();
+    let elsewhere = p.path("elsewhere.tool.yaml");
+    fs::rename(p.manifest(), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, p.manifest()).unwrap();
+    let err = p.quiver(&["list"]).failure(1).stderr();
+    assert!(err.contains("rejected bundle") && err.contains("marker.tool.yaml"), "{err}");
+    assert!(!err.contains("without a manifest"), "{err}");
+    fs::remove_file(p.manifest()).unwrap();
+    fs::rename(&elsewhere, p.manifest()).unwrap();
+    fs::rename(p.path("plugins/marker"), p.path("marker-bundle")).unwrap();
+    std::os::unix::fs::symlink(p.path("marker-bundle"), p.path("plugins/marker")).unwrap();
+    let err = p.quiver(&["list"]).run().stderr();
+    let line = err.lines().find(|l| l.contains("symbolic link")).unwrap_or_else(|| panic!("not reported:\n{err}"));
+    assert!(line.contains("plugins/marker") && line.contains("copy"), "{line}");
+}
+
 #[test]
 fn token_prints_only_the_hash_for_the_configuration() {
     let p = Project::new();
