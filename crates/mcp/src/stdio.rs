@@ -82,7 +82,8 @@ where
 
 enum LineRead {
     Line,
-    Oversized,
+    /// Over the limit; the id its first bytes name, if any.
+    Oversized(Option<RequestId>),
     Eof,
     Io(io::Error),
 }
@@ -146,10 +147,13 @@ impl<R: AsyncRead + Unpin> Lines<R> {
                     }
                     (take, None)
                 } else if self.line.len() + take > self.max_bytes + 2 {
-                    // + 2: the line's own "\r\n" does not count against the limit.
+                    // + 2: the line's own "\r\n" does not count against the limit. Its id, if
+                    // its first bytes name one, so the answer reaches the request.
+                    self.line.extend_from_slice(&available[..take]);
+                    let id = crate::wire::top_level_id(&self.line);
                     self.line.clear();
                     self.discarding = newline.is_none();
-                    (take, Some(LineRead::Oversized))
+                    (take, Some(LineRead::Oversized(id)))
                 } else {
                     self.line.extend_from_slice(&available[..take]);
                     (take, newline.map(|_| LineRead::Line))
@@ -586,9 +590,9 @@ where
             };
             match read {
                 LineRead::Line => {}
-                LineRead::Oversized => {
+                LineRead::Oversized(id) => {
                     tracing::warn!(limit = self.lines.max_bytes, "refused a message over the size limit");
-                    self.answer(ServerJsonRpcMessage::error(too_large(self.lines.max_bytes), None));
+                    self.answer(ServerJsonRpcMessage::error(too_large(self.lines.max_bytes), id));
                     continue;
                 }
                 LineRead::Eof => {

@@ -143,6 +143,17 @@ fn id_of(v: &Value) -> Option<RequestId> {
 fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
+        // Valid JSON nested deeper than the parser goes: answered under its id when the top
+        // level names one, so the client waiting for it is not left hanging.
+        Err(e) if e.to_string().contains("recursion limit") => {
+            return Err(Refusal {
+                id: top_level_id(bytes),
+                error: ErrorData::invalid_request(
+                    "Invalid Request: the message nests arrays and objects more than 128 levels deep, the server's limit; send flatter arguments",
+                    None,
+                ),
+            });
+        }
         Err(e) => {
             return Err(Refusal {
                 id: None,
@@ -202,6 +213,48 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
     }
 }
 
+/// The `id` member at the top level of the JSON object `bytes` starts with, read without
+/// parsing the rest: a scan that skips strings and nested values, for a message too deep to
+/// parse or too large to read whole (its first bytes). `None` when there is none before the
+/// bytes end, or it is not a string or an integer.
+pub(crate) fn top_level_id(bytes: &[u8]) -> Option<RequestId> {
+    let (mut depth, mut at_key, mut i) = (0usize, false, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut end = start;
+                while *bytes.get(end)? != b'"' {
+                    end += if bytes[end] == b'\\' { 2 } else { 1 };
+                }
+                if depth == 1 && at_key {
+                    at_key = false;
+                    if &bytes[start..end] == b"id" {
+                        let value = bytes.get(end + 1..)?.trim_ascii_start().strip_prefix(b":")?;
+                        let mut de = serde_json::Deserializer::from_slice(value);
+                        return match serde::Deserialize::deserialize(&mut de).ok()? {
+                            Value::String(s) => Some(NumberOrString::String(s.into())),
+                            Value::Number(n) => n.as_i64().map(NumberOrString::Number),
+                            _ => None,
+                        };
+                    }
+                }
+                i = end;
+            }
+            b'{' => {
+                depth += 1;
+                at_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 1 => at_key = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// An error reply's JSON. When the request's id could not be read, `"id": null` (JSON-RPC 2.0
 /// §5 and MCP up to 2025-11-25 require the member; `rmcp` omits it, and the Python SDK then
 /// waits for an answer that never matches).
@@ -251,6 +304,21 @@ pub(crate) fn too_large(limit: usize) -> ErrorData {
 #[cfg(test)]
 mod tests {
     use rmcp::model::GetMeta;
+
+    #[test]
+    fn the_top_level_id_is_read_without_parsing_the_rest() {
+        use super::{NumberOrString, top_level_id};
+        let deep = format!(r#"{{"jsonrpc":"2.0","id":80,"params":{}{}}}"#, "[".repeat(500), "]".repeat(500));
+        assert_eq!(top_level_id(deep.as_bytes()), Some(NumberOrString::Number(80)));
+        let nested_first = r#"{"params":{"id":1,"a":["id",{"id":2}]},"x":"\"id\":3","id":"req-4"}"#;
+        assert_eq!(top_level_id(nested_first.as_bytes()), Some(NumberOrString::String("req-4".into())));
+        // Cut short (an oversized message's first bytes), absent, or not a valid id.
+        assert_eq!(top_level_id(br#"{"jsonrpc":"2.0","params":{"pad":"xxxx"#), None);
+        assert_eq!(top_level_id(br#"{"jsonrpc":"2.0","id":8,"params":{"pad":"xx"#), Some(NumberOrString::Number(8)));
+        assert_eq!(top_level_id(br#"[{"id":1}]"#), None);
+        assert_eq!(top_level_id(br#"{"id":null}"#), None);
+        assert_eq!(top_level_id(br#"{"id":1.5}"#), None);
+    }
 
     use super::*;
 

@@ -74,13 +74,28 @@ async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
         .request("initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "again", "version": "1"}}))
         .await;
     assert_eq!(error_code(&m), -32600, "{m}");
-    // An oversized message (limit 4096 bytes) is refused without reading it as a request; a
-    // message just under the limit is fine.
+    // An oversized message (limit 4096 bytes) is refused without reading it as a request,
+    // under the id its first bytes name (else `null`); a message just under the limit is fine.
     let big = format!(r#"{{"jsonrpc":"2.0","id":8,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(5000));
     c.send(&big).await;
     let m = c.recv().await;
-    assert_eq!((error_code(&m), m.get("id")), (-32600, Some(&Value::Null)), "{m}");
+    assert_eq!((error_code(&m), m.get("id")), (-32600, Some(&json!(8))), "{m}");
     assert_eq!(m["error"]["data"]["max_message_bytes"], 4096, "{m}");
+    // (Read in 64 KiB chunks: an id after the first chunk is not seen.)
+    let big = format!(r#"{{"jsonrpc":"2.0","method":"ping","params":{{"pad":"{}"}},"id":8}}"#, "x".repeat(70_000));
+    c.send(&big).await;
+    let m = c.recv().await;
+    assert_eq!((error_code(&m), m.get("id")), (-32600, Some(&Value::Null)), "{m}");
+    // Valid JSON nested past the parser's limit is answered under its id, and called deep.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":"deep","method":"ping","params":{{"a":{}{}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    c.send(&deep).await;
+    let m = c.recv().await;
+    assert_eq!((error_code(&m), &m["id"]), (-32600, &json!("deep")), "{m}");
+    assert!(m["error"]["message"].as_str().unwrap().contains("128 levels deep"), "{m}");
     let fits =
         format!(r#"{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{"_meta":{{"pad":"{}"}}}}}}"#, "x".repeat(3000));
     c.send(&fits).await;
