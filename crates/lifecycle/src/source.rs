@@ -115,11 +115,15 @@ pub trait ToolSource: Send + Sync {
     fn attach(&self, _signal: crate::host::RescanSignal) {}
 }
 
-/// Identity of a file as `stat` sees it: cheap change detection without re-hashing.
+/// Identity of a file as `stat` sees it: cheap change detection without re-hashing. The mode
+/// and the status-change time too: a `chmod` or `chown` alone leaves size and mtime as they
+/// were, and permissions are part of a bundle's checks (`strict`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
     len: u64,
     mtime_ns: i128,
+    ctime_ns: i128,
+    mode: u32,
     ino: u64,
     dev: u64,
 }
@@ -129,6 +133,8 @@ fn stamp(path: &Path) -> Option<Stamp> {
     Some(Stamp {
         len: m.len(),
         mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+        mode: m.mode(),
         ino: m.ino(),
         dev: m.dev(),
     })

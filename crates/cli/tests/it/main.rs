@@ -509,9 +509,9 @@ fn the_rollback_record_persists_and_rolling_back_is_explicit_and_logged() {
     p.quiver(&["rollback", "marker-plugin", "--reason", " "]).failure(2);
 }
 
-#[test]
-fn serve_reports_a_bundle_its_rescan_rejects_without_verbose_logging() {
-    let p = Project::new();
+/// Runs `quiver serve` (rescans every 100 ms) in `p`, makes `change` once it is up, and returns
+/// whether a stderr line `wanted` came within 20 s, with the lines seen.
+fn serve_stderr_after(p: &Project, change: impl FnOnce(), wanted: impl Fn(&str) -> bool) -> (bool, Vec<String>) {
     fs::write(
         p.path("quiver.yaml"),
         "plugins_dir: plugins\nrescan_interval_ms: 100\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\n",
@@ -533,19 +533,14 @@ fn serve_reports_a_bundle_its_rescan_rejects_without_verbose_logging() {
             let _ = tx.send(line);
         }
     });
-    // The manifest edited after signing: the next rescan refuses it and keeps the last good
-    // version serving; the operator must hear of it at the default log level.
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let mut text = fs::read_to_string(p.manifest()).unwrap();
-    text.push_str("\n# edited after signing\n");
-    fs::write(p.manifest(), text).unwrap();
+    change();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let mut seen = Vec::new();
     let found = loop {
         match rx.recv_timeout(std::time::Duration::from_millis(200)) {
             Ok(line) => {
-                let hit =
-                    line.contains("rejected bundle") && line.contains("marker.tool.yaml") && line.contains("signature");
+                let hit = wanted(&line);
                 seen.push(line);
                 if hit {
                     break true;
@@ -557,8 +552,40 @@ fn serve_reports_a_bundle_its_rescan_rejects_without_verbose_logging() {
     };
     drop(child.stdin.take());
     let _ = child.wait();
+    (found, seen)
+}
+
+#[test]
+fn serve_reports_a_bundle_its_rescan_rejects_without_verbose_logging() {
+    let p = Project::new();
+    // The manifest edited after signing: the next rescan refuses it and keeps the last good
+    // version serving; the operator must hear of it at the default log level.
+    let (found, seen) = serve_stderr_after(
+        &p,
+        || {
+            let mut text = fs::read_to_string(p.manifest()).unwrap();
+            text.push_str("\n# edited after signing\n");
+            fs::write(p.manifest(), text).unwrap();
+        },
+        |line| line.contains("rejected bundle") && line.contains("marker.tool.yaml") && line.contains("signature"),
+    );
     assert!(found, "no notice of the rejected bundle on stderr:\n{}", seen.join("\n"));
     assert_eq!(seen.iter().filter(|l| l.contains("rejected bundle")).count(), 1, "{seen:?}");
+}
+
+/// Under `strict` (the default), a bundle file made writable by others while serving is
+/// noticed at the next rescan (a permission change alone leaves size and mtime as they were):
+/// refused and reported; the last good version, already loaded, keeps serving.
+#[test]
+fn serve_notices_a_bundle_file_made_writable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let p = Project::new();
+    let (found, seen) = serve_stderr_after(
+        &p,
+        || fs::set_permissions(p.manifest(), fs::Permissions::from_mode(0o666)).unwrap(),
+        |line| line.contains("rejected bundle") && line.contains("writable by every user"),
+    );
+    assert!(found, "the permission change was not noticed:\n{}", seen.join("\n"));
 }
 
 #[test]
