@@ -619,6 +619,19 @@ where
             }
             if let Some((id, call)) = parse_call(bytes) {
                 self.lines.line.clear();
+                // JSON-RPC ids tell a session's requests in progress apart: a second call under
+                // the id of one still running would take its answer (the first one's is then
+                // dropped as if cancelled). Refused, the running call keeps its id.
+                if self.lane.pending.contains_key(&id) {
+                    self.answer(ServerJsonRpcMessage::error(
+                        rmcp::model::ErrorData::invalid_request(
+                            format!("Invalid Request: id {id} belongs to a request still in progress; give each request its own id"),
+                            None,
+                        ),
+                        Some(id),
+                    ));
+                    continue;
+                }
                 match self.lane.start(id, call) {
                     Ok(started) => {
                         // Polled once in place; this `poll_fn` is ready at once, so `receive`

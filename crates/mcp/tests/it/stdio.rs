@@ -389,6 +389,38 @@ async fn cancellation_reaches_the_call() {
     assert_eq!(c.request("ping", json!({})).await["result"], json!({}));
 }
 
+/// A call sent under the id of a call still running is refused under that id, and the running
+/// call is still answered: each id gets its answers, none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_reusing_the_id_of_one_in_progress_is_refused_and_both_are_answered() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("dup-test", json!({})).await;
+    let slow =
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"marker_sleep","arguments":{"ms":300}}}"#;
+    c.send(slow).await;
+    c.send(
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"marker_echo","arguments":{"text":"x"}}}"#,
+    )
+    .await;
+    let first = c.recv().await;
+    assert_eq!((error_code(&first), &first["id"]), (-32600, &json!(9)), "{first}");
+    assert!(first["error"]["message"].as_str().unwrap().contains("still in progress"), "{first}");
+    let second = c.recv().await;
+    assert_eq!(second["id"], 9, "{second}");
+    assert!(
+        second.get("result").is_some() && second["result"]["isError"] != true,
+        "the running call's answer: {second}"
+    );
+    // Once answered, the id may be used again.
+    assert!(
+        c.request("tools/call", json!({"name": "marker_echo", "arguments": {"text": "y"}}))
+            .await
+            .get("result")
+            .is_some()
+    );
+}
+
 /// A client that closes its input after its last request (`quiver serve < requests.jsonl`)
 /// still gets an answer to every request it sent: the calls in flight are answered before the
 /// session ends, and a last line without its newline is read as a line.
