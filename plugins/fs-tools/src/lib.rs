@@ -120,13 +120,16 @@ pub struct ReadInput {
     pub path: String,
     /// First line to return, 1-based. Use the `next_start_line` of a truncated result to continue.
     #[serde(default = "default_start_line")]
+    #[schemars(range(min = 1))]
     pub start_line: u64,
     /// Most lines to return (default 2000).
     #[serde(default = "default_max_lines")]
+    #[schemars(range(min = 1))]
     pub max_lines: u64,
     /// Most bytes of text to return (default 32768, at most 1048576). Reading stops before the
     /// line that would exceed it.
     #[serde(default = "default_max_bytes")]
+    #[schemars(range(min = 1, max = 1048576))]
     pub max_bytes: u64,
 }
 

@@ -643,3 +643,23 @@ fn swapping_a_folder_for_a_symlink_never_lets_move_or_delete_escape() {
     }
     assert!(escaped.is_empty(), "{} escapes: {:?}", escaped.len(), &escaped[..escaped.len().min(10)]);
 }
+
+/// `fs_read`'s published schema states the bounds the tool enforces: a model that follows it
+/// is never refused for a value it allows (0 was allowed and refused) nor silently cut (a
+/// `max_bytes` over the cap was allowed and reduced).
+#[test]
+fn fs_reads_schema_states_the_bounds_it_enforces() {
+    let info: quiver_abi::PluginInfo =
+        quiver_abi::serde_json::from_str(&quiver_abi::sdk::__plugin_info(registry).to_string()).unwrap();
+    let read = info.tools.iter().find(|t| t.name == "fs_read").unwrap();
+    let props = &read.input_schema["properties"];
+    for field in ["start_line", "max_lines", "max_bytes"] {
+        assert_eq!(props[field]["minimum"], 1, "{field}: {props}");
+    }
+    assert_eq!(props["max_bytes"]["maximum"], super::READ_BYTES_CAP, "{props}");
+    let s = sandbox();
+    for field in ["start_line", "max_lines", "max_bytes"] {
+        let (code, _) = err(&s.root, "fs_read", json!({ "path": "a.txt", field: 0 }));
+        assert_eq!(code, "invalid_arguments", "{field}: 0");
+    }
+}
