@@ -228,37 +228,62 @@ impl Settings {
         for w in catalog.warnings() {
             crate::telemetry::notice("WARN", &format!("warning: {w}"));
         }
-        self.warn_unmatched_plugin_entries(&catalog);
+        self.warn_unmatched_entries(&catalog);
         Ok((Arc::new(host), report))
     }
 
-    /// Warns about each `isolation.plugins` and `plugin_config` entry that names no loaded
-    /// plugin: such an entry does nothing, and a misspelt id in `isolation.plugins` would leave
-    /// the plugin it meant running where trust alone puts it (a first-party bundle: in the host
-    /// process, unsandboxed). Not an error: the plugin may not be installed yet, or failed its
-    /// checks (reported above).
-    fn warn_unmatched_plugin_entries(&self, catalog: &quiver_catalog::Catalog) {
-        let loaded: Vec<&str> = catalog.plugins().iter().map(|p| p.id()).collect();
-        let entries = self.config.isolation.plugins.keys().map(|id| ("isolation.plugins", id));
-        let entries = entries.chain(self.config.plugin_config.keys().map(|id| ("plugin_config", id)));
-        for (field, id) in entries {
-            if loaded.contains(&id.as_str()) {
-                continue;
+    /// Warns about each configuration entry that names what is not loaded, and so does nothing:
+    /// `isolation.plugins` and `plugin_config` ids (a misspelt id in `isolation.plugins` would
+    /// leave the plugin it meant running where trust alone puts it: a first-party bundle in the
+    /// host process, unsandboxed), and each profile's `eager` and `gated` tool names and
+    /// `scopes`. Not an error: a plugin may not be installed yet, or failed its checks (reported
+    /// above).
+    fn warn_unmatched_entries(&self, catalog: &quiver_catalog::Catalog) {
+        let plugins: Vec<&str> = catalog.plugins().iter().map(|p| p.id()).collect();
+        let tools: Vec<&str> = catalog.tools().iter().map(|t| t.name.as_str()).collect();
+        let mut scopes: Vec<&str> = catalog
+            .tools()
+            .iter()
+            .flat_map(|t| {
+                let def = catalog.def(t);
+                let actions = def.spec.actions.iter().flat_map(|a| a.scopes.iter());
+                def.spec.scopes.iter().chain(actions).map(String::as_str)
+            })
+            .collect();
+        scopes.sort_unstable();
+        scopes.dedup();
+        let mut unmatched: Vec<(String, &str, &[&str], &str)> = Vec::new();
+        let (ids, id_what) = (plugins.as_slice(), "plugin");
+        for id in self.config.isolation.plugins.keys().filter(|id| !plugins.contains(&id.as_str())) {
+            unmatched.push((format!("isolation.plugins.{id}"), id, ids, id_what));
+        }
+        for id in self.config.plugin_config.keys().filter(|id| !plugins.contains(&id.as_str())) {
+            unmatched.push((format!("plugin_config.{id}"), id, ids, id_what));
+        }
+        for (name, profile) in &self.config.profiles {
+            for (field, names) in [("eager", &profile.eager), ("gated", &profile.gated)] {
+                for tool in names.iter().filter(|t| catalog.resolve(t).is_none()) {
+                    unmatched.push((format!("profiles.{name}.{field}: `{tool}`"), tool, &tools, "tool"));
+                }
             }
-            let close = loaded
+            for scope in profile.scopes.iter().filter(|s| *s != "*" && !scopes.contains(&s.as_str())) {
+                unmatched.push((format!("profiles.{name}.scopes: `{scope}`"), scope, &scopes, "tool's scope"));
+            }
+        }
+        for (entry, name, known, what) in unmatched {
+            let close = known
                 .iter()
-                .map(|l| (quiver_manifest::edit_distance(id, l), l))
-                .filter(|(d, l)| *d <= 2.max(l.len() / 4))
+                .map(|k| (quiver_manifest::edit_distance(name, k), k))
+                .filter(|(d, k)| *d <= 2.max(k.len() / 4))
                 .min();
             let hint = match close {
-                Some((_, l)) => format!("did you mean `{l}`? "),
-                None if loaded.is_empty() => String::new(),
-                None => format!("loaded plugins: {}. ", loaded.join(", ")),
+                Some((_, k)) => format!("did you mean `{k}`? "),
+                None => String::new(),
             };
             crate::telemetry::notice(
                 "WARN",
                 &format!(
-                    "warning: {field}.{id} in {} names no loaded plugin, so it has no effect; {hint}Use a plugin id as `quiver list` shows it",
+                    "warning: {entry} in {} names no loaded {what}, so it has no effect; {hint}`quiver list` shows what is loaded",
                     self.origin()
                 ),
             );

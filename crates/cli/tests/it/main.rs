@@ -603,6 +603,23 @@ fn a_configuration_entry_naming_no_loaded_plugin_is_warned_about() {
             err.lines().find(|l| l.contains(entry)).unwrap_or_else(|| panic!("{entry} not warned about:\n{err}"));
         assert!(line.contains("quiver.yaml") && line.contains("`marker-plugin`"), "{line}");
     }
+    // A profile's tool names and scopes too (a misspelt eager tool is never typed up front, a
+    // misspelt gated one is not gated).
+    fs::write(
+        p.path("quiver.yaml"),
+        "plugins_dir: plugins\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\n\
+         default_profile: p\nprofiles:\n  p:\n    mode: hybrid\n    scopes: ['*', markr.read]\n    eager: [marker_ech, marker_echo]\n    gated: [marker_sleeep]\n",
+    )
+    .unwrap();
+    let err = p.quiver(&["list"]).success().stderr();
+    for (entry, close) in
+        [("profiles.p.eager", "`marker_echo`"), ("profiles.p.gated", "`marker_sleep`"), ("profiles.p.scopes", "")]
+    {
+        let line =
+            err.lines().find(|l| l.contains(entry)).unwrap_or_else(|| panic!("{entry} not warned about:\n{err}"));
+        assert!(line.contains("quiver.yaml") && line.contains(close), "{line}");
+    }
+    assert_eq!(err.matches("profiles.p.eager").count(), 1, "only the misspelt name: {err}");
 }
 
 #[test]
