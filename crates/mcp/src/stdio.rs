@@ -188,18 +188,12 @@ where
         }
     }
 
-    /// Sends an answer written by the transport itself, from its own task: `receive` is never
-    /// suspended on output (it must stay cancellation-safe).
-    fn answer(&self, message: ServerJsonRpcMessage) {
+    /// Sends an answer written by the transport itself: queued with the lane's response lines,
+    /// which `receive` writes as it polls (never suspended on output: it stays
+    /// cancellation-safe) and in whole before the session ends.
+    fn answer(&mut self, message: ServerJsonRpcMessage) {
         match encode(&message) {
-            Ok(frame) => {
-                let out = self.out.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = write_frame(&out, &frame).await {
-                        tracing::debug!(error = %e, "cannot send an error answer");
-                    }
-                });
-            }
+            Ok(frame) => self.outbox.push(frame),
             Err(e) => tracing::error!(error = %e, "cannot encode an error answer"),
         }
     }

@@ -114,6 +114,68 @@ pub(crate) fn is_standard_request(method: &str) -> bool {
     STANDARD_REQUESTS.contains(&method)
 }
 
+/// Fields of a request's `params`: name and JSON type (`string` or `object`).
+type Fields = &'static [(&'static str, &'static str)];
+
+/// The first field of a standard request's `params` that is missing or of the wrong type,
+/// worded with its name and what it takes (serde's own message names neither).
+fn field_problem(method: &str, params: &Value) -> Option<String> {
+    let Value::Object(p) = params else {
+        return Some(format!("`params` must be an object, not {}", kind(params)));
+    };
+    let (required, optional): (Fields, Fields) = match method {
+        "tools/call" => (&[("name", "string")], &[("arguments", "object"), ("_meta", "object")]),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => (&[("uri", "string")], &[]),
+        "prompts/get" => (&[("name", "string")], &[("arguments", "object")]),
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => (&[], &[("cursor", "string")]),
+        "logging/setLevel" => {
+            const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+            return match p.get("level") {
+                Some(Value::String(l)) if LEVELS.contains(&l.as_str()) => None,
+                Some(Value::String(l)) => {
+                    Some(format!("`level` `{}` is not a log level; use one of {}", echo(l), LEVELS.join(", ")))
+                }
+                Some(other) => {
+                    Some(format!("`level` must be a string (one of {}), not {}", LEVELS.join(", "), kind(other)))
+                }
+                None => Some(format!("`level` is missing; use one of {}", LEVELS.join(", "))),
+            };
+        }
+        _ => return None,
+    };
+    let wrong = |field: &str, want: &str, v: &Value| match (want, v) {
+        ("string", Value::String(_)) | ("object", Value::Object(_)) => None,
+        _ => Some(format!(
+            "`{field}` must be {}, not {}",
+            if want == "object" { "an object" } else { "a string" },
+            kind(v)
+        )),
+    };
+    for (field, want) in required {
+        match p.get(*field) {
+            None => return Some(format!("`{field}` ({want}) is missing")),
+            Some(v) => {
+                if let Some(w) = wrong(field, want, v) {
+                    return Some(w);
+                }
+            }
+        }
+    }
+    optional.iter().find_map(|(field, want)| p.get(*field).filter(|v| !v.is_null()).and_then(|v| wrong(field, want, v)))
+}
+
+/// A JSON value's kind, for messages (`a string`, `an array`, ...).
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// `rmcp` reads a standard method whose parameters do not fit as a custom request (which would
 /// be answered "method not found"); it is a request with invalid parameters (`-32602`).
 fn bad_params(c: &CustomRequest) -> Option<ErrorData> {
@@ -122,12 +184,13 @@ fn bad_params(c: &CustomRequest) -> Option<ErrorData> {
         return None;
     }
     let params = c.params.clone().unwrap_or(Value::Null);
-    let why = match method {
-        "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err().map(|e| e.to_string()),
-        "initialize" => serde_json::from_value::<InitializeRequestParams>(params).err().map(|e| e.to_string()),
-        _ => None,
-    }
-    .unwrap_or_else(|| "they do not match the method's parameters".to_owned());
+    let why = field_problem(method, &params)
+        .or_else(|| match method {
+            "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err().map(|e| e.to_string()),
+            "initialize" => serde_json::from_value::<InitializeRequestParams>(params).err().map(|e| e.to_string()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "they do not match the method's parameters (see the MCP specification)".to_owned());
     Some(ErrorData::invalid_params(format!("Invalid params for `{method}`: {why}"), Some(json!({ "method": method }))))
 }
 
@@ -193,13 +256,20 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
         });
     }
     match (obj.get("method"), id) {
-        (Some(Value::String(method)), Some(id)) => Err(Refusal {
-            id: Some(id),
-            error: ErrorData::invalid_params(
-                format!("Invalid params for `{}`: {}", echo(method), echo(&typed.to_string())),
-                Some(json!({ "method": echo(method) })),
-            ),
-        }),
+        (Some(Value::String(method)), Some(id)) => {
+            let params = obj.get("params").cloned().unwrap_or(Value::Null);
+            let why = is_standard_request(method)
+                .then(|| field_problem(method, &params))
+                .flatten()
+                .unwrap_or_else(|| echo(&typed.to_string()));
+            Err(Refusal {
+                id: Some(id),
+                error: ErrorData::invalid_params(
+                    format!("Invalid params for `{}`: {why}", echo(method)),
+                    Some(json!({ "method": echo(method) })),
+                ),
+            })
+        }
         // A notification or a response we cannot read: JSON-RPC forbids answering either.
         (Some(Value::String(_)), None) => Ok(()),
         (None, _) if obj.contains_key("result") || obj.contains_key("error") => Ok(()),
@@ -304,6 +374,23 @@ pub(crate) fn too_large(limit: usize) -> ErrorData {
 #[cfg(test)]
 mod tests {
     use rmcp::model::GetMeta;
+
+    #[test]
+    fn bad_params_name_the_field_and_what_it_takes() {
+        let why = |m: &str, p: serde_json::Value| super::field_problem(m, &p);
+        assert_eq!(
+            why("tools/call", serde_json::json!({"name": "t", "arguments": "x"})).unwrap(),
+            "`arguments` must be an object, not a string"
+        );
+        assert_eq!(why("tools/call", serde_json::json!({"arguments": {}})).unwrap(), "`name` (string) is missing");
+        assert_eq!(why("tools/call", serde_json::json!("str")).unwrap(), "`params` must be an object, not a string");
+        assert!(
+            why("logging/setLevel", serde_json::json!({"level": "bogus"})).unwrap().contains("use one of debug, info")
+        );
+        assert_eq!(why("resources/read", serde_json::json!({})).unwrap(), "`uri` (string) is missing");
+        assert_eq!(why("tools/call", serde_json::json!({"name": "t", "arguments": {"a": 1}})), None);
+        assert_eq!(why("logging/setLevel", serde_json::json!({"level": "warning"})), None);
+    }
 
     #[test]
     fn the_top_level_id_is_read_without_parsing_the_rest() {

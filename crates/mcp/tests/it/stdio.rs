@@ -432,17 +432,23 @@ async fn every_request_sent_before_the_input_closes_is_answered() {
     c.initialize("eof-test", json!({})).await;
     c.send(r#"{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"marker_sleep","arguments":{"ms":300}}}"#).await;
     c.send(r#"{"jsonrpc":"2.0","id":"echo","method":"tools/call","params":{"name":"marker_echo","arguments":{"text":"x"}}}"#).await;
+    // Refused by the transport itself (a malformed request): answered before the end too.
+    c.send(r#"{"jsonrpc":"2.0","id":"bad","method":"tools/call","params":{"arguments":{}}}"#).await;
     c.send_raw(br#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#).await;
     c.write.shutdown().await.unwrap();
-    let mut answered = Vec::new();
+    let (mut answered, mut refused) = (Vec::new(), Vec::new());
     while let Some(v) = c.next_or_end().await {
-        if let Some(id) = v["id"].as_str() {
-            assert!(v.get("result").is_some(), "{v}");
-            answered.push(id.to_owned());
+        match (v["id"].as_str(), v.get("result").is_some()) {
+            (Some(id), true) => answered.push(id.to_owned()),
+            (Some(id), false) => refused.push((id.to_owned(), v["error"]["message"].as_str().unwrap_or("").to_owned())),
+            _ => {}
         }
     }
     answered.sort();
     assert_eq!(answered, ["echo", "last", "slow"]);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0, "bad");
+    assert!(refused[0].1.contains("`name` (string) is missing"), "{refused:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
