@@ -380,7 +380,8 @@ impl Session {
         self.note_intent(req.query.clone());
         let mut resp = resp;
         resp.unloaded = unloaded;
-        if load && req.load.unwrap_or(true) {
+        // An empty query lists tools by name: a listing, not matches, so nothing is loaded.
+        if load && req.load.unwrap_or(true) && !req.query.trim().is_empty() {
             let names = confident_matches(&resp);
             resp.loaded = self.load(catalog, &names);
         }

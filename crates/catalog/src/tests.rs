@@ -273,6 +273,21 @@ fn surfaces_per_mode() {
     .assert_eq(&p(ExposureMode::Full));
 }
 
+/// An empty query lists tools by name (browsing, as `list_tools` does) but loads none of
+/// them: a listing is no match (it loaded the first names alphabetically, `fs_edit` among them).
+#[test]
+fn an_empty_tool_search_query_lists_but_loads_nothing() {
+    let c = sample();
+    let mut s = session(ExposureMode::Lazy, &["*"]);
+    s.next_turn();
+    for query in ["", "   "] {
+        let r = s.search(&c, &SearchRequest { query: query.into(), ..Default::default() }, true).unwrap();
+        assert!(!r.tools.is_empty(), "an empty query still lists");
+        assert!(r.loaded.is_empty(), "{query:?} loaded {:?}", r.loaded);
+    }
+    assert!(s.loaded().is_empty(), "{:?}", s.loaded());
+}
+
 #[test]
 fn tool_search_loads_matches_and_the_session_survives_a_rescan() {
     let c = sample();

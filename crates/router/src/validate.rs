@@ -114,7 +114,13 @@ fn unexpected_property(
         .map(|m| m.keys().map(String::as_str).collect())
         .unwrap_or_default();
     let close = allowed.iter().filter(|a| edit_distance(a, &first) <= 2).min_by_key(|a| edit_distance(a, &first));
-    let mut hint = format!("remove `{}`", unexpected.join("`, `"));
+    // Named up to `MAX_NAMED` (a call with thousands of stray keys gets a short error).
+    const MAX_NAMED: usize = 10;
+    let named: Vec<&str> = unexpected.iter().take(MAX_NAMED).map(|u| echo(u)).collect();
+    let mut hint = format!("remove `{}`", named.join("`, `"));
+    if unexpected.len() > MAX_NAMED {
+        hint.push_str(&format!(" and {} more unexpected properties", unexpected.len() - MAX_NAMED));
+    }
     if let Some(c) = close {
         hint = format!("did you mean `{c}`? {hint}");
     }
@@ -123,7 +129,20 @@ fn unexpected_property(
     } else {
         format!("only the properties {}", allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", "))
     };
-    (format!("{pointer}/{}", escape_pointer_token(&first)), expected, format!("unexpected property `{first}`"), hint)
+    (
+        format!("{pointer}/{}", escape_pointer_token(&first)),
+        expected,
+        format!("unexpected property `{}`", echo(&first)),
+        hint,
+    )
+}
+
+/// A name the caller sent, cut to 64 characters for a message.
+fn echo(name: &str) -> &str {
+    match name.char_indices().nth(64) {
+        Some((at, _)) => &name[..at],
+        None => name,
+    }
 }
 
 fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
@@ -310,6 +329,22 @@ mod tests {
     fn check(schema: Value, value: Value) -> Vec<Issue> {
         let v = quiver_catalog::compile_schema(&schema).unwrap();
         issues(&v, &schema, &value).map(|(i, _)| i).unwrap_or_default()
+    }
+
+    #[test]
+    fn thousands_of_stray_properties_make_a_short_error() {
+        let schema =
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": false});
+        let validator = jsonschema::options().build(&schema).unwrap();
+        let mut args = serde_json::Map::new();
+        args.insert("text".into(), json!("x"));
+        for i in 0..100_000 {
+            args.insert(format!("extra_{i:06}"), json!(1));
+        }
+        let (list, _) = issues(&validator, &schema, &Value::Object(args)).unwrap();
+        let text = serde_json::to_string(&list.iter().map(Issue::to_json).collect::<Vec<_>>()).unwrap();
+        assert!(text.len() < 2_000, "{} bytes", text.len());
+        assert!(list[0].hint.contains("and 99990 more unexpected properties"), "{}", list[0].hint);
     }
 
     #[test]
