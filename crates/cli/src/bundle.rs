@@ -42,6 +42,12 @@ pub fn artifact_for(manifest_path: &Path, library: &Path) -> Result<Artifact> {
         .with_context(|| format!("{} has no usable file name", library.display()))?
         .to_owned();
     let beside = bundle_dir(manifest_path).join(&file);
+    if !library.is_file() {
+        bail!(
+            "--library {}: no such file; build the plugin (`cargo build --release -p NAME`) and pass its library (lib*.so), placed beside the manifest",
+            library.display()
+        );
+    }
     let same = fs::canonicalize(&beside).ok().zip(fs::canonicalize(library).ok()).is_some_and(|(a, b)| a == b);
     if !same {
         bail!(

@@ -631,6 +631,11 @@ fn paths_of_the_wrong_kind_and_non_utf8_configurations_are_named_as_such() {
     fs::write(p.path("plugins.txt"), "x").unwrap();
     let err = p.quiver(&["--plugins", "plugins.txt", "list"]).failure(1).stderr();
     assert!(err.contains("plugins.txt is a file, not a folder") && !err.contains("build-plugins"), "{err}");
+    let err = p
+        .quiver(&["sign", "plugins/marker/marker.tool.yaml", "--key", "keys/test.key", "--library", "nope.so"])
+        .failure(1)
+        .stderr();
+    assert!(err.contains("--library nope.so: no such file") && !err.contains("copy"), "{err}");
     fs::write(p.path("latin1.yaml"), b"plugins_dir: plugins\n# caf\xe9\n").unwrap();
     let err = p.quiver(&["--config", "latin1.yaml", "list"]).failure(1).stderr();
     assert!(err.contains("latin1.yaml: not UTF-8") && err.contains("line 2, column 6"), "{err}");
