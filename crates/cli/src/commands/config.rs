@@ -1,5 +1,5 @@
-//! `quiver config`: which configuration file is in effect (and why), and the main settings it
-//! resolves to. Answers "why does quiver not see my plugins?" without reading the lookup rules.
+//! `quiver config`: which configuration file is in effect (and why), and every setting it
+//! resolves to (the defaults filled in). Answers "why does quiver not see my plugins?" without reading the lookup rules.
 
 use anyhow::Result;
 use clap::Args;
@@ -32,6 +32,9 @@ pub fn run(g: &GlobalArgs, _a: &ConfigArgs) -> Result<()> {
             "user_config_file": user.as_ref().map(|p| p.display().to_string()),
             "plugins_dir": settings.host.plugins_dir.display().to_string(),
             "base_dir": settings.base_dir.display().to_string(),
+            // Every setting, the defaults filled in (paths as written; they resolve against
+            // `base_dir`).
+            "settings": &settings.config,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -46,5 +49,11 @@ pub fn run(g: &GlobalArgs, _a: &ConfigArgs) -> Result<()> {
         config_file::CONFIG_FILE,
         user.map(|p| p.display().to_string()).unwrap_or_else(|| "(no XDG_CONFIG_HOME or HOME)".to_owned())
     );
+    // Every setting, the defaults filled in: paths as written (relative ones resolve against
+    // the configuration's folder).
+    println!("settings (defaults filled in; relative paths resolve against {}):", settings.base_dir.display());
+    for line in serde_yaml::to_string(&settings.config)?.lines() {
+        println!("  {line}");
+    }
     Ok(())
 }

@@ -89,6 +89,11 @@ fn environment_overrides_the_main_options_and_flags_win() {
     let v = p.quiver(&["config", "--json"]).env("QUIVER_CONFIG", "alt.yaml").success().json();
     assert_eq!(v["origin"], "--config / QUIVER_CONFIG");
     assert!(v["plugins_dir"].as_str().unwrap().ends_with("empty"), "{v}");
+    // Every setting, the defaults filled in.
+    assert_eq!(v["settings"]["plugins_dir"], "empty", "{v}");
+    assert_eq!(v["settings"]["rescan_interval_ms"], 3000, "{v}");
+    let text = p.quiver(&["config"]).env("QUIVER_CONFIG", "alt.yaml").success().stdout();
+    assert!(text.contains("  rescan_interval_ms: 3000") && text.contains("  plugins_dir: empty"), "{text}");
     let run = p.quiver(&["list"]).env("QUIVER_CONFIG", "nope.yaml").failure(1);
     assert!(run.stderr().contains("nope.yaml") && run.stderr().contains("QUIVER_CONFIG"), "{}", run.stderr());
     // serve reads QUIVER_PROFILE: an unknown one is refused before serving.
