@@ -8,10 +8,9 @@
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use quiver_abi::ToolResponse;
-use quiver_telemetry::{CallTrace, HostService, HostTrip, HostTrips, TraceExport, TraceParent};
+use quiver_telemetry::{CallTrace, HostService, HostTrips, RawTrip, TraceExport, TraceParent};
 use serde_json::Value;
 
 use crate::call::{BoxFuture, ClientBridge, LogLevel};
@@ -68,7 +67,7 @@ impl TracedBridge {
     }
 
     /// Every round trip so far.
-    fn take(&self) -> Vec<HostTrip> {
+    fn take(&self) -> Vec<RawTrip> {
         let mut trips = self.host.take();
         if let Some(d) = self.deferred.get() {
             trips.extend(d.take());
@@ -79,12 +78,12 @@ impl TracedBridge {
 
 impl ClientBridge for TracedBridge {
     fn log(&self, level: LogLevel, message: &str) {
-        let start = Instant::now();
+        let start = HostTrips::begin();
         self.inner.log(level, message);
         self.host.record(HostService::Log, start);
     }
     fn progress(&self, progress: f64, total: Option<f64>, message: &str) {
-        let start = Instant::now();
+        let start = HostTrips::begin();
         self.inner.progress(progress, total, message);
         self.host.record(HostService::Progress, start);
     }
@@ -92,7 +91,7 @@ impl ClientBridge for TracedBridge {
         self.inner.can_elicit()
     }
     fn elicit(&self, request: Value) -> BoxFuture<Result<Value, String>> {
-        let (start, host, answer) = (Instant::now(), self.deferred(), self.inner.elicit(request));
+        let (start, host, answer) = (HostTrips::begin(), self.deferred(), self.inner.elicit(request));
         Box::pin(async move {
             let answer = answer.await;
             host.record(HostService::Elicitation, start);
@@ -103,7 +102,7 @@ impl ClientBridge for TracedBridge {
         self.inner.can_sample()
     }
     fn sample(&self, request: Value) -> BoxFuture<Result<Value, String>> {
-        let (start, host, answer) = (Instant::now(), self.deferred(), self.inner.sample(request));
+        let (start, host, answer) = (HostTrips::begin(), self.deferred(), self.inner.sample(request));
         Box::pin(async move {
             let answer = answer.await;
             host.record(HostService::Sampling, start);

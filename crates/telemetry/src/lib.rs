@@ -48,8 +48,8 @@ pub use stats::{
     DurationStats, GenericStats, LaneStats, Stats, StatusCounts, SurfaceCounts, ToolStats, stats_from_transcript,
 };
 pub use trace::{
-    CallTrace, HostService, HostTrip, HostTrips, TRACE_QUEUE, TRACE_STAGES, TraceExport, TraceMessage, TraceParent,
-    trace_export,
+    CallTrace, HostService, HostTrip, HostTrips, RawTrip, TRACE_QUEUE, TRACE_STAGES, TraceExport, TraceMessage,
+    TraceParent, TripStart, trace_export,
 };
 pub use transcript::{
     DEFAULT_TRANSCRIPT_KEEP, DEFAULT_TRANSCRIPT_MAX_BYTES, TRANSCRIPT_FORMAT, TranscriptEvent, TranscriptLine,

@@ -74,7 +74,8 @@ impl HostService {
     }
 }
 
-/// One host-service round trip: which service, when it started and ended.
+/// One host-service round trip: which service, when it started and ended (on the record's
+/// time line, [`CallTrace::host_trips`]).
 #[derive(Debug, Clone, Copy)]
 pub struct HostTrip {
     pub service: HostService,
@@ -82,20 +83,38 @@ pub struct HostTrip {
     pub end: Instant,
 }
 
+/// When a host-service round trip started: a read of the clock the record's stage boundaries
+/// are read on ([`HostTrips::begin`]), so trips and stages are placed on one time line.
+#[derive(Debug, Clone, Copy)]
+pub struct TripStart(u64);
+
+/// A round trip as recorded: raw reads of the record's clock.
+#[derive(Debug, Clone, Copy)]
+pub struct RawTrip {
+    service: HostService,
+    start: u64,
+    end: u64,
+}
+
 /// The host-service round trips of one call, appended from whichever thread the tool calls the
 /// service on (only calls whose tool uses a host service take the lock).
 #[derive(Debug, Default)]
-pub struct HostTrips(Mutex<Vec<HostTrip>>);
+pub struct HostTrips(Mutex<Vec<RawTrip>>);
 
 impl HostTrips {
+    /// A round trip starts now.
+    pub fn begin() -> TripStart {
+        TripStart(clock().raw())
+    }
+
     /// A round trip of `service` that started at `start` and ends now.
-    pub fn record(&self, service: HostService, start: Instant) {
-        let trip = HostTrip { service, start, end: Instant::now() };
+    pub fn record(&self, service: HostService, start: TripStart) {
+        let trip = RawTrip { service, start: start.0, end: clock().raw() };
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push(trip);
     }
 
     /// Takes the round trips so far, in the order they ended.
-    pub fn take(&self) -> Vec<HostTrip> {
+    pub fn take(&self) -> Vec<RawTrip> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
@@ -114,7 +133,7 @@ pub struct CallTrace {
     clock: &'static quanta::Clock,
     /// How many of `marks` are set (at least 1).
     reached: u8,
-    host: Vec<HostTrip>,
+    host: Vec<RawTrip>,
     tool: Option<String>,
     action: Option<String>,
     request_id: String,
@@ -169,7 +188,7 @@ impl CallTrace {
     }
 
     /// The call's host-service round trips ([`HostTrips::take`] at its end).
-    pub fn set_host_trips(&mut self, trips: Vec<HostTrip>) {
+    pub fn set_host_trips(&mut self, trips: Vec<RawTrip>) {
         self.host = trips;
     }
 
@@ -214,9 +233,13 @@ impl CallTrace {
             .take(self.reached as usize - 1)
             .map(|(n, w)| (*n, self.at(w[0]), self.at(w[1])))
     }
-    /// The host-service round trips.
-    pub fn host_trips(&self) -> &[HostTrip] {
-        &self.host
+    /// The host-service round trips, on the time line of the stages (one clock for both: a
+    /// trip made while a stage ran lies within it).
+    pub fn host_trips(&self) -> Vec<HostTrip> {
+        self.host
+            .iter()
+            .map(|t| HostTrip { service: t.service, start: self.at(t.start), end: self.at(t.end) })
+            .collect()
     }
 }
 
@@ -300,6 +323,24 @@ pub(crate) fn set_trace_export(export: TraceExport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_trip_made_during_a_stage_lies_within_it() {
+        // The pipeline's start is read before the record starts (and may be read long before,
+        // on a loaded machine); a trip made between two boundaries must still fall between them.
+        let start = Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut t = CallTrace::start(Lane::Typed, start, None);
+        t.stage_done();
+        let host = HostTrips::default();
+        let trip = HostTrips::begin();
+        host.record(HostService::Elicitation, trip);
+        t.stage_done();
+        t.set_host_trips(host.take());
+        let stages: Vec<_> = t.stages().collect();
+        let trips = t.host_trips();
+        assert!(stages[1].1 <= trips[0].start && trips[0].end <= stages[1].2, "{stages:?} {trips:?}");
+    }
 
     #[test]
     fn stages_are_the_spans_between_consecutive_boundaries() {

@@ -14,7 +14,7 @@ fn the_discarding_export_turns_a_record_into_its_span_tree() {
     let mut trace = CallTrace::start(Lane::Typed, Instant::now(), None);
     trace.stage_done();
     trace.stage_done();
-    host.record(HostService::Progress, Instant::now());
+    host.record(HostService::Progress, HostTrips::begin());
     trace.finish(Some("tool"), None, "r-1", quiver_abi::Status::Ok, None);
     trace.set_host_trips(host.take());
     exporter.flush();
