@@ -111,8 +111,12 @@ impl Settings {
     /// accepts (`serve`) or changed on purpose (`quiver rollback`); other commands only check
     /// against it. Creates the state folder.
     pub fn raise_rollback(&mut self) -> Result<Arc<quiver_lifecycle::RollbackStore>> {
-        let store = quiver_lifecycle::RollbackStore::open(&self.base_dir.join(&self.config.state_dir))
-            .map_err(|e| anyhow::anyhow!("{}: state_dir: {e}", self.origin()))?;
+        // The record `load` read, raised from now on (not read again), unless it is shared.
+        let store = match self.host.verify.rollback.take().map(Arc::try_unwrap) {
+            Some(Ok(checking)) => checking.raising(),
+            _ => quiver_lifecycle::RollbackStore::open(&self.base_dir.join(&self.config.state_dir)),
+        }
+        .map_err(|e| anyhow::anyhow!("{}: state_dir: {e}", self.origin()))?;
         let store = Arc::new(store);
         self.host.verify.rollback = Some(store.clone());
         // Opening it made the state folder (a first start): the configuration's check is kept
@@ -252,34 +256,13 @@ impl Settings {
             .collect();
         scopes.sort_unstable();
         scopes.dedup();
-        let mut unmatched: Vec<(String, &str, &[&str], &str)> = Vec::new();
-        let (ids, id_what) = (plugins.as_slice(), "plugin");
-        for id in self.config.isolation.plugins.keys().filter(|id| !plugins.contains(&id.as_str())) {
-            unmatched.push((format!("isolation.plugins.{id}"), id, ids, id_what));
-        }
-        for id in self.config.plugin_config.keys().filter(|id| !plugins.contains(&id.as_str())) {
-            unmatched.push((format!("plugin_config.{id}"), id, ids, id_what));
-        }
-        for (name, profile) in &self.config.profiles {
-            for (field, names) in [("eager", &profile.eager), ("gated", &profile.gated)] {
-                for tool in names.iter().filter(|t| catalog.resolve(t).is_none()) {
-                    unmatched.push((format!("profiles.{name}.{field}: `{tool}`"), tool, &tools, "tool"));
-                }
-            }
-            for scope in profile.scopes.iter().filter(|s| *s != "*" && !scopes.contains(&s.as_str())) {
-                unmatched.push((format!("profiles.{name}.scopes: `{scope}`"), scope, &scopes, "tool's scope"));
-            }
-        }
-        for (entry, name, known, what) in unmatched {
+        let warn = |entry: &str, name: &str, known: &[&str], what: &str| {
             let close = known
                 .iter()
                 .map(|k| (quiver_manifest::edit_distance(name, k), k))
                 .filter(|(d, k)| *d <= 2.max(k.len() / 4))
                 .min();
-            let hint = match close {
-                Some((_, k)) => format!("did you mean `{k}`? "),
-                None => String::new(),
-            };
+            let hint = close.map(|(_, k)| format!("did you mean `{k}`? ")).unwrap_or_default();
             crate::telemetry::notice(
                 "WARN",
                 &format!(
@@ -287,6 +270,22 @@ impl Settings {
                     self.origin()
                 ),
             );
+        };
+        let ids = self.config.isolation.plugins.keys().map(|id| ("isolation.plugins", id));
+        for (field, id) in ids.chain(self.config.plugin_config.keys().map(|id| ("plugin_config", id))) {
+            if !plugins.contains(&id.as_str()) {
+                warn(&format!("{field}.{id}"), id, &plugins, "plugin");
+            }
+        }
+        for (name, profile) in &self.config.profiles {
+            for (field, names) in [("eager", &profile.eager), ("gated", &profile.gated)] {
+                for tool in names.iter().filter(|t| catalog.resolve(t).is_none()) {
+                    warn(&format!("profiles.{name}.{field}: `{tool}`"), tool, &tools, "tool");
+                }
+            }
+            for scope in profile.scopes.iter().filter(|s| *s != "*" && !scopes.contains(&s.as_str())) {
+                warn(&format!("profiles.{name}.scopes: `{scope}`"), scope, &scopes, "tool's scope");
+            }
         }
     }
 }

@@ -40,6 +40,15 @@ struct RecordFile {
     plugins: BTreeMap<String, Accepted>,
 }
 
+/// Creates the state folder `dir` (mode 0700) if it is missing.
+fn create_state_dir(dir: &Path) -> Result<(), String> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create the state folder {}: {e}", dir.display()))
+}
+
 /// The persistent rollback record of one host.
 #[derive(Debug)]
 pub struct RollbackStore {
@@ -57,11 +66,29 @@ impl RollbackStore {
     /// but cannot be read or parsed is an error: starting with an empty record would silently
     /// re-open every downgrade.
     pub fn open(dir: &Path) -> Result<RollbackStore, String> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| format!("cannot create the state folder {}: {e}", dir.display()))?;
+        create_state_dir(dir)?;
+        RollbackStore::read(dir, true)
+    }
+
+    /// The record of the state folder `dir` for a host that only checks against it and never
+    /// raises it ([`RollbackStore::record_all`] writes nothing): commands that inspect plugins
+    /// (`quiver list`, `surface`, `call`, ...) may be pointed at another folder (`--plugins`), and
+    /// a newer version seen there must not lock the served one out. A missing folder or record
+    /// is an empty record (nothing is created); an unreadable one is an error, as for
+    /// [`RollbackStore::open`].
+    pub fn checking(dir: &Path) -> Result<RollbackStore, String> {
+        RollbackStore::read(dir, false)
+    }
+
+    /// This record, raised from now on by what the host accepts (as [`RollbackStore::open`],
+    /// without reading the file again); creates the state folder.
+    pub fn raising(self) -> Result<RollbackStore, String> {
+        create_state_dir(&self.dir)?;
+        Ok(RollbackStore { raises: true, ..self })
+    }
+
+    /// Reads the record of `dir` (none yet: an empty record).
+    fn read(dir: &Path, raises: bool) -> Result<RollbackStore, String> {
         let file = dir.join(ROLLBACK_FILE);
         let plugins = match crate::bundle::read_capped(&file, MAX_RECORD_BYTES) {
             Ok((bytes, _)) => {
@@ -79,31 +106,10 @@ impl RollbackStore {
         Ok(RollbackStore {
             dir: dir.to_owned(),
             plugins: Mutex::new(plugins),
-            raises: true,
+            raises,
             #[cfg(test)]
             writes: Default::default(),
         })
-    }
-
-    /// The record of the state folder `dir` for a host that only checks against it and never
-    /// raises it ([`RollbackStore::record_all`] writes nothing): commands that inspect plugins
-    /// (`quiver list`, `surface`, `call`, ...) may be pointed at another folder (`--plugins`), and
-    /// a newer version seen there must not lock the served one out. A missing folder or record
-    /// is an empty record (nothing is created); an unreadable one is an error, as for
-    /// [`RollbackStore::open`].
-    pub fn checking(dir: &Path) -> Result<RollbackStore, String> {
-        let store = if dir.join(ROLLBACK_FILE).exists() {
-            RollbackStore::open(dir)?
-        } else {
-            RollbackStore {
-                dir: dir.to_owned(),
-                plugins: Mutex::new(BTreeMap::new()),
-                raises: true,
-                #[cfg(test)]
-                writes: Default::default(),
-            }
-        };
-        Ok(RollbackStore { raises: false, ..store })
     }
 
     /// The state folder.

@@ -178,6 +178,17 @@ struct ScanState {
     linked: BTreeSet<PathBuf>,
 }
 
+/// Reports each path of `now` not in `reported`, once: `reported` keeps the paths still there,
+/// so one that goes and comes back is reported again.
+fn report_once(reported: &mut BTreeSet<PathBuf>, now: &[PathBuf], report: impl Fn(&Path)) {
+    for p in now {
+        if reported.insert(p.clone()) {
+            report(p);
+        }
+    }
+    reported.retain(|p| now.contains(p));
+}
+
 /// What a look at the plugins folder found ([`BundleSource::find`]).
 struct Found {
     /// Manifests, sorted (a symbolic link named like one too: its check refuses it by name).
@@ -1121,27 +1132,21 @@ impl ToolSource for BundleSource {
                 return report;
             }
         };
-        for lib in &orphans {
-            if state.orphans.insert(lib.clone()) {
-                // Its own target: nothing else reports this one.
-                tracing::warn!(
-                    target: "quiver::plugins",
-                    library = %lib.display(),
-                    "a plugin library without a manifest is ignored: a bundle is the library, its NAME.tool.yaml (with artifact.sha256) and NAME.tool.yaml.minisig in one folder; build one with `cargo xtask build-plugins` or `quiver sign --library`"
-                );
-            }
-        }
-        state.orphans.retain(|l| orphans.contains(l));
-        for folder in &linked {
-            if state.linked.insert(folder.clone()) {
-                tracing::warn!(
-                    target: "quiver::plugins",
-                    folder = %folder.display(),
-                    "a symbolic link to a folder in the plugins folder is not scanned (bundle files are read as regular files, never through links): copy or move the bundle folder itself into the plugins folder"
-                );
-            }
-        }
-        state.linked.retain(|l| linked.contains(l));
+        report_once(&mut state.orphans, &orphans, |lib| {
+            // Its own target: nothing else reports this one.
+            tracing::warn!(
+                target: "quiver::plugins",
+                library = %lib.display(),
+                "a plugin library without a manifest is ignored: a bundle is the library, its NAME.tool.yaml (with artifact.sha256) and NAME.tool.yaml.minisig in one folder; build one with `cargo xtask build-plugins` or `quiver sign --library`"
+            );
+        });
+        report_once(&mut state.linked, &linked, |folder| {
+            tracing::warn!(
+                target: "quiver::plugins",
+                folder = %folder.display(),
+                "a symbolic link to a folder in the plugins folder is not scanned (bundle files are read as regular files, never through links): copy or move the bundle folder itself into the plugins folder"
+            );
+        });
         self.remove_failed_starts(state, claims, &mut report);
 
         // Removals first, so a bundle renamed within one scan is not seen as a duplicate.

@@ -302,11 +302,7 @@ pub(crate) fn top_level_id(bytes: &[u8]) -> Option<RequestId> {
                     if &bytes[start..end] == b"id" {
                         let value = bytes.get(end + 1..)?.trim_ascii_start().strip_prefix(b":")?;
                         let mut de = serde_json::Deserializer::from_slice(value);
-                        return match serde::Deserialize::deserialize(&mut de).ok()? {
-                            Value::String(s) => Some(NumberOrString::String(s.into())),
-                            Value::Number(n) => n.as_i64().map(NumberOrString::Number),
-                            _ => None,
-                        };
+                        return id_of(&serde::Deserialize::deserialize(&mut de).ok()?);
                     }
                 }
                 i = end;

@@ -221,7 +221,7 @@ fn export_call(tracer: &SdkTracer, clock: &Clock, trace: &CallTrace) {
     for (name, start, end) in trace.stages() {
         child(name, start, end);
     }
-    for trip in &trace.host_trips() {
+    for trip in trace.host_trips() {
         child(trip.service.span_name(), trip.start, trip.end);
     }
     cx.span().end_with_timestamp(clock.at(trace.ended()));

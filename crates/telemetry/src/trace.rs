@@ -235,11 +235,8 @@ impl CallTrace {
     }
     /// The host-service round trips, on the time line of the stages (one clock for both: a
     /// trip made while a stage ran lies within it).
-    pub fn host_trips(&self) -> Vec<HostTrip> {
-        self.host
-            .iter()
-            .map(|t| HostTrip { service: t.service, start: self.at(t.start), end: self.at(t.end) })
-            .collect()
+    pub fn host_trips(&self) -> impl Iterator<Item = HostTrip> + '_ {
+        self.host.iter().map(|t| HostTrip { service: t.service, start: self.at(t.start), end: self.at(t.end) })
     }
 }
 
@@ -338,7 +335,7 @@ mod tests {
         t.stage_done();
         t.set_host_trips(host.take());
         let stages: Vec<_> = t.stages().collect();
-        let trips = t.host_trips();
+        let trips: Vec<_> = t.host_trips().collect();
         assert!(stages[1].1 <= trips[0].start && trips[0].end <= stages[1].2, "{stages:?} {trips:?}");
     }
 

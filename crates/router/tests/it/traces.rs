@@ -43,7 +43,7 @@ async fn a_traced_call_records_every_stage_its_host_services_and_its_parent() {
     assert_eq!(stages.iter().map(|s| s.0).collect::<Vec<_>>(), TRACE_STAGES, "a boundary per stage");
     assert_eq!(stages[0].1, t.started());
     assert!(stages.windows(2).all(|w| w[0].2 == w[1].1 && w[0].1 <= w[0].2), "consecutive stages: {stages:?}");
-    let trips = t.host_trips();
+    let trips: Vec<_> = t.host_trips().collect();
     assert_eq!(trips.iter().map(|h| h.service).collect::<Vec<_>>(), [HostService::Elicitation]);
     let (dispatch_start, dispatch_end) = (stages[5].1, stages[5].2);
     assert!(dispatch_start <= trips[0].start && trips[0].end <= dispatch_end, "asked while the tool ran");
