@@ -190,6 +190,12 @@ fn call_errors_exit_non_zero() {
 
     // Not JSON: a usage error.
     p.quiver(&["call", "marker_echo", "--args", "{not json"]).failure(2);
+    // A key given twice (which value was meant?): a usage error naming the key and where it is,
+    // not the last value taken in silence.
+    let run = p.quiver(&["call", "marker_echo", "--args", r#"{"text": "a", "text": "b"}"#]).failure(2);
+    assert!(run.stderr().contains("`text` twice") && run.stderr().contains("column"), "{}", run.stderr());
+    let run = p.quiver(&["call", "marker_echo", "--args", r#"{"text": "a", "o": {"k": 1, "k": 2}}"#]).failure(2);
+    assert!(run.stderr().contains("`k` twice") && run.stderr().contains("/o"), "{}", run.stderr());
 }
 
 #[test]
