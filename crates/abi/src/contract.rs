@@ -167,6 +167,12 @@ impl ErrorCode {
     pub const CANCELLED: &'static str = "cancelled";
     /// The plugin's response could not be understood.
     pub const PROTOCOL: &'static str = "protocol_error";
+    /// The process running the tool died during the call (set by the host for isolated
+    /// plugins): the call may or may not have taken effect.
+    pub const PLUGIN_CRASHED: &'static str = "plugin_crashed";
+    /// The tool's plugin could not take the call (disabled after crashes, still starting, or
+    /// its upstream is down): the call did not reach the tool.
+    pub const PLUGIN_UNAVAILABLE: &'static str = "plugin_unavailable";
 }
 
 /// A structured error a model can read and act on.

@@ -186,7 +186,8 @@ pub struct ToolSpec {
     pub prompt_snippet: String,
     /// Highest risk of the tool (of any of its actions).
     pub side_effects: SideEffects,
-    /// True when repeating a call with the same arguments has no further effect.
+    /// True when repeating a call with the same arguments has no further effect (see
+    /// [`ToolSpec::repeat_safe`]).
     #[serde(default)]
     pub idempotent: bool,
     /// Scopes a caller must hold to see or call the tool.
@@ -213,6 +214,30 @@ pub struct ToolSpec {
     /// For a tool of an adapter bundle: how a call runs the command or makes the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoke: Option<crate::InvokeSpec>,
+}
+
+impl ToolSpec {
+    /// The risk of a call of `action` (the action's own when it names one of the tool's
+    /// actions, else the tool's).
+    pub fn side_effects_of(&self, action: Option<&str>) -> SideEffects {
+        action.and_then(|a| self.actions.iter().find(|x| x.name == a)).map_or(self.side_effects, |a| a.side_effects)
+    }
+
+    /// True when a call of `action` may be made again without thinking after an outcome the
+    /// caller did not see (a timeout, a crash): it only reads, or the tool is idempotent.
+    pub fn repeat_safe(&self, action: Option<&str>) -> bool {
+        self.idempotent || !self.side_effects_of(action).mutates()
+    }
+}
+
+/// What a caller is told of a call of `tool` (risk `effect`, not idempotent) that ended
+/// without an answer it can trust (a timeout, a crash, a server error after a request): it
+/// may have taken effect, so look before trying again.
+pub fn may_have_taken_effect(tool: &str, effect: SideEffects) -> String {
+    format!(
+        "The call may have taken effect: `{tool}` is not idempotent and its side effects are `{}`, so check what it did before calling it again",
+        effect.as_str()
+    )
 }
 
 /// Risk class of a tool or action, ordered from least to most risky.

@@ -40,11 +40,15 @@ pub enum Code {
     RateLimited,
     /// The tool's result does not match its output schema (a fault of the tool).
     InvalidOutput,
+    /// The process running the tool died during the call.
+    PluginCrashed,
+    /// The tool's plugin could not take the call; it did not reach the tool.
+    PluginUnavailable,
 }
 
 impl Code {
     /// Every code, in a stable order.
-    pub const ALL: [Code; 14] = [
+    pub const ALL: [Code; 16] = [
         Code::InvalidArguments,
         Code::ToolError,
         Code::Panic,
@@ -59,6 +63,8 @@ impl Code {
         Code::ToolRemoved,
         Code::RateLimited,
         Code::InvalidOutput,
+        Code::PluginCrashed,
+        Code::PluginUnavailable,
     ];
 
     /// The code as it goes on the wire (`ToolError.code`).
@@ -78,7 +84,16 @@ impl Code {
             Code::ToolRemoved => "tool_removed",
             Code::RateLimited => "rate_limited",
             Code::InvalidOutput => "invalid_output",
+            Code::PluginCrashed => ErrorCode::PLUGIN_CRASHED,
+            Code::PluginUnavailable => ErrorCode::PLUGIN_UNAVAILABLE,
         }
+    }
+
+    /// True for the errors that may come after the tool began and leave its outcome unknown
+    /// to the caller: a timeout, or the tool's process dying under the call. A tool that knows
+    /// nothing ran answers with another code.
+    pub const fn outcome_unknown(self) -> bool {
+        matches!(self, Code::Timeout | Code::PluginCrashed)
     }
 
     /// The code named `s`; `None` for a tool-specific code.

@@ -22,6 +22,7 @@ use crate::sink::{AbandonOnDrop, InlineSink, RouterSink};
 use crate::stages::{CallContext, Target};
 use crate::{Caller, Router};
 use quiver_catalog::shape::Shape;
+use quiver_manifest::SideEffects;
 
 /// What every attempt of one call shares.
 pub(crate) struct Invocation<'a> {
@@ -33,6 +34,9 @@ pub(crate) struct Invocation<'a> {
     pub(crate) deadline: Instant,
     /// The output's shape, when the call passes the output on as text and it has one.
     pub(crate) text_shape: Option<&'a Shape>,
+    /// The call's risk when it is not safe to repeat (it changes something and the tool is
+    /// not idempotent): then an error that leaves its outcome unknown is not retried.
+    pub(crate) unsafe_effect: Option<SideEffects>,
 }
 
 /// A tool's answer as read: its size in bytes, and its outputs as JSON text when the call
@@ -163,6 +167,10 @@ impl Router {
             // took counts against the tool's timeout, as the caller's wait does.
             deadline: cx.started + timeout,
             text_shape: if cx.outputs_as_text { target.def().output_shape() } else { None },
+            unsafe_effect: {
+                let (spec, action) = (&target.def().spec, cx.meta.action.as_deref());
+                (!spec.repeat_safe(action)).then(|| spec.side_effects_of(action))
+            },
         }
     }
 
@@ -419,7 +427,8 @@ impl Router {
                 if cancel.is_cancelled() {
                     return Err(cancelled(inv.tool_name));
                 }
-                return settle(&r?, inv, Some(cancel), Instant::now());
+                let raw = r.map_err(|e| after_handoff(e, inv))?;
+                return settle(&raw, inv, Some(cancel), Instant::now());
             }
             Err(reason) => reason,
         };
@@ -439,7 +448,7 @@ impl Router {
         // `abandon` counted the deadline's timeout.
         match reason {
             AbortReason::Cancelled => Err(cancelled(inv.tool_name)),
-            AbortReason::Deadline => Err(timeout_error(inv.tool_name)),
+            AbortReason::Deadline => Err(timeout_error(inv)),
         }
     }
 }
@@ -506,7 +515,7 @@ async fn on_thread(
                 sink.abandon(true);
                 pool.retire(&ticket);
                 inv.state.spin.record(handed.elapsed());
-                return Err(timeout_error(inv.tool_name));
+                return Err(timeout_error(inv));
             }
         }
     };
@@ -587,17 +596,52 @@ fn settle(raw: &str, inv: &Invocation<'_>, cancel: Option<&CancellationToken>, n
     }
     if now >= inv.deadline {
         inv.state.counters.timed_out();
-        return Err(timeout_error(inv.tool_name));
+        return Err(timeout_error(inv));
     }
-    parse_response(inv.tool_name, raw, inv.text_shape)
+    let mut answer = parse_response(inv.tool_name, raw, inv.text_shape);
+    if inv.unsafe_effect.is_some()
+        && let Ok((response, _)) = &mut answer
+        && let Some(e) = response.error.take()
+    {
+        response.error = Some(after_handoff(e, inv));
+    }
+    answer
 }
 
-fn timeout_error(tool_name: &str) -> ToolError {
-    Code::Timeout
-        .error(format!(
-            "`{tool_name}` did not answer before its deadline and was told to stop; try a smaller request, or try again later"
-        ))
-        .retryable()
+/// The host's error for a call past its deadline, after the tool was handed it.
+fn timeout_error(inv: &Invocation<'_>) -> ToolError {
+    let tool_name = inv.tool_name;
+    let e = Code::Timeout.error(format!("`{tool_name}` did not answer before its deadline and was told to stop"));
+    match inv.unsafe_effect {
+        Some(effect) => not_safe_to_repeat(e, tool_name, effect),
+        None => {
+            let mut e = e.retryable();
+            e.message.push_str("; try a smaller request, or try again later");
+            e
+        }
+    }
+}
+
+/// `e`, an error that came after the tool was handed the call (from the backend, or parsed
+/// from the tool's answer). When its code leaves the outcome unknown ([`Code::outcome_unknown`])
+/// and the call is not safe to repeat, it is not retryable, whatever its maker said: the router
+/// does not retry it, and the caller is told to check the effect first. Every backend gets this
+/// here, in one place; an error that knows nothing ran uses another code.
+fn after_handoff(e: ToolError, inv: &Invocation<'_>) -> ToolError {
+    match inv.unsafe_effect {
+        Some(effect) if e.retryable && Code::of(&e).is_some_and(Code::outcome_unknown) => {
+            not_safe_to_repeat(e, inv.tool_name, effect)
+        }
+        _ => e,
+    }
+}
+
+fn not_safe_to_repeat(mut e: ToolError, tool_name: &str, effect: SideEffects) -> ToolError {
+    e.retryable = false;
+    let sep = if e.message.ends_with('.') { " " } else { ". " };
+    e.message.push_str(sep);
+    e.message.push_str(&quiver_manifest::may_have_taken_effect(tool_name, effect));
+    e
 }
 
 /// How the plugin SDK writes a successful answer that carries nothing but its output (the

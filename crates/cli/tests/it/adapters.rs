@@ -315,6 +315,14 @@ async fn no_argument_redirects_the_request(isolation: Isolation) {
     let r = call(&router, "http_post", json!({"name": "503"})).await;
     let e = r.error.unwrap();
     assert!(e.code == "tool_error" && e.retryable && e.message.contains("HTTP 503"), "{e:?}");
+    // A 500 or a gateway's 502 after a POST may come after the server acted: the write is not
+    // idempotent, so it is not offered for a retry.
+    for status in ["500", "502"] {
+        let r = call(&router, "http_post", json!({"name": status})).await;
+        let e = r.error.unwrap();
+        assert!(!e.retryable && e.message.contains(&format!("HTTP {status}")), "{e:?}");
+        assert!(e.message.contains("may have taken effect"), "{e:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

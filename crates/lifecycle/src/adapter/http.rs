@@ -169,20 +169,26 @@ impl HttpRunner {
         let origin = format!("{}://{}", url.scheme(), url.authority());
         let resp = req.send().map_err(|e| {
             if e.is_timeout() {
+                // The router decides, for every backend alike, whether a timeout is retryable.
                 ToolError::new(ErrorCode::TIMEOUT, format!("{origin} did not answer before the deadline")).retryable()
-            } else {
+            } else if e.is_connect() {
+                // No connection: nothing was sent.
                 ToolError::tool(format!("cannot reach {origin}: {e}")).retryable()
+            } else {
+                plan.maybe_acted(ToolError::tool(format!("the request to {origin} failed: {e}")))
             }
         })?;
         let status = resp.status().as_u16();
         let mut body = Vec::new();
         resp.take(MAX_OUTPUT_BYTES as u64 + 1)
             .read_to_end(&mut body)
-            .map_err(|e| ToolError::tool(format!("reading the answer of {origin} failed: {e}")).retryable())?;
+            .map_err(|e| plan.maybe_acted(ToolError::tool(format!("reading the answer of {origin} failed: {e}"))))?;
         let ok = (200..300).contains(&status) || plan.invoke.ok.contains(&status);
         if !ok {
-            let retryable = status == 429 || status >= 500;
-            return Err(mapped_error(
+            // 429 and 503 refuse a request without acting on it; any other server error may
+            // come after the server acted.
+            let refused = status == 429 || status == 503;
+            let e = mapped_error(
                 &plan.invoke,
                 status,
                 format!(
@@ -191,8 +197,9 @@ impl HttpRunner {
                     url.path(),
                     excerpt(&String::from_utf8_lossy(&body))
                 ),
-                retryable,
-            ));
+                refused,
+            );
+            return Err(if status >= 500 && !refused { plan.maybe_acted(e) } else { e });
         }
         if body.len() > MAX_OUTPUT_BYTES {
             return Err(ToolError::tool(format!(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use quiver_abi::{ErrorCode, ToolError, ToolRequest, ToolResponse};
 use quiver_catalog::{CallSink, Dispatch, Placement, ToolBackend};
-use quiver_manifest::{AdapterSpec, InvokeSpec, Manifest, OutputFormat, Payload, Template};
+use quiver_manifest::{AdapterSpec, InvokeSpec, Manifest, OutputFormat, Payload, SideEffects, Template};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -138,6 +138,10 @@ pub fn resolve(
 /// One tool's invocation, templates parsed once.
 pub(crate) struct ToolPlan {
     pub invoke: InvokeSpec,
+    /// The tool's name and risk when a call is not safe to repeat (it changes something and is
+    /// not idempotent): a failure that may come after the other side acted is then not
+    /// offered for a retry.
+    pub unsafe_effect: Option<(String, SideEffects)>,
     pub args: Vec<Template>,
     pub path: Option<Template>,
     pub query: Vec<(String, Template)>,
@@ -182,6 +186,7 @@ impl Adapter {
                     .map(|(k, v)| parse(v).map(|t| (k.clone(), t)))
                     .collect::<Result<_, _>>()?,
                 invoke,
+                unsafe_effect: (!t.repeat_safe(None)).then(|| (t.name.clone(), t.side_effects)),
             };
             tools.insert(t.name.clone(), plan);
         }
@@ -263,6 +268,24 @@ pub(crate) fn parse_output(format: OutputFormat, bytes: &[u8], what: &str) -> Re
                 )));
             }
             Ok(json!({ "result": first }))
+        }
+    }
+}
+
+impl ToolPlan {
+    /// The error of a failure that may come after the other side acted (a server error, a
+    /// broken connection after the request was sent): retryable only when the call is safe to
+    /// repeat; else not, and the message says why.
+    pub(crate) fn maybe_acted(&self, e: ToolError) -> ToolError {
+        match &self.unsafe_effect {
+            None => e.retryable(),
+            Some((tool, effect)) => {
+                let mut e = e;
+                e.retryable = false;
+                e.message.push_str(". ");
+                e.message.push_str(&quiver_manifest::may_have_taken_effect(tool, *effect));
+                e
+            }
         }
     }
 }

@@ -79,9 +79,9 @@ fn write_hello(w: &mut impl std::io::Write, spec: &WorkerSpec, library: &Verifie
 }
 
 /// Error code of a call whose worker died under it.
-pub const PLUGIN_CRASHED: &str = "plugin_crashed";
+pub const PLUGIN_CRASHED: &str = ErrorCode::PLUGIN_CRASHED;
 /// Error code of a call to a plugin whose worker is disabled after repeated crashes.
-pub const PLUGIN_UNAVAILABLE: &str = "plugin_unavailable";
+pub const PLUGIN_UNAVAILABLE: &str = ErrorCode::PLUGIN_UNAVAILABLE;
 
 /// How worker processes are started and limited.
 #[derive(Debug, Clone)]
@@ -430,13 +430,13 @@ impl Supervisor {
             if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
                 if starting {
                     return Err(ToolError::new(
-                        ErrorCode::TIMEOUT,
+                        PLUGIN_UNAVAILABLE,
                         format!("plugin `{}`'s worker process is still starting and was not ready before the call's deadline; try again shortly", self.spec.plugin),
                     )
                     .retryable());
                 }
                 return Err(ToolError::new(
-                    ErrorCode::TIMEOUT,
+                    PLUGIN_UNAVAILABLE,
                     format!("plugin `{}` is restarting after a crash and was not back before the call's deadline; try again shortly", self.spec.plugin),
                 )
                 .retryable());
@@ -708,8 +708,11 @@ impl WorkerBackend {
         let msg = ToWorker::Call { id, tool: tool.to_owned(), request, timeout_ms, inline };
         if let Err(e) = proc.send(&msg) {
             proc.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-            let code =
-                if e.kind() == std::io::ErrorKind::InvalidData { ErrorCode::INVALID_ARGUMENTS } else { PLUGIN_CRASHED };
+            let code = if e.kind() == std::io::ErrorKind::InvalidData {
+                ErrorCode::INVALID_ARGUMENTS
+            } else {
+                PLUGIN_UNAVAILABLE
+            };
             return Err(ToolError::new(
                 code,
                 format!("cannot send the call to plugin `{}`'s worker: {e}", sup.spec.plugin),

@@ -132,6 +132,26 @@ fn base_is_valid() {
     Manifest::from_yaml(BASE, "demo.tool.yaml").unwrap();
 }
 
+/// Whether a call may be made again after an outcome its caller did not see: reads and
+/// idempotent tools may; a write may not, and an action has its own risk.
+#[test]
+fn a_call_is_safe_to_repeat_when_it_reads_or_its_tool_is_idempotent() {
+    let m = Manifest::from_yaml(BASE, "demo.tool.yaml").unwrap();
+    let (act, other) = (&m.tools[0], &m.tools[1]);
+    assert!(other.repeat_safe(None));
+    assert!(!act.repeat_safe(None) && !act.repeat_safe(Some("put")));
+    assert_eq!(act.side_effects_of(Some("get")), SideEffects::Read);
+    assert!(act.repeat_safe(Some("get")));
+    // An unknown action has the tool's risk.
+    assert_eq!(act.side_effects_of(Some("nope")), SideEffects::Write);
+    let idem = Manifest::from_yaml(
+        &edit("side_effects: write\n", "side_effects: write\n    idempotent: true\n"),
+        "demo.tool.yaml",
+    )
+    .unwrap();
+    assert!(idem.tools[0].repeat_safe(Some("put")));
+}
+
 #[test]
 fn bad_manifests_name_the_field() {
     // (what, manifest text, expected path, text expected in message or fix)

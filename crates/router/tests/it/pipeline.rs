@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use quiver_abi::{ErrorCode, Status};
 use quiver_manifest::LifecycleState;
-use quiver_router::{Approval, Call, CancellationToken, Lane, NullBridge, Router, RouterSettings, codes};
+use quiver_router::{Approval, Call, CallOutcome, CancellationToken, Lane, NullBridge, Router, RouterSettings, codes};
 use quiver_telemetry::BreakerState;
 use serde_json::{Value, json};
 
@@ -376,6 +376,8 @@ async fn a_timeout_is_reported_within_ten_percent_while_other_tools_keep_answeri
     let (o, took) = slow.await.unwrap();
     let e = o.response.error.as_ref().unwrap();
     assert_eq!(e.code, ErrorCode::TIMEOUT);
+    // A read: safe to try again.
+    assert!(e.retryable && !e.message.contains("may have taken effect"), "{e:?}");
     let deadline = Duration::from_millis(300);
     eprintln!("timeout of a 300 ms deadline reported after {took:?}");
     assert!(took >= deadline && took <= deadline + deadline / 10, "timeout reported after {took:?}");
@@ -442,6 +444,49 @@ async fn a_cancelled_call_stops_waiting_at_once_and_the_plugin_sees_it() {
     cancel.cancel();
     let o = f.router.call(Call::new("marker_echo", json!({"text": "x"}), everyone()).with_cancel(cancel)).await;
     assert_eq!(code(&o), ErrorCode::CANCELLED);
+}
+
+/// A write that is not idempotent and may have run (it timed out, or its process died under
+/// it) is neither retried nor offered for a retry: a second attempt could repeat its effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_outcome_is_unknown_is_not_retried_nor_offered_for_a_retry() {
+    let _timing = crate::TIMING.read().await;
+    let f = fixture(RouterSettings { retry_base: Duration::from_millis(5), ..RouterSettings::default() });
+    let charges = |o: &CallOutcome| o.response.outputs["charges"].as_u64();
+
+    // The tool's process died under the call (as a worker reports it): one charge, no retry.
+    let o = f.typed("marker_charge", json!({"key": "crash", "outcome": "plugin_crashed"}), everyone()).await;
+    let e = o.response.error.as_ref().expect("an error");
+    assert_eq!(e.code, "plugin_crashed");
+    assert!(!e.retryable, "{e:?}");
+    assert!(
+        e.message.contains("may have taken effect")
+            && e.message.contains("`marker_charge`")
+            && e.message.contains("write"),
+        "{}",
+        e.message
+    );
+    assert_eq!(o.meta.retries, 0);
+    let o = f.typed("marker_charge", json!({"key": "crash"}), everyone()).await;
+    assert_eq!(charges(&o), Some(2), "the failed call ran once: {:?}", o.response);
+
+    // The same through the generic lane.
+    let o = f.generic("marker_charge", json!({"key": "generic", "outcome": "timeout"}), everyone()).await;
+    assert!(o.response.error.as_ref().is_some_and(|e| !e.retryable), "{:?}", o.response.error);
+    assert_eq!(o.meta.retries, 0);
+
+    // Past its deadline, after the charge was made: a timeout that does not invite a retry.
+    let o = f.typed("marker_charge", json!({"key": "slow", "ms": 600}), everyone()).await;
+    let e = o.response.error.as_ref().expect("an error");
+    assert_eq!(e.code, ErrorCode::TIMEOUT);
+    assert!(!e.retryable && e.message.contains("may have taken effect"), "{e:?}");
+    assert_eq!(o.meta.retries, 0);
+
+    // An error the tool itself marks retryable says nothing ran: it is retried as before.
+    let o = f.typed("marker_charge", json!({"key": "busy", "outcome": "tool_error"}), everyone()).await;
+    let e = o.response.error.as_ref().expect("an error");
+    assert!(e.retryable && !e.message.contains("may have taken effect"), "{e:?}");
+    assert_eq!(o.meta.retries, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

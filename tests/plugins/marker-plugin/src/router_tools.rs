@@ -343,7 +343,57 @@ impl Tool for Remember {
     }
 }
 
+/// Charge input.
+#[derive(Deserialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct ChargeInput {
+    /// Charges are counted per key.
+    pub key: String,
+    /// How the call ends after the charge is recorded: `ok`, or an error with this code,
+    /// marked retryable.
+    #[serde(default)]
+    pub outcome: Option<String>,
+    /// Milliseconds to wait after recording the charge (past the 300 ms deadline: a timeout
+    /// of a call that took effect).
+    #[serde(default)]
+    pub ms: u64,
+}
+
+/// Charge output.
+#[derive(Serialize, JsonSchema)]
+#[serde(crate = "quiver_abi::serde")]
+#[schemars(crate = "quiver_abi::schemars")]
+pub struct ChargeOutput {
+    /// Charges recorded with this key, this one included.
+    pub charges: u32,
+}
+
+static CHARGES: Mutex<BTreeMap<String, u32>> = Mutex::new(BTreeMap::new());
+
+/// A write that is not safe to repeat: every call records a charge before it answers, so an
+/// error after that (a crash, a timeout) leaves the charge made.
+pub struct Charge;
+impl Tool for Charge {
+    const NAME: &'static str = "marker_charge";
+    type Input = ChargeInput;
+    type Output = ChargeOutput;
+    fn call(&self, input: ChargeInput, _cx: &mut Context<'_>) -> Result<ChargeOutput, ToolError> {
+        let charges = {
+            let mut m = CHARGES.lock().unwrap_or_else(|e| e.into_inner());
+            let n = m.entry(input.key).or_insert(0);
+            *n += 1;
+            *n
+        };
+        std::thread::sleep(std::time::Duration::from_millis(input.ms));
+        match input.outcome.as_deref() {
+            None | Some("ok") => Ok(ChargeOutput { charges }),
+            Some(code) => Err(ToolError::new(code, format!("charge {charges} ended with {code}")).retryable()),
+        }
+    }
+}
+
 quiver_abi::export_plugin! {
     manifest: manifest(),
-    tools: [Echo, Panic, Sleep, Flaky, Fail, Big, BadOutputTool, Delete, Secret, Text, Shout, Gone, Ask, Wait, Remember],
+    tools: [Echo, Panic, Sleep, Flaky, Fail, Big, BadOutputTool, Delete, Secret, Text, Shout, Gone, Ask, Wait, Remember, Charge],
 }
