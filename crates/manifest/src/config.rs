@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, field, index};
+use crate::error::{Issue, ManifestError, excerpt, field, index};
 use crate::model::RateLimits;
 use crate::schema::{ConfigSchemaCode, QUIVER_CONFIG_SCHEMA, SchemaCheck};
 use crate::secret::SecretRef;
@@ -563,16 +563,9 @@ impl HostConfig {
         if value.is_null() {
             value = serde_json::Value::Object(serde_json::Map::new());
         }
-        let read = HostConfig::deserialize(&value);
-        let model_error = |e: serde_json::Error| {
-            ManifestError::single(
-                origin,
-                Issue::new(
-                    DOCUMENT,
-                    format!("does not fit the configuration model: {e}"),
-                    format!("see {SCHEMA_FILE}"),
-                ),
-            )
+        let read: Result<HostConfig, _> = serde_path_to_error::deserialize(&value);
+        let model_error = |e: serde_path_to_error::Error<serde_json::Error>| {
+            ManifestError::single(origin, crate::error::model_issue(e, "configuration", SCHEMA_FILE))
         };
         if read.as_ref().is_ok_and(checked_before) {
             let config = read.map_err(model_error)?;

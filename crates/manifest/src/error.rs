@@ -79,6 +79,29 @@ impl fmt::Display for ManifestError {
 
 impl std::error::Error for ManifestError {}
 
+/// The issue of a document that passed its schema but does not fit the typed model `what`,
+/// at the field the typed model stopped at.
+pub(crate) fn model_issue(e: serde_path_to_error::Error<serde_json::Error>, what: &str, schema: &str) -> Issue {
+    use serde_path_to_error::Segment;
+    let mut path = String::new();
+    for segment in e.path().iter() {
+        path = match segment {
+            Segment::Seq { index: n } => index(&path, *n),
+            Segment::Map { key } | Segment::Enum { variant: key } => field(&path, key),
+            Segment::Unknown => break,
+        };
+    }
+    let inner = e.into_inner().to_string();
+    let fix = if inner.starts_with("invalid type: floating point") {
+        // JSON Schema counts `1500.0` as an integer; the typed model does not.
+        "write a whole number without a decimal point or exponent (`1500`, not `1500.0` or `1.5e3`)".to_owned()
+    } else {
+        format!("see {schema}")
+    };
+    let path = if path.is_empty() { DOCUMENT.to_owned() } else { path };
+    Issue::new(path, format!("does not fit the {what} model: {inner}"), fix)
+}
+
 /// `parent.name`, or `name` at the top.
 pub(crate) fn field(parent: &str, name: &str) -> String {
     let simple = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');

@@ -47,12 +47,8 @@ impl Manifest {
         if !issues.is_empty() {
             return Err(ManifestError::new(origin, issues));
         }
-        let manifest: Manifest = serde_json::from_value(value).map_err(|e| {
-            ManifestError::single(
-                origin,
-                Issue::new(DOCUMENT, format!("does not fit the manifest model: {e}"), format!("see {SCHEMA_FILE}")),
-            )
-        })?;
+        let manifest: Manifest = serde_path_to_error::deserialize(&value)
+            .map_err(|e| ManifestError::single(origin, crate::error::model_issue(e, "manifest", SCHEMA_FILE)))?;
         let issues = semantic_issues(&manifest);
         if issues.is_empty() { Ok(manifest) } else { Err(ManifestError::new(origin, issues)) }
     }

@@ -44,6 +44,18 @@ pub(crate) fn parse(text: &str) -> Result<Value, Vec<Issue>> {
                 format!("keep one `{key}` entry of that mapping: YAML allows each key once"),
             )];
         }
+        if let Some((path, number)) = huge_integer(message) {
+            let (what, bound) = if number.starts_with('-') {
+                ("too small: numbers go down to", i64::MIN.to_string())
+            } else {
+                ("too large: numbers go up to", u64::MAX.to_string())
+            };
+            return vec![Issue::new(
+                if path.is_empty() { DOCUMENT } else { path },
+                format!("`{number}` is {what} {bound}"),
+                "write a number within that range, or quote it to make it text",
+            )];
+        }
         let at = location.map(|(l, c)| format!(" at line {l} column {c}")).unwrap_or_default();
         vec![Issue::new(
             DOCUMENT,
@@ -54,6 +66,15 @@ pub(crate) fn parse(text: &str) -> Result<Value, Vec<Issue>> {
     let mut issues = Vec::new();
     let value = to_json(yaml, &At::Root, &mut issues);
     if issues.is_empty() { Ok(value) } else { Err(issues) }
+}
+
+/// The field path and the digits of serde_yaml's error for an integer beyond 64 bits
+/// (`tools[1].policies.timeout_ms: invalid type: integer `99…` as u128, ...`).
+fn huge_integer(message: &str) -> Option<(&str, &str)> {
+    let (path, rest) = message.split_once("invalid type: integer `")?;
+    let (number, rest) = rest.split_once('`')?;
+    (rest.starts_with(" as u128") || rest.starts_with(" as i128"))
+        .then_some((path.strip_suffix(": ").unwrap_or(path), number))
 }
 
 /// The key of serde_yaml's "duplicate entry with key \"K\"" error (a plain key), if it is one.

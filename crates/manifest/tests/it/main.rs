@@ -162,6 +162,18 @@ fn bad_manifests_name_the_field() {
             "tools[1].colour",
             "remove `colour`",
         ),
+        (
+            "integer beyond u64",
+            edit("    title: Other\n", "    title: Other\n    policies: {timeout_ms: 99999999999999999999999}\n"),
+            "tools[1].policies.timeout_ms",
+            "too large",
+        ),
+        (
+            "a whole number written with an exponent",
+            edit("    title: Other\n", "    title: Other\n    policies: {timeout_ms: 1.5e3}\n"),
+            "tools[1].policies.timeout_ms",
+            "whole number",
+        ),
         ("unknown top field", edit("abi: 1\n", "abi: 1\nauthor: me\n"), "author", "remove `author`"),
         ("bad semver", edit("version: 1.0.0", "version: 1.0"), "version", "semantic version"),
         ("unquoted number version", edit("version: 1.0.0", "version: 2"), "version", "expected a string"),
@@ -567,6 +579,10 @@ fn bad_configs_name_the_field() {
         ("sessions: {ttl_ms: 5}\n", "sessions.ttl_ms", "1000"),
         ("search: {embeding: models/m}\n", "search.embeding", "remove `embeding`"),
         ("search: {embedding: \"\"}\n", "search.embedding", "empty"),
+        ("rescan_interval_ms: 99999999999999999999999\n", "rescan_interval_ms", "too large"),
+        ("router: {breaker_failures: -99999999999999999999999}\n", "router.breaker_failures", "too small"),
+        ("rescan_interval_ms: 1.5e3\n", "rescan_interval_ms", "whole number"),
+        ("sessions: {ttl_ms: 60000.0}\n", "sessions.ttl_ms", "whole number"),
     ];
     let mut failures = Vec::new();
     for (text, path, needle) in cases {
