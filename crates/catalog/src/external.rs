@@ -93,6 +93,7 @@ pub fn catalog_from_tool_list(id: &str, tools: Vec<Value>, state: LifecycleState
         artifact: None,
         adapter: None,
         sandbox: Default::default(),
+        config_schema: None,
         // The tool specs live once, in the entry's tools; a pseudo-plugin has no signed manifest
         // to keep a second copy of.
         tools: Vec::new(),

@@ -91,6 +91,7 @@ fn entry_with(
         artifact: None,
         adapter: None,
         sandbox: Default::default(),
+        config_schema: None,
         tools,
         hooks: Default::default(),
     };

@@ -50,6 +50,9 @@ pub enum Stage {
     Upstream,
     /// A secret a tool declares is not supplied by the host configuration (`secrets:`).
     Secrets,
+    /// The host configuration's `plugin_config` entry does not fit the plugin's
+    /// `config_schema`.
+    Config,
     /// Resolving an adapter bundle on this host (its program, environment, header secrets).
     Adapter,
 }
@@ -72,6 +75,7 @@ impl Stage {
             Stage::Worker => "worker",
             Stage::Upstream => "upstream",
             Stage::Secrets => "secrets",
+            Stage::Config => "config",
             Stage::Adapter => "adapter",
         }
     }
@@ -122,6 +126,9 @@ pub struct VerifyPolicy {
     /// read. A bundle whose tools declare a secret that is missing here or `Err` is refused
     /// before loading.
     pub secrets: BTreeMap<String, BTreeMap<String, Result<(), String>>>,
+    /// The host configuration's `plugin_config`, per plugin id: a bundle whose manifest has a
+    /// `config_schema` its entry does not fit is refused before loading, naming each field.
+    pub plugin_config: BTreeMap<String, serde_json::Value>,
     /// The record log ([`crate::record::RecordLog`]) where this host records the signed
     /// manifests that passed their checks (one line per manifest sha256, see
     /// [`manifest_check_digest`]), so a later scan of the same manifest skips its JSON Schema
@@ -142,6 +149,7 @@ impl Default for VerifyPolicy {
             revoked: Revocations::default(),
             rollback: None,
             secrets: BTreeMap::new(),
+            plugin_config: BTreeMap::new(),
             checked_manifests: None,
         }
     }
@@ -523,6 +531,19 @@ pub(crate) fn verify_bundle_with(
             };
             return Err(fail(Stage::Secrets, problem));
         }
+    }
+    let config_issues = manifest.config_issues(policy.plugin_config.get(&manifest.id));
+    if !config_issues.is_empty() {
+        let problems: Vec<String> =
+            config_issues.iter().map(|i| format!("{}: {} (fix: {})", i.path, i.message, i.fix)).collect();
+        return Err(fail(
+            Stage::Config,
+            format!(
+                "the host configuration does not fit plugin `{}`'s config_schema: {}",
+                manifest.id,
+                problems.join("; ")
+            ),
+        ));
     }
     if manifest.adapter.is_some() {
         // An adapter bundle has no library: the signed manifest is the whole of what runs, so

@@ -36,6 +36,12 @@ pub struct Manifest {
     /// but what is declared here (plus the system libraries it links against).
     #[serde(default, skip_serializing_if = "SandboxSpec::is_default")]
     pub sandbox: SandboxSpec,
+    /// The JSON Schema (2020-12, `type: object`) of the plugin's entry in the host's
+    /// `plugin_config`: the host checks the operator's entry against it when it loads the
+    /// bundle, and refuses the bundle, naming the field, when it does not fit (see
+    /// [`Manifest::config_issues`]). Absent: the plugin checks its configuration itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_schema: Option<Value>,
     /// The tools, in the order the author lists them.
     pub tools: Vec<ToolSpec>,
     /// Tools of this plugin the host calls when an MCP session starts and ends.

@@ -77,7 +77,9 @@ impl SchemaCheck {
 
 /// A compiled document schema plus its source, for looking up descriptions.
 pub(crate) struct DocumentSchema {
-    file: &'static str,
+    /// What a fix refers the reader to (`schemas/tool-manifest.schema.json`, a plugin's
+    /// `config_schema`).
+    file: std::borrow::Cow<'static, str>,
     schema: Value,
     validator: Validator,
 }
@@ -87,7 +89,14 @@ impl DocumentSchema {
     pub(crate) fn compile(file: &'static str, text: &str) -> DocumentSchema {
         let schema: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{file} is not JSON: {e}"));
         let validator = compile_2020_12(&schema).unwrap_or_else(|e| panic!("{file} does not compile: {e}"));
-        DocumentSchema { file, schema, validator }
+        DocumentSchema { file: file.into(), schema, validator }
+    }
+
+    /// Compiles a schema that came with a document (a plugin's `config_schema`); `about` is
+    /// what its fixes refer to.
+    pub(crate) fn of(about: String, schema: &Value) -> Result<DocumentSchema, String> {
+        let validator = compile_2020_12(schema).map_err(|e| e.to_string())?;
+        Ok(DocumentSchema { file: about.into(), schema: schema.clone(), validator })
     }
 
     /// Every violation of the schema by `instance`, as issues.

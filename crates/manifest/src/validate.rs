@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::checksum::is_sha256_hex;
 use crate::error::{DOCUMENT, Issue, ManifestError, excerpt, excerpt_n, field, index, quote_value};
 use crate::model::{AliasSpec, LifecycleState, MANIFEST_VERSION, Manifest, PolicySpec, ToolSpec};
-use crate::schema::{ManifestSchemaCode, SchemaCheck, TOOL_MANIFEST_SCHEMA, compile_2020_12};
+use crate::schema::{DocumentSchema, ManifestSchemaCode, SchemaCheck, TOOL_MANIFEST_SCHEMA, compile_2020_12};
 use crate::yaml;
 
 /// The plugin ABI generation whose manifests this crate accepts (`abi:`); the same number as
@@ -27,6 +27,32 @@ pub(crate) fn manifest_schema() -> &'static SchemaCheck {
 }
 
 impl Manifest {
+    /// The problems of the operator's `plugin_config` entry for this plugin (`config`; `None`
+    /// when there is none, checked as `{}`) against the plugin's `config_schema`, each at its
+    /// field under `plugin_config.<id>`; none when the plugin declares no schema. The schema
+    /// compiled when the manifest was checked; it is compiled again here, once per load.
+    pub fn config_issues(&self, config: Option<&Value>) -> Vec<Issue> {
+        let Some(schema) = &self.config_schema else { return Vec::new() };
+        let at = field("plugin_config", &self.id);
+        let about = format!("the config_schema of plugin `{}`", self.id);
+        let compiled = match DocumentSchema::of(about, schema) {
+            Ok(compiled) => compiled,
+            Err(e) => {
+                return vec![Issue::new(
+                    at,
+                    format!("cannot be checked: the plugin's config_schema does not compile ({})", excerpt_n(&e, 300)),
+                    "ask the plugin's author for a corrected bundle",
+                )];
+            }
+        };
+        let empty = Value::Object(serde_json::Map::new());
+        let mut issues = compiled.check(config.unwrap_or(&empty));
+        for issue in &mut issues {
+            issue.path = if issue.path == DOCUMENT { at.clone() } else { prefixed(&at, &issue.path) };
+        }
+        issues
+    }
+
     /// Reads and checks a manifest. `origin` names the file in messages (`fs-tools.tool.yaml`).
     ///
     /// Steps: size cap ([`crate::MAX_YAML_BYTES`]), YAML (no anchors, aliases, tags, merge or
@@ -171,6 +197,11 @@ pub(crate) const TOOL_NAME_FIX: &str =
 pub(crate) const SCOPE_FIX: &str =
     "use a lower-case letter, then lower-case letters, digits, `_`, `.`, `:` or `-`, e.g. `fs:read`";
 
+/// The field path `path` (relative, as an issue names it) under `parent`.
+fn prefixed(parent: &str, path: &str) -> String {
+    if path.starts_with('[') { format!("{parent}{path}") } else { format!("{parent}.{path}") }
+}
+
 struct Checks {
     issues: Vec<Issue>,
 }
@@ -242,6 +273,9 @@ fn semantic_issues(m: &Manifest) -> Vec<Issue> {
             format!("ABI {} is not supported; this host speaks ABI {SUPPORTED_ABI}", m.abi),
             format!("rebuild the plugin against quiver-abi for ABI {SUPPORTED_ABI} and write `abi: {SUPPORTED_ABI}`"),
         );
+    }
+    if let Some(schema) = &m.config_schema {
+        check_object_schema(&mut c, "config_schema", schema);
     }
     if let Some(artifact) = &m.artifact {
         let file = &artifact.file;
@@ -385,7 +419,7 @@ fn check_object_schema(c: &mut Checks, at: &str, schema: &Value) {
         c.push(
             at,
             "the schema does not describe an object (`type: object` is missing)",
-            "add `type: object` at the top of the schema; tool arguments and results are JSON objects",
+            "add `type: object` at the top of the schema; tool arguments, results and plugin configurations are JSON objects",
         );
     }
     if let Err(e) = compile_2020_12(schema) {

@@ -194,6 +194,7 @@ pub(crate) fn build_entry(
         abi: quiver_abi::ABI_VERSION,
         artifact: None,
         sandbox: Default::default(),
+        config_schema: None,
         adapter: None,
         tools: defs.iter().map(|d| d.spec.clone()).collect(),
         hooks: Default::default(),

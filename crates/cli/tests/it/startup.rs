@@ -434,3 +434,32 @@ fn an_in_process_bundle_signed_with_its_load_report_runs_no_code_before_its_firs
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(printed.contains("embedded-manifest check") && printed.contains("artifact.report"), "{printed}");
 }
+
+/// fs-tools declares the shape of its `plugin_config` entry: a misspelt or mistyped setting
+/// refuses the bundle at load, naming the field (a misspelt `root` used to fall back to the
+/// working folder in silence, widening what the tools can reach), and a corrected one loads.
+#[test]
+fn a_plugin_config_entry_that_does_not_fit_the_plugins_config_schema_refuses_the_bundle_by_field() {
+    let dir = in_process_project("fs-tools", &super::repo_root().join("plugins/fs-tools/tool.yaml"));
+    let config = dir.path().join("quiver.yaml");
+    let base = std::fs::read_to_string(&config).unwrap();
+    let list = |entry: &str| {
+        std::fs::write(&config, format!("{base}plugin_config:\n  fs-tools: {entry}\n")).unwrap();
+        let out = Command::new(QUIVER).current_dir(dir.path()).args(["list"]).env_remove("RUST_LOG").output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let (code, text) = list("{rot: work, allow_hard_links: \"yes\"}");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("config check failed") && text.contains("config_schema"), "{text}");
+    assert!(
+        text.contains("plugin_config.fs-tools.rot: unknown field `rot`") && text.contains("did you mean `root`"),
+        "{text}"
+    );
+    assert!(text.contains("plugin_config.fs-tools.allow_hard_links: expected a boolean"), "{text}");
+    assert!(!text.contains("fs_read"), "no tool of the refused bundle is listed: {text}");
+
+    std::fs::create_dir_all(dir.path().join("work")).unwrap();
+    let (code, text) = list("{root: work, allow_hard_links: false}");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("fs_read"), "{text}");
+}

@@ -152,6 +152,40 @@ fn a_call_is_safe_to_repeat_when_it_reads_or_its_tool_is_idempotent() {
     assert!(idem.tools[0].repeat_safe(Some("put")));
 }
 
+/// A plugin's `config_schema` checks the operator's `plugin_config` entry: each problem at its
+/// field under `plugin_config.<id>`, a misspelt key with a did-you-mean, a missing entry as `{}`.
+#[test]
+fn the_config_schema_names_each_bad_setting_under_plugin_config() {
+    let schema = "config_schema:\n  type: object\n  additionalProperties: false\n  required: [root]\n  properties:\n    root: {type: string, minLength: 1, description: The folder the tools work in.}\n    depth: {type: integer, minimum: 1}\n";
+    let m = Manifest::from_yaml(&edit("abi: 1\n", &format!("abi: 1\n{schema}")), "demo.tool.yaml").unwrap();
+    assert!(m.config_issues(Some(&serde_json::json!({"root": "/srv", "depth": 2}))).is_empty());
+    let issues = m.config_issues(Some(&serde_json::json!({"rot": "/srv", "depth": 0})));
+    let got: Vec<(&str, &str)> = issues.iter().map(|i| (i.path.as_str(), i.message.as_str())).collect();
+    assert!(got.contains(&("plugin_config.demo-tools.rot", "unknown field `rot`")), "{issues:?}");
+    assert!(issues.iter().any(|i| i.path == "plugin_config.demo-tools.rot" && i.fix.contains("did you mean `root`")));
+    assert!(
+        issues
+            .iter()
+            .any(|i| i.path == "plugin_config.demo-tools.root" && i.fix.contains("The folder the tools work in"))
+    );
+    assert!(
+        issues.iter().any(|i| i.path == "plugin_config.demo-tools.depth" && i.message.contains("below the minimum 1"))
+    );
+    let missing = m.config_issues(None);
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0].path, "plugin_config.demo-tools.root");
+    let not_object = m.config_issues(Some(&serde_json::json!("/srv")));
+    assert_eq!(not_object[0].path, "plugin_config.demo-tools", "{not_object:?}");
+    // No schema: nothing to check.
+    let plain = Manifest::from_yaml(BASE, "demo.tool.yaml").unwrap();
+    assert!(plain.config_issues(Some(&serde_json::json!({"anything": 1}))).is_empty());
+    // The schema itself must be an object schema that compiles.
+    let err = error_of(&edit("abi: 1\n", "abi: 1\nconfig_schema: {type: string}\n"));
+    assert!(err.has_path("config_schema"), "{err}");
+    let err = error_of(&edit("abi: 1\n", "abi: 1\nconfig_schema: {type: object, properties: {a: {type: nope}}}\n"));
+    assert!(err.has_path("config_schema") && err.to_string().contains("not a valid JSON Schema"), "{err}");
+}
+
 #[test]
 fn bad_manifests_name_the_field() {
     // (what, manifest text, expected path, text expected in message or fix)
