@@ -92,7 +92,7 @@ impl Settings {
                         .map_err(|e| anyhow::anyhow!("{origin}: state_dir: {e}"))?,
                 )),
                 secrets: secret_status,
-                plugin_config: config.plugin_config.clone(),
+                plugin_config: Some(config.plugin_config.clone()),
                 // `serve` records checked manifests in its state folder; other commands check
                 // every manifest in full.
                 checked_manifests: None,

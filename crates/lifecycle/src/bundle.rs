@@ -128,7 +128,9 @@ pub struct VerifyPolicy {
     pub secrets: BTreeMap<String, BTreeMap<String, Result<(), String>>>,
     /// The host configuration's `plugin_config`, per plugin id: a bundle whose manifest has a
     /// `config_schema` its entry does not fit is refused before loading, naming each field.
-    pub plugin_config: BTreeMap<String, serde_json::Value>,
+    /// `None`: every call brings its own configuration and nothing is checked at load (the
+    /// contract tests, whose fixture cases each carry theirs and are checked there).
+    pub plugin_config: Option<BTreeMap<String, serde_json::Value>>,
     /// The record log ([`crate::record::RecordLog`]) where this host records the signed
     /// manifests that passed their checks (one line per manifest sha256, see
     /// [`manifest_check_digest`]), so a later scan of the same manifest skips its JSON Schema
@@ -149,7 +151,7 @@ impl Default for VerifyPolicy {
             revoked: Revocations::default(),
             rollback: None,
             secrets: BTreeMap::new(),
-            plugin_config: BTreeMap::new(),
+            plugin_config: Some(BTreeMap::new()),
             checked_manifests: None,
         }
     }
@@ -532,7 +534,10 @@ pub(crate) fn verify_bundle_with(
             return Err(fail(Stage::Secrets, problem));
         }
     }
-    let config_issues = manifest.config_issues(policy.plugin_config.get(&manifest.id));
+    let config_issues = match &policy.plugin_config {
+        Some(configs) => manifest.config_issues(configs.get(&manifest.id)),
+        None => Vec::new(),
+    };
     if !config_issues.is_empty() {
         let problems: Vec<String> =
             config_issues.iter().map(|i| format!("{}: {} (fix: {})", i.path, i.message, i.fix)).collect();

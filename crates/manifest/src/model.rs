@@ -225,12 +225,14 @@ pub struct ToolSpec {
 impl ToolSpec {
     /// The risk of a call of `action` (the action's own when it names one of the tool's
     /// actions, else the tool's).
+    #[inline]
     pub fn side_effects_of(&self, action: Option<&str>) -> SideEffects {
         action.and_then(|a| self.actions.iter().find(|x| x.name == a)).map_or(self.side_effects, |a| a.side_effects)
     }
 
     /// True when a call of `action` may be made again without thinking after an outcome the
     /// caller did not see (a timeout, a crash): it only reads, or the tool is idempotent.
+    #[inline]
     pub fn repeat_safe(&self, action: Option<&str>) -> bool {
         self.idempotent || !self.side_effects_of(action).mutates()
     }
@@ -262,6 +264,7 @@ pub enum SideEffects {
 
 impl SideEffects {
     /// True for anything but `read`.
+    #[inline]
     pub fn mutates(self) -> bool {
         !matches!(self, SideEffects::Read)
     }

@@ -13,7 +13,8 @@
 //!    of a search over the **whole configured catalog**: the plugin is loaded together with the
 //!    other bundles of the configured plugins folder (the host's `quiver.yaml`).
 //! 6. No tool name or alias clashes with another plugin of the configured folder.
-//! 7. Versioning: `CHANGELOG.md` has a section for the manifest's version; compared with the
+//! 7. With a `config_schema` in the manifest: every fixture case's `config` fits it.
+//! 8. Versioning: `CHANGELOG.md` has a section for the manifest's version; compared with the
 //!    last committed `tool.yaml` (git `HEAD`), the version does not go down and no tool
 //!    disappears without an alias keeping its name or a `lifecycle.replacement`.
 //!
@@ -284,6 +285,8 @@ fn load_bundle(
                     (m.id.clone(), names)
                 })
                 .collect(),
+            // Each fixture case brings its configuration (checked by `check_fixture_configs`).
+            plugin_config: None,
             ..VerifyPolicy::default()
         },
         cache_dir: Some(dir.join("cache")),
@@ -358,6 +361,24 @@ fn check_failure_paths(
         }
     }
     out
+}
+
+/// With a `config_schema`: every fixture case's `config` fits it (a case whose configuration
+/// the host would refuse at load tests what cannot happen).
+fn check_fixture_configs(manifest: &Manifest, cases: &[Case]) -> Option<Outcome> {
+    manifest.config_schema.as_ref()?;
+    let given: Vec<&Case> = cases.iter().filter(|c| c.config.is_some()).collect();
+    let problem = given.iter().find_map(|c| {
+        let issues = manifest.config_issues(c.config.as_ref());
+        let first = issues.first()?;
+        Some(format!("case `{}`: {}: {} (fix: {})", c.name, first.path, first.message, first.fix))
+    });
+    Some(Outcome {
+        file: "config".into(),
+        name: "every fixture's config fits the manifest's config_schema".into(),
+        passed: problem.is_none(),
+        detail: problem.unwrap_or_else(|| format!("{} case(s) with a config", given.len())),
+    })
 }
 
 /// The `## X.Y.Z` section headings of a changelog (also `## [X.Y.Z]` and `## X.Y.Z - date`).
@@ -577,6 +598,7 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
             ),
         });
     }
+    results.extend(check_fixture_configs(&manifest, &substituted));
     results.extend(check_failure_paths(&rt, &router, &catalog, &manifest.id, &substituted));
     results.extend(check_examples(&catalog, &manifest.id, a.k));
     results.extend(check_versioning(&plugin_dir, &manifest, committed_manifest(&plugin_dir).as_ref()));
@@ -690,6 +712,38 @@ mod versioning_tests {
     fn changelog_sections_are_read_in_the_usual_spellings() {
         let text = "# Changelog\n\n## [1.2.0] - 2026-01-01\n- x\n## v1.1.0\n## 1.0.0\n### 0.9.0\n## Unreleased\n";
         assert_eq!(changelog_versions(text), ["1.2.0", "1.1.0", "1.0.0"]);
+    }
+
+    #[test]
+    fn fixture_configs_must_fit_the_config_schema() {
+        let case = |name: &str, config: Option<Value>| -> Case {
+            let mut c: Case =
+                serde_json::from_value(json!({"name": name, "tool": "demo_a", "expect": {"status": "ok"}})).unwrap();
+            c.config = config;
+            c
+        };
+        let cases = vec![case("fits", Some(json!({"root": "/x"}))), case("none", None)];
+        // No schema: no check.
+        assert!(check_fixture_configs(&manifest("0.1.0", &["demo_a"], ""), &cases).is_none());
+        let schema = "config_schema: {type: object, additionalProperties: false, properties: {root: {type: string}}}\n";
+        let with = Manifest::from_yaml(
+            &serde_yaml::to_string(&manifest("0.1.0", &["demo_a"], ""))
+                .unwrap()
+                .replace("tools:\n", &format!("{schema}tools:\n")),
+            "tool.yaml",
+        )
+        .unwrap();
+        let ok = check_fixture_configs(&with, &cases).unwrap();
+        assert!(ok.passed && ok.detail == "1 case(s) with a config", "{}", ok.detail);
+        let mut bad = cases.clone();
+        bad.push(case("typo", Some(json!({"rot": "/x"}))));
+        let failed = check_fixture_configs(&with, &bad).unwrap();
+        assert!(!failed.passed, "{}", failed.detail);
+        assert!(
+            failed.detail.contains("case `typo`") && failed.detail.contains("plugin_config.demo.rot"),
+            "{}",
+            failed.detail
+        );
     }
 
     #[test]
