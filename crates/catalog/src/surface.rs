@@ -95,14 +95,15 @@ impl ExposureMode {
     }
 }
 
+/// Names the router must never dispatch through `run_tool`, and that no plugin or upstream tool
+/// may take ([`quiver_manifest::RESERVED_TOOL_NAMES`]).
+pub const META_TOOLS: [&str; 3] = quiver_manifest::RESERVED_TOOL_NAMES;
 /// Name of the search meta tool.
-pub const TOOL_SEARCH: &str = "tool_search";
+pub const TOOL_SEARCH: &str = META_TOOLS[0];
 /// Name of the generic listing tool.
-pub const LIST_TOOLS: &str = "list_tools";
+pub const LIST_TOOLS: &str = META_TOOLS[1];
 /// Name of the generic dispatch tool.
-pub const RUN_TOOL: &str = "run_tool";
-/// Names the router must never dispatch through `run_tool`.
-pub const META_TOOLS: [&str; 3] = [TOOL_SEARCH, LIST_TOOLS, RUN_TOOL];
+pub const RUN_TOOL: &str = META_TOOLS[2];
 
 /// Per-profile surface settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

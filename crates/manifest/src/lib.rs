@@ -64,5 +64,5 @@ pub use signature::{
     bundle_comment, check_bundle_comment, sign, sign_bundle, verify,
 };
 pub use sources::{ToolOverride, UpstreamConfig, ValueSource};
-pub use validate::{MAX_NAME_LEN, SUPPORTED_ABI};
+pub use validate::{MAX_NAME_LEN, RESERVED_TOOL_NAMES, SUPPORTED_ABI, is_reserved_tool_name};
 pub use yaml::{MAX_YAML_BYTES, MAX_YAML_DEPTH};

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{excerpt, field, index};
 use crate::model::{AliasSpec, LifecycleState, SideEffects};
-use crate::validate::{SCOPE_FIX, TOOL_NAME_FIX, is_kebab_id, is_scope, is_tool_name};
+use crate::validate::{SCOPE_FIX, TOOL_NAME_FIX, is_kebab_id, is_reserved_tool_name, is_scope, is_tool_name};
 
 /// One upstream MCP server: a command spoken to over stdio, or a streamable HTTP endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,10 +247,13 @@ pub(crate) fn source_issues(sources: &[UpstreamConfig], push: &mut dyn FnMut(Str
         }
         for (tool, o) in &s.tools {
             let ot = field(&field(&at, "tools"), tool);
-            if let Some(name) = &o.name
-                && !is_tool_name(name)
-            {
-                push(field(&ot, "name"), format!("`{}` is not a tool name", excerpt(name)), TOOL_NAME_FIX);
+            let reserved = |name: &str| format!("`{name}` is the name of one of Quiver's own meta tools");
+            if let Some(name) = &o.name {
+                if !is_tool_name(name) {
+                    push(field(&ot, "name"), format!("`{}` is not a tool name", excerpt(name)), TOOL_NAME_FIX);
+                } else if is_reserved_tool_name(name) {
+                    push(field(&ot, "name"), reserved(name), "choose another name");
+                }
             }
             for (i, a) in o.aliases.iter().enumerate() {
                 if !is_tool_name(&a.name) {
@@ -259,6 +262,8 @@ pub(crate) fn source_issues(sources: &[UpstreamConfig], push: &mut dyn FnMut(Str
                         format!("`{}` is not a tool name", excerpt(&a.name)),
                         TOOL_NAME_FIX,
                     );
+                } else if is_reserved_tool_name(&a.name) {
+                    push(field(&index(&field(&ot, "aliases"), i), "name"), reserved(&a.name), "choose another name");
                 }
                 if a.state.is_visible() {
                     push(
@@ -350,6 +355,10 @@ sources:
       t: {state: removed}
   - name: web
     url: ftp://h/mcp
+  - name: meta
+    command: x
+    tools:
+      find: {name: tool_search, aliases: [{name: run_tool, state: hidden-compatibility}]}
 "#,
             "quiver.yaml",
         )
@@ -364,6 +373,8 @@ sources:
             "sources[2].env.API_KEY",
             "sources[2].tools.t.replacement",
             "sources[3].url",
+            "sources[4].tools.find.name: `tool_search` is the name of one of Quiver's own meta tools",
+            "sources[4].tools.find.aliases[0].name: `run_tool`",
         ] {
             assert!(err.contains(needle), "missing `{needle}` in:\n{err}");
         }

@@ -16,6 +16,15 @@ use crate::yaml;
 /// `quiver_abi::ABI_VERSION`, which the loader checks against the library itself.
 pub const SUPPORTED_ABI: u32 = 1;
 
+/// The names of the host's own meta tools, which every session may be offered: no plugin tool,
+/// alias or upstream tool may take one (a call of that name reaches the meta tool).
+pub const RESERVED_TOOL_NAMES: [&str; 3] = ["tool_search", "list_tools", "run_tool"];
+
+/// True for a name in [`RESERVED_TOOL_NAMES`].
+pub fn is_reserved_tool_name(name: &str) -> bool {
+    RESERVED_TOOL_NAMES.contains(&name)
+}
+
 /// Longest plugin id, tool, alias or action name.
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -223,6 +232,21 @@ impl Checks {
         }
     }
 
+    /// A name a caller calls (a tool's or an alias's): valid, and not one of the host's own.
+    fn callable_name(&mut self, path: &str, name: &str, what: &str) {
+        self.name(path, name, what);
+        if is_reserved_tool_name(name) {
+            self.push(
+                path,
+                format!(
+                    "`{name}` is the name of one of the host's own meta tools ({})",
+                    RESERVED_TOOL_NAMES.join(", ")
+                ),
+                "rename it (for example with the plugin's prefix); a call of that name always reaches the meta tool",
+            );
+        }
+    }
+
     fn scopes(&mut self, path: &str, scopes: &[String]) {
         for (n, scope) in scopes.iter().enumerate() {
             if !is_scope(scope) {
@@ -393,7 +417,7 @@ fn check_unique_names(c: &mut Checks, m: &Manifest) {
 }
 
 fn check_tool(c: &mut Checks, tool: &ToolSpec, at: &str) {
-    c.name(&field(at, "name"), &tool.name, "tool name");
+    c.callable_name(&field(at, "name"), &tool.name, "tool name");
     c.non_empty(&field(at, "title"), &tool.title, "a title");
     c.non_empty(&field(at, "description"), &tool.description, "a description");
     for (key, schema) in [("input_schema", &tool.input_schema), ("output_schema", &tool.output_schema)] {
@@ -566,7 +590,7 @@ fn check_actions(c: &mut Checks, tool: &ToolSpec, at: &str) {
 }
 
 fn check_alias(c: &mut Checks, tool: &ToolSpec, alias: &AliasSpec, at: &str) {
-    c.name(&field(at, "name"), &alias.name, "alias name");
+    c.callable_name(&field(at, "name"), &alias.name, "alias name");
     if !matches!(
         alias.state,
         LifecycleState::HiddenCompatibility | LifecycleState::Deprecated | LifecycleState::Removed

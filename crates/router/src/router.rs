@@ -837,6 +837,13 @@ mod tests {
 
     use super::*;
 
+    /// The metrics' fixed meta-tool labels are the catalog's meta tools (telemetry does not
+    /// depend on the catalog, so the list is written twice).
+    #[test]
+    fn telemetry_labels_the_catalogs_meta_tools() {
+        assert_eq!(quiver_telemetry::META_TOOLS, META_TOOLS);
+    }
+
     #[test]
     fn envelope_accepts_name_and_arguments_and_guards_meta_tools() {
         let (n, a) = envelope(json!({"name": "echo", "arguments": {"text": "x"}})).unwrap();

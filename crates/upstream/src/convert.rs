@@ -91,6 +91,12 @@ pub(crate) fn build_entry(
                 .push(format!("`{upstream}`: its name has no letters or digits; name it with `tools.{upstream}.name`"));
             continue;
         };
+        if quiver_manifest::is_reserved_tool_name(&name) {
+            skipped.push(format!(
+                "`{upstream}`: becomes `{name}`, the name of one of Quiver's own meta tools; name it with `tools.{upstream}.name` or set a `prefix`"
+            ));
+            continue;
+        }
         if let Some(first) = taken.get(&name) {
             skipped.push(format!(
                 "`{upstream}`: becomes `{name}`, which `{first}` already is; give one of them `tools.<upstream name>.name`"
@@ -270,6 +276,31 @@ mod tests {
         assert_eq!(tool_name("", "HTTPGet").as_deref(), Some("httpget"));
         let long = tool_name("p_", &"a".repeat(100)).unwrap();
         assert_eq!(long.len(), MAX_NAME_LEN);
+    }
+
+    /// An upstream tool named like one of Quiver's meta tools is skipped with a reason, not
+    /// served beside (and shadowed by) the meta tool.
+    #[test]
+    fn a_tool_named_like_a_meta_tool_is_skipped_and_named() {
+        struct Nothing;
+        impl ToolBackend for Nothing {
+            fn invoke(&self, _tool: &str, _request: &str, _sink: Arc<dyn quiver_catalog::CallSink>) -> String {
+                String::new()
+            }
+        }
+        let cfg: UpstreamConfig =
+            serde_json::from_value(serde_json::json!({"name": "fake", "command": "x", "prefix": ""})).unwrap();
+        let schema = Arc::new(serde_json::json!({"type": "object"}).as_object().unwrap().clone());
+        let tools = [Tool::new("run_tool", "d", schema.clone()), Tool::new("echo", "d", schema)];
+        let built = build_entry(&cfg, "1.0.0", "Fake", &tools, |_| Arc::new(Nothing));
+        let names: Vec<&str> = built.entry.tools.iter().map(|t| t.spec.name.as_str()).collect();
+        assert_eq!(names, ["echo"]);
+        assert_eq!(built.skipped.len(), 1, "{:?}", built.skipped);
+        assert!(
+            built.skipped[0].contains("`run_tool`") && built.skipped[0].contains("meta tools"),
+            "{:?}",
+            built.skipped
+        );
     }
 
     #[test]

@@ -215,6 +215,16 @@ fn bad_manifests_name_the_field() {
         ("id trailing hyphen", edit("id: demo-tools", "id: demo-"), "id", "kebab-case"),
         ("id too long", edit("id: demo-tools", &format!("id: {}", "a".repeat(65))), "id", "64"),
         ("missing title", edit("    title: Other\n", ""), "tools[1].title", "add `title`"),
+        ("a meta tool's name", edit("  - name: other\n", "  - name: list_tools\n"), "tools[1].name", "meta tool"),
+        (
+            "an alias with a meta tool's name",
+            edit(
+                "{name: act_get, state: hidden-compatibility, action: get}",
+                "{name: run_tool, state: hidden-compatibility, action: get}",
+            ),
+            "tools[0].aliases[0].name",
+            "meta tool",
+        ),
         ("empty description", edit("description: Other things.", "description: \"\""), "tools[1].description", "empty"),
         (
             "blank description",
