@@ -115,8 +115,9 @@ pub async fn serve_metrics_on(
 /// Who may reach the HTTP transport, and the bounds of its sessions.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// Browser origins (`scheme://host[:port]`, `:*` for any port) allowed besides the loopback
-    /// ones (`http(s)://localhost`, `127.0.0.1`, `[::1]`, any port). A request whose `Origin`
+    /// Browser origins (`scheme://host[:port]`, `:*` for any port; without a port, the scheme's
+    /// default port) allowed besides the loopback ones (`http(s)://localhost`, `127.0.0.1`,
+    /// `[::1]`, any port). A request whose `Origin`
     /// is not allowed gets 403; requests without `Origin` (non-browser clients) pass.
     pub allowed_origins: Vec<String>,
     /// `Host` names allowed besides `localhost`, `127.0.0.1` and `::1` (DNS-rebinding
@@ -171,6 +172,25 @@ impl HttpOptions {
     }
 }
 
+/// An allowed origin as the operator means it: an entry without a port names the scheme's
+/// default port, as an `Origin` without one does (RFC 6454), where rmcp would let it match every
+/// port. `:*`, explicit ports, `null` and unknown schemes are kept as written.
+fn exact_origin(entry: &str) -> String {
+    let entry = entry.trim();
+    let default_port = match entry.split_once("://") {
+        Some(("https", _)) => 443,
+        Some(("http", _)) => 80,
+        _ => return entry.to_owned(),
+    };
+    let authority = entry.split_once("://").map_or("", |(_, a)| a);
+    // `[::1]:8080` has its port after the bracket; `host:8080` after the one colon.
+    let has_port = match authority.rfind(']') {
+        Some(end) => authority[end..].contains(':'),
+        None => authority.contains(':'),
+    };
+    if has_port { entry.to_owned() } else { format!("{entry}:{default_port}") }
+}
+
 const LOOPBACK_ORIGINS: [&str; 6] = [
     "http://localhost:*",
     "http://127.0.0.1:*",
@@ -207,7 +227,7 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     }
     hosts.extend(opts.allowed_hosts.iter().cloned());
     let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|s| (*s).to_owned()).collect();
-    origins.extend(opts.allowed_origins.iter().cloned());
+    origins.extend(opts.allowed_origins.iter().map(|o| exact_origin(o)));
     let max_bytes = server.options().max_message_bytes;
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)

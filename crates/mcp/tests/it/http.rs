@@ -67,6 +67,10 @@ async fn origins_and_hosts_are_checked() {
         (&*format!("http://127.0.0.1:{port}"), 200),
         (&*format!("http://localhost:{port}"), 200),
         ("https://app.example.com", 200),
+        // An entry without a port names the scheme's default port (RFC 6454), not every port.
+        ("https://app.example.com:443", 200),
+        ("https://app.example.com:8443", 403),
+        ("http://app.example.com", 403),
     ] {
         let (status, _, body) =
             http(addr, "POST", &[JSON, ACCEPT, ("Origin", origin)], &initialize(1, "origin-test")).await;
