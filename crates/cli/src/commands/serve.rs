@@ -275,7 +275,13 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         options.resume_key = a.resume.clone();
         let server = QuiverServer::with_options(host.clone(), router.clone(), profiles, changes, options);
         let served = match a.http {
-            None => quiver_mcp::serve_stdio(server).await.context("the stdio MCP session failed"),
+            None => tokio::select! {
+                served = quiver_mcp::serve_stdio(server) => served.context("the stdio MCP session failed"),
+                signal = stop_signal() => {
+                    crate::telemetry::notice("INFO", &format!("quiver: {signal}: ending the stdio session"));
+                    Ok(())
+                }
+            },
             Some(addr) => {
                 if auth.is_none() && !addr.ip().is_loopback() && !a.insecure_no_auth {
                     anyhow::bail!(
@@ -292,7 +298,8 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
                 let shutdown = CancellationToken::new();
                 let stop = shutdown.clone();
                 tokio::spawn(async move {
-                    let _ = tokio::signal::ctrl_c().await;
+                    let signal = stop_signal().await;
+                    crate::telemetry::notice("INFO", &format!("quiver: {signal}: shutting down"));
                     stop.cancel();
                 });
                 let opts = HttpOptions {
@@ -312,4 +319,21 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
     // A tool still running past its deadline must not keep the process alive.
     rt.shutdown_timeout(Duration::from_secs(1));
     result
+}
+
+/// The first of SIGINT (Ctrl-C) and SIGTERM (what service managers and container runtimes send
+/// to stop a process): both end serving the same way, transcripts flushed. Its name.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the server gracefully");
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
 }

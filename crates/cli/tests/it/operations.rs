@@ -542,3 +542,34 @@ fn the_dashboard_renders_in_headless_chromium_behind_the_same_auth() {
         assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{} is not a real screenshot", path.display());
     }
 }
+
+/// SIGTERM, what service managers and container runtimes send to stop a process, stops the
+/// server as Ctrl-C does: it says so, exits 0, and the call transcripts are flushed (it used to
+/// end the process on the spot).
+#[test]
+fn sigterm_stops_the_http_server_gracefully() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(dir.path(), "transcripts:\n  dir: transcripts\n");
+    let addr = server.addr.clone();
+    let s = open(&addr);
+    let r = call(&addr, &s, "fs_read", json!({"path": "notes.txt"}));
+    assert_eq!(r["isError"], json!(false), "{r}");
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let stopped = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(stopped.elapsed() < Duration::from_secs(30), "still running 30 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let log = server.stderr.lock().unwrap().join("\n");
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("SIGTERM: shutting down"), "{log}");
+    let mut transcripts = String::new();
+    for e in std::fs::read_dir(dir.path().join("transcripts")).unwrap().flatten() {
+        transcripts.push_str(&std::fs::read_to_string(e.path()).unwrap());
+    }
+    assert!(transcripts.contains("fs_read"), "the call was transcribed before the exit: {transcripts}");
+}
