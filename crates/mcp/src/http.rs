@@ -15,8 +15,11 @@
 //! opened it. Without `auth` only a loopback bind is served unless `insecure_no_auth`. Sessions
 //! are capped (503 beyond `max_sessions`), closed after `session_idle_timeout` without a request,
 //! and each has a bounded queue (`max_requests_per_session`); connections are capped and closed
-//! when idle (no byte either way) for the idle timeout, or when the first byte of a request does
-//! not arrive within [`FIRST_BYTE_TIMEOUT`].
+//! when idle (no byte either way) for the idle timeout, when the first byte of a request does
+//! not arrive within [`FIRST_BYTE_TIMEOUT`], or when a request's head is still arriving after
+//! [`HttpOptions::request_head_timeout`] (a client dripping its headers a byte at a time would
+//! otherwise hold a slot forever, since each byte restarts the idle timer); a request refused
+//! for its credentials (401) closes its connection.
 
 use std::collections::HashMap;
 use std::io;
@@ -53,6 +56,10 @@ pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource"
 
 /// A connection whose first request byte does not arrive within this is closed.
 pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request's head (request line and headers) must arrive within this of its first byte
+/// (the default of [`HttpOptions::request_head_timeout`]).
+pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The session store's record of the request's session, read by the transport (shared stores
 /// only), for the session to take what another instance changed.
@@ -137,6 +144,8 @@ pub struct HttpOptions {
     pub session_idle_timeout: Duration,
     /// Queue bound of each session.
     pub max_requests_per_session: usize,
+    /// Longest a request's head may take to arrive, from its first byte.
+    pub request_head_timeout: Duration,
     /// The operator dashboard at `/ui` (its data behind the same authentication as `/mcp`);
     /// `None`: no dashboard.
     pub dashboard: Option<Arc<Dashboard>>,
@@ -153,6 +162,7 @@ impl Default for HttpOptions {
             max_sessions: 256,
             session_idle_timeout: Duration::from_secs(600),
             max_requests_per_session: 64,
+            request_head_timeout: REQUEST_HEAD_TIMEOUT,
             dashboard: None,
         }
     }
@@ -170,6 +180,12 @@ impl HttpOptions {
             ..HttpOptions::default()
         }
     }
+}
+
+/// How often an open response stream sends a keep-alive: rmcp's 15 s, or a third of the idle
+/// timeout when that is shorter (at least 100 ms).
+fn sse_keep_alive(idle: Duration) -> Duration {
+    (idle / 3).clamp(Duration::from_millis(100), Duration::from_secs(15))
 }
 
 /// An allowed origin as the operator means it: an entry without a port names the scheme's
@@ -234,7 +250,10 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(max_bytes)
-        .with_cancellation_token(opts.shutdown.child_token());
+        .with_cancellation_token(opts.shutdown.child_token())
+        // An open response stream (a call still running, a GET stream) sends a keep-alive well
+        // within the idle timeout, so its connection is never closed as idle while it waits.
+        .with_sse_keep_alive(Some(sse_keep_alive(opts.session_idle_timeout)));
     // With a session store, rmcp keeps each session's `initialize` there and replays it when a
     // request names a session this instance does not know (a restart, another instance).
     let store = server.options().session_store.clone();
@@ -298,6 +317,7 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         inner: listener,
         slots: Arc::new(Semaphore::new(opts.max_sessions.max(1).saturating_mul(4))),
         idle: opts.session_idle_timeout,
+        head_timeout: opts.request_head_timeout,
     };
     axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
@@ -414,6 +434,9 @@ fn authenticate(gate: &Gate, request: &Request) -> Result<Option<Principal>, Box
             if let Ok(v) = challenge.parse() {
                 response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
             }
+            // A client without credentials keeps no connection slot: it comes back on a new
+            // connection once it has a token.
+            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
             Err(Box::new(response))
         }
     }
@@ -571,6 +594,7 @@ struct GuardedListener {
     inner: TcpListener,
     slots: Arc<Semaphore>,
     idle: Duration,
+    head_timeout: Duration,
 }
 
 impl axum::serve::Listener for GuardedListener {
@@ -590,6 +614,8 @@ impl axum::serve::Listener for GuardedListener {
                         inner: stream,
                         idle: self.idle,
                         deadline: Box::pin(tokio::time::sleep(FIRST_BYTE_TIMEOUT.min(self.idle))),
+                        head: Head::Waiting,
+                        head_timeout: self.head_timeout,
                         _permit: permit,
                     };
                     return (io, addr);
@@ -608,17 +634,69 @@ impl axum::serve::Listener for GuardedListener {
 }
 
 /// A connection that fails with `TimedOut` when no byte moved either way before its deadline
-/// (first: [`FIRST_BYTE_TIMEOUT`]; then the idle timeout), and frees its slot when dropped.
+/// (first: [`FIRST_BYTE_TIMEOUT`]; then the idle timeout), or when a request's head takes longer
+/// than `head_timeout` to arrive; it frees its slot when dropped.
 struct IdleIo {
     inner: TcpStream,
     idle: Duration,
     deadline: Pin<Box<tokio::time::Sleep>>,
+    head: Head,
+    head_timeout: Duration,
     _permit: OwnedSemaphorePermit,
 }
 
+/// Where the connection is in reading a request's head (HTTP/1: request line and headers, up to
+/// the blank line), as far as the bytes read tell: no HTTP parsing, only line ends counted.
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    /// No byte of the next request yet (or a response was written since the last head).
+    Waiting,
+    /// A head is arriving: since when, and how many line ends in a row ended its bytes so far
+    /// (`\r` is skipped; two mean the blank line).
+    Reading { since: tokio::time::Instant, line_ends: u8 },
+    /// The head is complete; the rest until the next response is its body (or a pipelined
+    /// request, which is not timed).
+    Body,
+}
+
+impl Head {
+    /// `bytes` were read at `now`.
+    fn read(&mut self, bytes: &[u8], now: tokio::time::Instant) {
+        let (since, mut line_ends) = match *self {
+            Head::Body => return,
+            Head::Waiting => (now, 0),
+            Head::Reading { since, line_ends } => (since, line_ends),
+        };
+        for &b in bytes {
+            match b {
+                b'\n' => {
+                    line_ends += 1;
+                    if line_ends == 2 {
+                        *self = Head::Body;
+                        return;
+                    }
+                }
+                b'\r' => {}
+                _ => line_ends = 0,
+            }
+        }
+        *self = Head::Reading { since, line_ends };
+    }
+}
+
 impl IdleIo {
-    fn touch(&mut self) {
-        self.deadline.as_mut().reset(tokio::time::Instant::now() + self.idle);
+    /// Bytes moved: the idle deadline starts again, no later than the head's.
+    fn touch(&mut self, now: tokio::time::Instant) {
+        let mut deadline = now + self.idle;
+        if let Head::Reading { since, .. } = self.head {
+            deadline = deadline.min(since + self.head_timeout);
+        }
+        self.deadline.as_mut().reset(deadline);
+    }
+
+    fn wrote(&mut self) {
+        self.head = Head::Waiting;
+        self.touch(tokio::time::Instant::now());
     }
 }
 
@@ -632,7 +710,10 @@ impl AsyncRead for IdleIo {
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
-                    self.touch();
+                    let now = tokio::time::Instant::now();
+                    let this = &mut *self;
+                    this.head.read(&buf.filled()[before..], now);
+                    this.touch(now);
                 }
                 Poll::Ready(Ok(()))
             }
@@ -651,7 +732,7 @@ impl AsyncWrite for IdleIo {
         if let Poll::Ready(Ok(n)) = r
             && n > 0
         {
-            self.touch();
+            self.wrote();
         }
         r
     }
@@ -666,7 +747,7 @@ impl AsyncWrite for IdleIo {
         if let Poll::Ready(Ok(n)) = r
             && n > 0
         {
-            self.touch();
+            self.wrote();
         }
         r
     }

@@ -206,6 +206,62 @@ async fn sessions_are_capped_and_idle_ones_and_silent_connections_are_closed() {
     shutdown.cancel();
 }
 
+/// Connections that send a request's head slowly, a byte at a time (each byte restarting the
+/// idle timer), are closed when the head has not arrived in time, so clients with no token cannot
+/// hold every connection slot; and a refused request's connection is closed after its 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_heads_and_refused_requests_do_not_hold_connection_slots() {
+    use tokio::io::AsyncWriteExt;
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let opts = HttpOptions {
+        auth: Some(authenticator()),
+        // Four connection slots.
+        max_sessions: 1,
+        request_head_timeout: Duration::from_millis(400),
+        ..HttpOptions::default()
+    };
+    let (addr, shutdown) = start(&f, opts).await;
+    let mut drips = Vec::new();
+    for _ in 0..4 {
+        drips.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let dripping = tokio::spawn(async move {
+        let head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+        let mut closed = 0;
+        for i in 0..200 {
+            for s in drips.iter_mut() {
+                let byte = if i < head.len() { head[i] } else { b'a' };
+                if s.write_all(&[byte]).await.is_err() {
+                    closed += 1;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        closed
+    });
+    // A real client gets a slot while the slow ones drip.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let opened = tokio::time::timeout(Duration::from_secs(3), open(addr, ALICE)).await;
+    assert!(opened.is_ok(), "no connection slot for a real client while four slow heads drip");
+    assert!(dripping.await.unwrap() > 0, "the slow connections were closed");
+
+    // A 401 closes its connection: the same connection cannot be used to wait around.
+    let mut refused = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = initialize("c");
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    refused.write_all(request.as_bytes()).await.unwrap();
+    refused.write_all(&body).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(3), refused.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "the connection stayed open after its 401: {text}");
+    assert!(text.starts_with("HTTP/1.1 401") && text.to_ascii_lowercase().contains("connection: close"), "{text}");
+    shutdown.cancel();
+}
+
 /// The principal picks the profile; the client's self-declared name counts only where it may
 /// (stdio, loopback without auth).
 #[test]

@@ -336,6 +336,28 @@ async fn a_running_in_place_call_resumes_and_a_cancelled_one_is_never_answered()
     shutdown.cancel();
 }
 
+/// A call that runs longer than the idle timeout is still answered: its open response stream
+/// carries keep-alives often enough that the connection is never idle while it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_longer_than_the_idle_timeout_is_answered() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let idle = std::time::Duration::from_millis(1000);
+    let opts = HttpOptions { session_idle_timeout: idle, shutdown: shutdown.clone(), ..HttpOptions::default() };
+    tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
+    let session = open_session(addr, "long-call").await;
+    let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let (status, _, body) =
+        http(addr, "POST", &headers, &call_body(5, "marker_sleep", json!({"ms": 2500}), None)).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{text}");
+    let answer = messages(&body).into_iter().find(|m| m["id"] == 5);
+    assert!(answer.is_some_and(|m| m["result"]["isError"] == false), "the call's answer did not arrive: {text}");
+    shutdown.cancel();
+}
+
 /// Sessions used only by in-place calls stay open while used and still close when idle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_used_by_in_place_calls_stays_open_and_closes_when_idle() {
