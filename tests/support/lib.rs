@@ -51,11 +51,26 @@ pub fn plugin_library(package: &str, env: &[(&str, &str)]) -> PathBuf {
     );
     let lib = target_dir.join("debug").join(library_file_name(package));
     assert!(lib.is_file(), "cargo built {package} but {} is missing", lib.display());
-    // Copy out, so a later rebuild of the same target folder cannot change what tests use.
-    let stable =
-        target_dir.join(format!("{}-{}-{}", std::process::id(), sanitize(&variant), library_file_name(package)));
-    std::fs::copy(&lib, &stable).expect("copy library");
+    let stable = stable_copy(&lib, &target_dir, &variant, package);
     built.push((key, stable.clone()));
+    stable
+}
+
+/// A copy of the freshly built `lib` that a later rebuild of the same target folder cannot
+/// change, named after the build it came from (its modification time and size): every test
+/// process using that build shares one copy (one per process filled the disk: a test run made
+/// hundreds of 20 MB copies), and the copy is made by a rename, so no process sees half of one.
+fn stable_copy(lib: &Path, target_dir: &Path, variant: &str, package: &str) -> PathBuf {
+    let meta = std::fs::metadata(lib).expect("stat the built library");
+    let built_at =
+        meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+    let name = format!("{built_at}-{}-{}-{}", meta.len(), sanitize(variant), library_file_name(package));
+    let stable = target_dir.join(name);
+    if !stable.is_file() {
+        let partial = target_dir.join(format!(".{}-{}.partial", std::process::id(), library_file_name(package)));
+        std::fs::copy(lib, &partial).expect("copy library");
+        std::fs::rename(&partial, &stable).expect("rename the library copy");
+    }
     stable
 }
 
@@ -100,10 +115,7 @@ pub fn plugin_library_versions(package: &str, var: &str, values: &[String]) -> V
                 String::from_utf8_lossy(&out.stderr)
             );
             let lib = target_dir.join("debug").join(library_file_name(package));
-            let stable =
-                target_dir.join(format!("{}-{}-{}", std::process::id(), sanitize(value), library_file_name(package)));
-            std::fs::copy(&lib, &stable).expect("copy library");
-            stable
+            stable_copy(&lib, &target_dir, value, package)
         })
         .collect()
 }

@@ -79,6 +79,14 @@ impl Stage {
             Stage::Adapter => "adapter",
         }
     }
+    /// True for the checks whose outcome depends on the host as well as on the bundle's files:
+    /// the other plugins (a name or id another one holds), the secrets supplied (read again at
+    /// each rescan), the programs and variables an adapter needs. A bundle refused at one of
+    /// these is checked again at every rescan, so it loads once the cause is gone, with no
+    /// change to its files; its refusal is still reported once.
+    pub fn depends_on_the_host(self) -> bool {
+        matches!(self, Stage::Catalog | Stage::Secrets | Stage::Adapter)
+    }
     /// True for the checks that run before any plugin code is loaded.
     pub fn before_load(self) -> bool {
         !matches!(self, Stage::Abi | Stage::Embedded | Stage::Catalog | Stage::Worker | Stage::Upstream)

@@ -1176,6 +1176,7 @@ impl ToolSource for BundleSource {
             let before = fingerprint(&path, prev_lib.as_deref());
             if let Some(b) = state.bundles.get(&path)
                 && b.fingerprint == before
+                && !b.last_error.as_ref().is_some_and(|(stage, _)| stage.depends_on_the_host())
             {
                 out.report.unchanged += 1;
                 continue;
@@ -1322,6 +1323,72 @@ mod tests {
         let r = restarted.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
         assert_eq!(r.added, vec![("marker-plugin".to_owned(), "0.1.0".to_owned())], "{r:?}");
         assert_eq!(r.rejected.len(), 1, "{r:?}");
+    }
+
+    /// A bundle refused because of another bundle (here: the same plugin id, already loaded from
+    /// another folder) is checked again at each rescan, files unchanged: it loads once the other
+    /// is gone, and its refusal is reported once, not at every scan while it lasts.
+    #[test]
+    fn a_bundle_refused_because_of_another_loads_once_the_other_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        let key = TestKey::generate();
+        let lib = plugin_library("marker-plugin", &[]);
+        write_bundle(&plugins.join("first"), "marker-plugin", &lib, None, Some(&key));
+        let src = source(&plugins, &key);
+        let claims = |src: &BundleSource| Catalog::build(src.entries(), ConflictPolicy::Error).unwrap();
+        let first = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+        assert_eq!(first.added.len(), 1, "{first:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write_bundle(&plugins.join("second"), "marker-plugin", &lib, None, Some(&key));
+        let serving = claims(&src);
+        let second = src.refresh(&mut NameClaims::new(&serving, ConflictPolicy::Error));
+        assert_eq!(second.rejected.len(), 1, "{second:?}");
+        assert!(second.rejected[0].message.contains("already loaded from"), "{second:?}");
+        // While it lasts: not reported again.
+        let third = src.refresh(&mut NameClaims::new(&serving, ConflictPolicy::Error));
+        assert!(third.rejected.is_empty() && third.added.is_empty(), "{third:?}");
+        // The first bundle goes: the second loads in the same scan, its files untouched.
+        std::fs::remove_dir_all(plugins.join("first")).unwrap();
+        let fourth = src.refresh(&mut NameClaims::new(&serving, ConflictPolicy::Error));
+        assert_eq!(fourth.removed, vec!["marker-plugin".to_owned()], "{fourth:?}");
+        assert_eq!(fourth.added, vec![("marker-plugin".to_owned(), "0.1.0".to_owned())], "{fourth:?}");
+        assert_eq!(src.entries().len(), 1);
+    }
+
+    /// An adapter refused because its program is not installed loads at the next rescan once
+    /// the program is there, with no change to the bundle (the refusal's own fix says to
+    /// install it).
+    #[test]
+    fn an_adapter_refused_for_a_missing_program_loads_once_it_is_installed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        let program = dir.path().join("bin/late-prog");
+        let manifest = format!(
+            "manifest_version: 1\nid: late-tools\nversion: 0.1.0\ndisplay_name: Late\ndescription: A late program.\nabi: 1\n\
+             adapter:\n  command:\n    program: {}\ntools:\n  - name: late_run\n    title: Late\n    description: Runs it.\n    side_effects: read\n    input_schema: {{type: object}}\n    invoke: {{args: []}}\n",
+            program.display()
+        );
+        let key = TestKey::generate();
+        let bundle = plugins.join("late-tools");
+        std::fs::create_dir_all(&bundle).unwrap();
+        let path = bundle.join("late-tools.tool.yaml");
+        std::fs::write(&path, &manifest).unwrap();
+        std::fs::write(
+            crate::signature_path(&path),
+            quiver_manifest::sign_bundle(&key.pair, &manifest, "late").unwrap(),
+        )
+        .unwrap();
+        let src = source(&plugins, &key);
+        let first = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+        assert_eq!(first.rejected.len(), 1, "{first:?}");
+        assert_eq!(first.rejected[0].stage, Stage::Adapter, "{first:?}");
+        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+        std::fs::write(&program, "#!/bin/sh\necho late\n").unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let second = src.refresh(&mut NameClaims::new(&Catalog::empty(), ConflictPolicy::Error));
+        assert_eq!(second.added, vec![("late-tools".to_owned(), "0.1.0".to_owned())], "{second:?}");
     }
 
     /// A scan that accepts several bundles writes (and fsyncs) the rollback record once, with
