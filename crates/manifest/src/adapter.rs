@@ -505,11 +505,13 @@ pub(crate) fn adapter_issues(
             for (k, a) in invoke.args.iter().enumerate() {
                 templates.push((index(&field(&at_invoke, "args"), k), a));
             }
-            if let Some(k) = shell_script_with_placeholder(adapter, &invoke.args) {
+            if let AdapterSpec::Command(c) = adapter
+                && let Some((k, interpreter)) = code_with_placeholder(&c.program, &invoke.args)
+            {
                 push(
                     index(&field(&at_invoke, "args"), k),
-                    "an argument is interpolated into a shell script (`-c`), where it could run commands".into(),
-                    "keep the script fixed and pass arguments after it as positional parameters: `args: [\"-c\", \"jq -n --arg v \\\"$1\\\" ...\", \"sh\", \"{value}\"]`, or run the program directly",
+                    format!("an argument is interpolated into code that `{interpreter}` runs, where it could run commands"),
+                    "keep the code fixed and pass arguments after it (a shell's positional parameters: `args: [\"-c\", \"jq -n --arg v \\\"$1\\\" ...\", \"sh\", \"{value}\"]`; a script's argv), or run the program directly".into(),
                 );
             }
         }
@@ -561,20 +563,94 @@ pub(crate) fn adapter_issues(
     issues
 }
 
-/// Programs that run their `-c` argument as a script.
-const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox", "csh", "tcsh"];
+/// Shells, by their usual names (a restricted `r` form and a version suffix included).
+const SHELLS: &[&str] =
+    &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash", "oksh", "pdksh"];
 
-/// The index of a shell's `-c` script element that contains a placeholder, if any.
-fn shell_script_with_placeholder(adapter: &AdapterSpec, args: &[String]) -> Option<usize> {
-    let AdapterSpec::Command(c) = adapter else { return None };
-    let name = c.program.rsplit('/').next().unwrap_or(&c.program);
-    if !SHELLS.contains(&name) {
-        return None;
+/// Interpreters that run the argument after one of these flags as code.
+const CODE_FLAGS: &[(&str, &[&str])] = &[
+    ("python", &["-c"]),
+    ("pypy", &["-c"]),
+    ("perl", &["-e", "-E"]),
+    ("ruby", &["-e"]),
+    ("node", &["-e", "--eval", "-p", "--print"]),
+    ("nodejs", &["-e", "--eval", "-p", "--print"]),
+    ("php", &["-r"]),
+    ("lua", &["-e"]),
+    ("luajit", &["-e"]),
+    ("rscript", &["-e"]),
+    ("tclsh", &["-c"]),
+    ("pwsh", &["-c", "-command"]),
+];
+
+/// Programs whose first program text is code when no file is given (`awk '{print}'`).
+const AWKS: &[&str] = &["awk", "gawk", "mawk", "nawk", "busybox-awk"];
+
+/// A program name as its file is called, lower-cased, without folders, a version suffix
+/// (`python3.12` → `python`) or a shell's restricted `r` (`rbash` → `bash`).
+fn interpreter_name(program: &str) -> String {
+    let base = program.rsplit('/').next().unwrap_or(program).to_ascii_lowercase();
+    let base = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
+    let unrestricted = base.strip_prefix('r').filter(|s| SHELLS.contains(s));
+    unrestricted.unwrap_or(base).to_owned()
+}
+
+/// Whether `text` holds a placeholder.
+fn has_placeholder(text: &str) -> bool {
+    Template::parse(text).is_ok_and(|t| t.pieces.iter().any(|p| !matches!(p, Piece::Text(_))))
+}
+
+/// The element of `args` (its index) that is code an interpreter runs and holds a placeholder,
+/// with the interpreter's name; `None` when there is none. Every element of the command line
+/// that names an interpreter counts, not only the program, so wrappers (`env`, `nice`,
+/// `timeout`, `busybox`, `sudo`) do not hide one; `env -S` splits its argument into a command
+/// line, so a placeholder there counts too. The check is by name: what cannot be told from the
+/// command line (a script that `eval`s its own arguments) is the author's to get right, and
+/// the signature vouches for it. The host checks the program's real name again when it
+/// resolves it (a link named otherwise).
+pub fn code_with_placeholder(program: &str, args: &[String]) -> Option<(usize, String)> {
+    // The program is element 0 of the line; `args[k]` is element k + 1.
+    let line: Vec<&str> = std::iter::once(program).chain(args.iter().map(String::as_str)).collect();
+    for (i, element) in line.iter().enumerate() {
+        let name = interpreter_name(element);
+        let after = || line.iter().enumerate().skip(i + 1);
+        let code_at = |flags: &dyn Fn(&str) -> bool| {
+            after()
+                .find(|(_, a)| flags(a))
+                .map(|(j, _)| j + 1)
+                .filter(|&j| line.get(j).is_some_and(|c| has_placeholder(c)))
+        };
+        let found = if SHELLS.contains(&name.as_str()) {
+            code_at(&|a: &str| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+        } else if let Some((_, flags)) = CODE_FLAGS.iter().find(|(n, _)| *n == name) {
+            code_at(&|a: &str| flags.contains(&a.to_ascii_lowercase().as_str()))
+        } else if AWKS.contains(&name.as_str()) {
+            // The first element that is neither an option nor an option's value is the program
+            // text (unless `-f` names a file).
+            let mut j = i + 1;
+            let mut program_text = None;
+            while let Some(a) = line.get(j) {
+                match *a {
+                    "-f" | "--file" => break,
+                    "-v" | "-F" | "--assign" | "--field-separator" => j += 2,
+                    a if a.starts_with('-') && a.len() > 1 => j += 1,
+                    _ => {
+                        program_text = Some(j);
+                        break;
+                    }
+                }
+            }
+            program_text.filter(|&j| has_placeholder(line[j]))
+        } else if name == "env" {
+            code_at(&|a: &str| a == "-S" || a.starts_with("--split-string"))
+        } else {
+            None
+        };
+        if let Some(j) = found {
+            return Some((j - 1, name));
+        }
     }
-    let flag = args.iter().position(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))?;
-    let script = flag + 1;
-    let t = Template::parse(args.get(script)?).ok()?;
-    t.pieces.iter().any(|p| !matches!(p, Piece::Text(_))).then_some(script)
+    None
 }
 
 fn is_header_name(s: &str) -> bool {
@@ -620,6 +696,55 @@ mod tests {
         crate::Manifest::from_yaml(&y, "demo.tool.yaml")
     }
 
+    /// A placeholder that would become code run by an interpreter is refused however the
+    /// interpreter is reached: a shell by another name (`rbash`), behind a wrapper (`env`,
+    /// `nice`, `timeout`, `busybox`), `env -S`, and the other usual interpreters' code flags.
+    #[test]
+    fn placeholders_in_code_an_interpreter_runs_are_refused_behind_wrappers_too() {
+        let refused = [
+            ("env", r#"["sh", "-c", "echo {q}"]"#, 2),
+            ("rbash", r#"["-c", "echo {q}"]"#, 1),
+            ("/usr/bin/busybox", r#"["sh", "-c", "echo {q}"]"#, 2),
+            ("nice", r#"["-n", "5", "bash", "-lc", "echo {q}"]"#, 4),
+            ("timeout", r#"["5", "/bin/dash", "-c", "x {q}"]"#, 3),
+            ("env", r#"["-S", "sh -c {q}"]"#, 1),
+            ("python3", r#"["-c", "print({q})"]"#, 1),
+            ("perl", r#"["-e", "{q}"]"#, 1),
+            ("node", r#"["--eval", "{q}"]"#, 1),
+            ("ruby", r#"["-e", "puts {q}"]"#, 1),
+            ("awk", r#"["{q}"]"#, 0),
+        ];
+        for (program, args, at) in refused {
+            let e = manifest(
+                &format!("  command: {{program: \"{program}\"}}"),
+                &format!("    invoke: {{args: {args}}}"),
+                "",
+            )
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains(&format!("tools[0].invoke.args[{at}]: an argument is interpolated into code")),
+                "{program} {args}: {e}"
+            );
+        }
+        let allowed = [
+            ("sh", r#"["-c", "echo \"$1\"", "sh", "{q}"]"#),
+            ("python3", r#"["/opt/tool.py", "{q}"]"#),
+            ("env", r#"["jq", "-n", "{q}"]"#),
+            ("awk", r#"["-v", "x={q}", "{{print x}}"]"#),
+            ("git", r#"["commit", "-m", "{q}"]"#),
+        ];
+        for (program, args) in allowed {
+            let m = manifest(
+                &format!("  command: {{program: \"{program}\"}}"),
+                &format!("    invoke: {{args: {args}}}"),
+                "",
+            );
+            assert!(m.is_ok(), "{program} {args}: {m:?}");
+        }
+    }
+
     #[test]
     fn adapter_manifests_are_checked_with_errors_naming_the_field() {
         let ok =
@@ -648,7 +773,7 @@ mod tests {
         let e = manifest("  command: {program: /bin/sh}", "    invoke: {args: [\"-c\", \"echo {q}\"]}", "")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("tools[0].invoke.args[1]: an argument is interpolated into a shell script"), "{e}");
+        assert!(e.contains("tools[0].invoke.args[1]: an argument is interpolated into code that `sh` runs"), "{e}");
         assert!(
             manifest(
                 "  command: {program: sh}",

@@ -42,7 +42,7 @@ mod yaml;
 
 pub use adapter::{
     AdapterSpec, CommandAdapter, HttpAdapter, HttpMethod, InvokeSpec, OutputFormat, Payload, Piece, Template,
-    check_base_url, value_text,
+    check_base_url, code_with_placeholder, value_text,
 };
 pub use artifact::{ARTIFACT_MARKER, pin_artifact, signed_as_pinned, with_artifact_text};
 pub use checksum::{Sha256Stream, sha256_hex};

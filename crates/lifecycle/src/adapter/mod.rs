@@ -113,6 +113,20 @@ pub fn resolve(
                     c.program.rsplit('/').next().unwrap_or(&c.program)
                 ));
             };
+            // The name checked at signing may be a link to an interpreter (`/bin/rbash` is bash):
+            // the code check again, with the program it really is.
+            for (t, tool) in manifest.tools.iter().enumerate() {
+                let args = tool.invoke.as_ref().map(|i| i.args.as_slice()).unwrap_or_default();
+                if let Some((k, interpreter)) =
+                    quiver_manifest::code_with_placeholder(&program.display().to_string(), args)
+                {
+                    return Err(format!(
+                        "tools[{t}].invoke.args[{k}]: `{}` is {} (`{interpreter}`), and this argument is interpolated into code it runs, where it could run commands; keep the code fixed and pass arguments after it, or run the program directly",
+                        c.program,
+                        program.display()
+                    ));
+                }
+            }
             let mut vars: Vec<(String, String)> = c.env.iter().filter_map(|k| env(k).map(|v| (k.clone(), v))).collect();
             if !c.env.iter().any(|k| k == "PATH") {
                 vars.push(("PATH".into(), DEFAULT_PATH.into()));
@@ -352,6 +366,23 @@ mod tests {
         })
         .unwrap();
         assert_eq!(r.headers, vec![("Authorization".into(), "Bearer t".into())]);
+    }
+
+    /// A program whose name passed the signing check but that is an interpreter under another
+    /// name (a link to a shell) is refused when the host resolves it, if a placeholder is in
+    /// the code it would run.
+    #[test]
+    fn a_link_to_a_shell_under_another_name_is_refused_when_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("mytool");
+        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        let y = format!(
+            "manifest_version: 1\nid: demo\nversion: 0.1.0\ndisplay_name: Demo\ndescription: A demo.\nabi: 1\nadapter:\n  command: {{program: \"{}\"}}\ntools:\n  - name: demo_run\n    title: Run\n    description: Runs.\n    side_effects: read\n    input_schema: {{type: object, properties: {{q: {{type: string}}}}}}\n    invoke: {{args: [\"-c\", \"echo {{q}}\"]}}\n",
+            link.display()
+        );
+        let m = Manifest::from_yaml(&y, "demo.tool.yaml").expect("the name alone does not say it is a shell");
+        let e = resolve(&m, Path::new("/"), |_| None).unwrap_err();
+        assert!(e.contains("tools[0].invoke.args[1]") && e.contains("interpolated into code"), "{e}");
     }
 
     #[test]
