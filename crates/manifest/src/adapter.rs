@@ -510,7 +510,9 @@ pub(crate) fn adapter_issues(
             {
                 push(
                     index(&field(&at_invoke, "args"), k),
-                    format!("an argument is interpolated into code that `{interpreter}` runs, where it could run commands"),
+                    format!(
+                        "an argument is interpolated into code that `{interpreter}` runs, where it could run commands"
+                    ),
                     "keep the code fixed and pass arguments after it (a shell's positional parameters: `args: [\"-c\", \"jq -n --arg v \\\"$1\\\" ...\", \"sh\", \"{value}\"]`; a script's argv), or run the program directly",
                 );
             }

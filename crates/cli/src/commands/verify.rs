@@ -81,8 +81,19 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
                     sha256: b.sha256.clone(),
                     signer: b.signer_key_id.clone(),
                 };
-                // An adapter bundle has no library to load: its signed manifest was checked above.
-                if a.no_load || b.manifest.adapter.is_some() {
+                // An adapter bundle has no library to load: it is resolved as the host resolves
+                // it (its program, environment, header variables; no code of it runs).
+                if b.manifest.adapter.is_some() {
+                    return match resolve_adapter(&b.manifest, &settings.host.isolation.working_dir) {
+                        Ok(()) => ok,
+                        Err(message) => Checked::Failed(BundleError {
+                            bundle: b.manifest_path.clone(),
+                            stage: Stage::Adapter,
+                            message,
+                        }),
+                    };
+                }
+                if a.no_load {
                     return ok;
                 }
                 match check_in_worker(b, &settings.host.isolation) {
@@ -141,4 +152,12 @@ pub fn run(g: &GlobalArgs, a: &VerifyArgs) -> Result<()> {
 fn show(p: &Path) -> String {
     let cwd = std::env::current_dir().ok();
     cwd.and_then(|c| p.strip_prefix(c).ok().map(|r| r.display().to_string())).unwrap_or_else(|| p.display().to_string())
+}
+
+/// What the host does with an adapter bundle before it serves it, short of running it: find
+/// its program, read its environment and header variables, parse its templates.
+fn resolve_adapter(manifest: &quiver_manifest::Manifest, working_dir: &std::path::Path) -> Result<(), String> {
+    use quiver_lifecycle::adapter;
+    let resolved = adapter::resolve(manifest, working_dir, |k| std::env::var(k).ok())?;
+    adapter::Adapter::new(manifest, resolved, adapter::in_process_placement("verify")).map(|_| ())
 }

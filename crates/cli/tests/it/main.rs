@@ -223,6 +223,40 @@ fn failed_stage(p: &Project) -> String {
     stage
 }
 
+/// `quiver verify` checks an adapter bundle as the host will load it: a program that is not
+/// installed, or a header variable that is not set, fails it at the adapter stage (it said OK,
+/// and the host then refused the bundle).
+#[test]
+fn verify_resolves_adapter_bundles_as_the_host_does() {
+    let p = Project::new();
+    let adapter = |id: &str, spec: &str, extra: &str| {
+        let dir = p.path(&format!("plugins/{id}"));
+        fs::create_dir_all(&dir).unwrap();
+        let manifest = format!(
+            "manifest_version: 1\nid: {id}\nversion: 0.1.0\ndisplay_name: Probe\ndescription: A probe.\nabi: 1\n{extra}adapter:\n{spec}\ntools:\n  - name: {}_run\n    title: Run\n    description: Runs.\n    side_effects: read\n    input_schema: {{type: object}}\n    invoke: {{}}\n",
+            id.replace('-', "_")
+        );
+        fs::write(dir.join(format!("{id}.tool.yaml")), manifest).unwrap();
+        p.quiver(&["sign", &format!("plugins/{id}/{id}.tool.yaml"), "--key", "keys/test.key"]).success();
+    };
+    adapter("missing-prog", "  command: {program: quiver-no-such-program}", "");
+    adapter(
+        "http-probe",
+        "  http: {base_url: \"http://127.0.0.1:9\", env_headers: {Authorization: QUIVER_PROBE_SECRET}}",
+        "sandbox: {network: true}\n",
+    );
+    adapter("fine-prog", "  command: {program: jq}", "");
+    let run = p.quiver(&["verify"]).env_remove("QUIVER_PROBE_SECRET").failure(1);
+    let out = run.stdout();
+    assert!(
+        out.contains("missing-prog") && out.contains("adapter check") && out.contains("quiver-no-such-program"),
+        "{out}"
+    );
+    assert!(out.contains("http-probe") && out.contains("QUIVER_PROBE_SECRET"), "{out}");
+    assert!(out.contains("OK") && out.contains("fine-prog"), "{out}");
+    assert!(out.contains("2 failed"), "{out}");
+}
+
 #[test]
 fn verify_names_the_failed_check_of_a_tampered_library() {
     let p = Project::new();
