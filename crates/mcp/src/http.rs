@@ -131,7 +131,8 @@ pub struct HttpOptions {
     /// protection); needed when serving under another name. A specific (non-wildcard) address
     /// the server is bound to is added automatically.
     pub allowed_hosts: Vec<String>,
-    /// Cancel to stop serving: open sessions end and `serve_http` returns.
+    /// Cancel to stop serving: no new connection is taken, calls still running answer (within
+    /// `shutdown_grace`), then the sessions end and `serve_http` returns.
     pub shutdown: CancellationToken,
     /// Bearer authentication; `None`: none (then only a loopback bind is served, unless
     /// `insecure_no_auth`).
@@ -146,6 +147,8 @@ pub struct HttpOptions {
     pub max_requests_per_session: usize,
     /// Longest a request's head may take to arrive, from its first byte.
     pub request_head_timeout: Duration,
+    /// At shutdown, how long calls still running may take to answer before their sessions end.
+    pub shutdown_grace: Duration,
     /// The operator dashboard at `/ui` (its data behind the same authentication as `/mcp`);
     /// `None`: no dashboard.
     pub dashboard: Option<Arc<Dashboard>>,
@@ -163,6 +166,7 @@ impl Default for HttpOptions {
             session_idle_timeout: Duration::from_secs(600),
             max_requests_per_session: 64,
             request_head_timeout: REQUEST_HEAD_TIMEOUT,
+            shutdown_grace: Duration::from_secs(10),
             dashboard: None,
         }
     }
@@ -245,12 +249,15 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|s| (*s).to_owned()).collect();
     origins.extend(opts.allowed_origins.iter().map(|o| exact_origin(o)));
     let max_bytes = server.options().max_message_bytes;
+    let sessions_end = CancellationToken::new();
     let mut config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(max_bytes)
-        .with_cancellation_token(opts.shutdown.child_token())
+        // Not the shutdown token itself: sessions end only once the calls still running have
+        // answered (or the grace is over), see `drain` below.
+        .with_cancellation_token(sessions_end.clone())
         // An open response stream (a call still running, a GET stream) sends a keep-alive well
         // within the idle timeout, so its connection is never closed as idle while it waits.
         .with_sse_keep_alive(Some(sse_keep_alive(opts.session_idle_timeout)));
@@ -273,7 +280,7 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     let sessions = Arc::new(sessions);
     let manager = Arc::new(QuiverSessions { local: sessions.clone(), shared: server.shared.clone() });
     spawn_idle_sweeper(manager.clone(), opts.session_idle_timeout, opts.shutdown.clone());
-    let service: McpService = StreamableHttpService::new(move || Ok(factory.connection()), manager, config);
+    let service: McpService = StreamableHttpService::new(move || Ok(factory.connection()), manager.clone(), config);
     let gate = Arc::new(Gate {
         auth: opts.auth.clone(),
         client_hint: loopback && opts.auth.is_none(),
@@ -312,6 +319,21 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
         .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), metadata)
         .merge(operator);
     tracing::info!(addr = %local, path = MCP_PATH, auth = opts.auth.is_some(), "serving MCP over streamable HTTP");
+    // At shutdown no connection is accepted; calls still running get `shutdown_grace` to answer
+    // on their open streams, then the sessions (and their GET streams) end and the server
+    // returns once the connections have closed.
+    let drain = {
+        let (shutdown, manager, grace) = (opts.shutdown.clone(), manager.clone(), opts.shutdown_grace);
+        async move {
+            shutdown.cancelled().await;
+            let until = tokio::time::Instant::now() + grace;
+            while manager.running_calls() > 0 && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            sessions_end.cancel();
+        }
+    };
+    tokio::spawn(drain);
     let shutdown = opts.shutdown.clone();
     let listener = GuardedListener {
         inner: listener,

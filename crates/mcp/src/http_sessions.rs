@@ -353,6 +353,12 @@ impl QuiverSessions {
 }
 
 impl QuiverSessions {
+    /// In-place calls of every session still running (not answered, not cancelled).
+    pub(crate) fn running_calls(&self) -> usize {
+        let all = self.shared.in_place.read().unwrap_or_else(|e| e.into_inner());
+        all.values().map(|e| e.running()).sum()
+    }
+
     /// Closes the sessions without a request for `idle` and without an in-place call running
     /// (`rmcp`'s own idle timer is off: it restarts only on messages through the session's
     /// worker, which in-place calls do not pass). Sessions not yet initialized are `rmcp`'s

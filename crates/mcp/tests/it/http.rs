@@ -336,6 +336,32 @@ async fn a_running_in_place_call_resumes_and_a_cancelled_one_is_never_answered()
     shutdown.cancel();
 }
 
+/// A graceful shutdown answers the calls still running before it ends the sessions (it used to
+/// end their response streams at once, with no answer), and then returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_answers_the_calls_still_running() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let opts = HttpOptions { shutdown: shutdown.clone(), ..HttpOptions::default() };
+    let served = tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
+    let session = open_session(addr, "shutdown").await;
+    let call = tokio::spawn(async move {
+        let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+        http(addr, "POST", &headers, &call_body(3, "marker_sleep", json!({"ms": 800}), None)).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    shutdown.cancel();
+    let (status, _, body) = call.await.unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{text}");
+    let answer = messages(&body).into_iter().find(|m| m["id"] == 3);
+    assert!(answer.is_some_and(|m| m["result"]["isError"] == false), "no answer before the shutdown: {text}");
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), served).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end after its calls: {ended:?}");
+}
+
 /// A call that runs longer than the idle timeout is still answered: its open response stream
 /// carries keep-alives often enough that the connection is never idle while it waits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
