@@ -794,6 +794,45 @@ fn json_rpc_error(status: StatusCode, refusal: Refusal) -> Response {
     response.body(Body::from(body)).unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
+/// rmcp's plain-text refusals (no `Mcp-Session-Id`, an unknown session, a foreign `Origin` or
+/// `Host`, a method or media type it does not take) as JSON-RPC errors under the request's id
+/// (`None` when it has none), saying what to do; the status and rmcp's other headers (`Allow`)
+/// stay. Anything else passes unchanged.
+async fn as_json_rpc(response: Response, id: Option<rmcp::model::RequestId>) -> Response {
+    let status = response.status();
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v.starts_with("text/plain"));
+    if !status.is_client_error() || !plain {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let said = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let said = String::from_utf8_lossy(&said);
+    let said = said.trim();
+    let message = if status == StatusCode::BAD_REQUEST && said.contains("Session ID is required") {
+        "this request needs the `Mcp-Session-Id` header: send `initialize` first (without it), then send the id it answers with in `Mcp-Session-Id` on every later request".to_owned()
+    } else if status == StatusCode::NOT_FOUND && said.contains("Session not found") {
+        "no session has the id sent in `Mcp-Session-Id` (it ended, timed out, or never existed): start a new one with `initialize`".to_owned()
+    } else if status == StatusCode::FORBIDDEN && said.contains("Origin") {
+        format!("{said}: a browser page's origin must be listed in `server.allowed_origins` in quiver.yaml")
+    } else if status == StatusCode::FORBIDDEN && said.contains("Host") {
+        format!("{said}: to serve under another name, start Quiver with `quiver serve --allow-host NAME`")
+    } else {
+        said.to_owned()
+    };
+    let mut answer =
+        json_rpc_error(status, Refusal { id, error: rmcp::model::ErrorData::invalid_request(message, None) });
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
+}
+
 /// DELETE of a session that does not exist (never did, or already ended) is 404, as the
 /// streamable HTTP transport specifies (`rmcp` answers 202 to any DELETE); a session only the
 /// store knows is deleted there (rmcp deletes its records).
@@ -824,7 +863,7 @@ async fn check_body(endpoint: &Endpoint, request: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(';').next().is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json")));
     if request.method() != Method::POST || !is_json {
-        return endpoint.serve(request).await;
+        return as_json_rpc(endpoint.serve(request).await, None).await;
     }
     let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, max_bytes).await {
@@ -840,7 +879,7 @@ async fn check_body(endpoint: &Endpoint, request: Request) -> Response {
         return response;
     }
     match parse(&bytes) {
-        Ok(Some(_)) if !refused.is_set() => response,
+        Ok(Some(_)) if !refused.is_set() => as_json_rpc(response, crate::wire::top_level_id(&bytes)).await,
         // Stopped by the session manager: `parse` names why (it always refuses such a request).
         Ok(Some(_)) => json_rpc_error(
             StatusCode::BAD_REQUEST,

@@ -86,6 +86,43 @@ async fn origins_and_hosts_are_checked() {
     shutdown.cancel();
 }
 
+/// What rmcp refuses in plain text (no session id, an unknown session, a foreign Origin or
+/// Host, a wrong method) is answered as a JSON-RPC error under the request's id, naming the
+/// header and the fix; the status stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_and_origin_refusals_are_json_rpc_errors_that_say_what_to_do() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let (addr, shutdown) = start(&f).await;
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).to_string();
+    // (method, headers, body, status, what the message says)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a [u8], u16, &'a str);
+    let cases: [Case<'_>; 5] = [
+        ("POST", vec![JSON, ACCEPT], list.as_bytes(), 400, "Mcp-Session-Id"),
+        ("POST", vec![JSON, ACCEPT, ("Mcp-Session-Id", "nope")], list.as_bytes(), 404, "initialize"),
+        ("GET", vec![ACCEPT, ("Mcp-Session-Id", "nope")], b"", 404, "initialize"),
+        (
+            "POST",
+            vec![JSON, ACCEPT, ("Origin", "https://evil.example.com")],
+            &initialize(1, "o"),
+            403,
+            "server.allowed_origins",
+        ),
+        ("POST", vec![JSON, ACCEPT, ("Host", "evil.example.com")], &initialize(1, "h"), 403, "--allow-host"),
+    ];
+    for (method, headers, body, status, hint) in cases {
+        let (got, response_headers, answer) = http(addr, method, &headers, body).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert_eq!(got, status, "{method} {headers:?}: {text}");
+        assert_eq!(header(&response_headers, "content-type"), Some("application/json"), "{method} {headers:?}: {text}");
+        let v: Value = serde_json::from_slice(&answer).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains(hint)), "{method} {headers:?}: {v}");
+        if method == "POST" && body == list.as_bytes() {
+            assert_eq!(v["id"], 5, "{v}");
+        }
+    }
+    shutdown.cancel();
+}
+
 /// Bodies are parsed once, by rmcp; the errors of the ones it refuses keep their JSON-RPC form
 /// whichever path refused them: no session yet, an unknown session, or a live one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
