@@ -374,6 +374,7 @@ mod setup;
 mod startup;
 mod surface;
 mod traces;
+mod upstreams;
 
 /// `quiver list | head`: a closed stdout ends the command quietly, with no panic.
 #[test]

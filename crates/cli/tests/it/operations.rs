@@ -16,11 +16,13 @@ const AGENT_TOKEN: &str = "agent-test-token-0123456789abcdef0123456789abcdef";
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 
-struct Server {
+/// A running `quiver serve --http`, killed when dropped.
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    /// Where it listens (`127.0.0.1:PORT`).
+    pub(crate) addr: String,
     /// Every line the server wrote on stderr so far.
-    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub(crate) stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
@@ -61,9 +63,15 @@ fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)], isolation: &str
         ),
     )
     .unwrap();
+    serve_http(dir, &config, env)
+}
+
+/// `quiver --config CONFIG serve --http 127.0.0.1:0` in `dir` with `env` added, once it has
+/// said where it listens.
+pub(crate) fn serve_http(dir: &Path, config: &Path, env: &[(&str, &str)]) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_quiver"));
     cmd.arg("--config")
-        .arg(&config)
+        .arg(config)
         .args(["serve", "--http", "127.0.0.1:0"])
         .current_dir(dir)
         .env_remove("RUST_LOG")
