@@ -196,10 +196,14 @@ impl Settings {
         self.start_host_counting().map(|(host, _)| host)
     }
 
-    /// [`Settings::start_host`], also returning how many bundles were rejected (for commands
-    /// that must exit non-zero then).
-    pub fn start_host_counting(&self) -> Result<(Arc<Host>, usize)> {
-        self.start_host_reporting().map(|(host, report)| (host, report.rejected.len()))
+    /// [`Settings::start_host`], also returning what the first scan rejected (for commands that
+    /// must exit non-zero then): bundles, then upstream sources that cannot serve. An upstream's
+    /// tools left out while its others serve are reported, not counted.
+    pub fn start_host_counting(&self) -> Result<(Arc<Host>, Rejected)> {
+        self.start_host_reporting().map(|(host, report)| {
+            let upstream = report.rejected.iter().filter(|e| e.stage == quiver_lifecycle::Stage::Upstream).count();
+            (host, Rejected { bundles: report.rejected.len() - upstream, upstream })
+        })
     }
 
     /// [`Settings::start_host`], also returning the first scan's report (for metrics).
@@ -291,11 +295,39 @@ impl Settings {
     }
 }
 
-/// The operator's notice (stderr) for each bundle or upstream a scan rejected: the first scan's
-/// of every command, and each later scan's of `serve` (a rejection is reported once until the
-/// bundle's files change; the last good version keeps serving).
+/// How many bundles and upstream sources a scan rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rejected {
+    /// Bundles of the plugins folder that failed a check.
+    pub bundles: usize,
+    /// Upstream sources that cannot serve: down, or naming a tool another plugin serves.
+    pub upstream: usize,
+}
+
+impl Rejected {
+    /// True when nothing was rejected.
+    pub fn is_empty(self) -> bool {
+        self.bundles == 0 && self.upstream == 0
+    }
+}
+
+impl std::fmt::Display for Rejected {
+    /// `2 bundle(s) rejected`, `1 upstream source(s) not served`, or both joined by `and`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.bundles, self.upstream) {
+            (b, 0) => write!(f, "{b} bundle(s) rejected"),
+            (0, u) => write!(f, "{u} upstream source(s) not served"),
+            (b, u) => write!(f, "{b} bundle(s) rejected and {u} upstream source(s) not served"),
+        }
+    }
+}
+
+/// The operator's notice (stderr) for each bundle or upstream a scan rejected, and for each
+/// upstream's tools it left out (a warning: its other tools serve): the first scan's of every
+/// command, and each later scan's of `serve` (a problem is reported once until the bundle's
+/// files change; the last good version keeps serving).
 pub fn report_rejections(report: &quiver_lifecycle::ScanReport) {
-    for e in &report.rejected {
+    for e in report.rejected.iter().chain(&report.warnings) {
         if e.stage == quiver_lifecycle::Stage::Upstream {
             crate::telemetry::notice("WARN", &format!("upstream {}: {}", e.bundle.display(), e.message));
         } else {

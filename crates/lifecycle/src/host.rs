@@ -39,8 +39,13 @@ pub struct ScanReport {
     pub replaced: Vec<(String, String, String)>,
     /// Plugins whose bundle disappeared.
     pub removed: Vec<String>,
-    /// Bundles rejected by this scan (each reported once per change of its files).
+    /// Bundles rejected by this scan (each reported once per change of its files), and upstream
+    /// sources that cannot serve (down, or a name another plugin serves).
     pub rejected: Vec<BundleError>,
+    /// Problems that reject nothing: what they name is left out and the rest serves (an
+    /// upstream's tools that cannot be served, while its other tools are). Each is reported
+    /// once until it changes.
+    pub warnings: Vec<BundleError>,
     /// Bundles whose files did not change since the last scan.
     pub unchanged: usize,
 }
@@ -259,6 +264,7 @@ impl Host {
             report.replaced.extend(r.replaced);
             report.removed.extend(r.removed);
             report.rejected.extend(r.rejected);
+            report.warnings.extend(r.warnings);
             report.unchanged += r.unchanged;
         }
         drop(claims);

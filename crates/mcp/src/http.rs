@@ -48,7 +48,7 @@ use quiver_telemetry::Metrics;
 use crate::auth::{AuthFailure, Authenticator, Principal};
 use crate::dashboard::{self, Dashboard, UiState};
 use crate::http_sessions::{QuiverSessions, Refused};
-use crate::wire::{Refusal, error_json, parse, too_large};
+use crate::wire::{Framing, Refusal, error_json, parse, too_large};
 use crate::{QuiverServer, SessionStore};
 
 /// Where the protected resource metadata (RFC 9728) is served.
@@ -878,7 +878,7 @@ async fn check_body(endpoint: &Endpoint, request: Request) -> Response {
     if response.status().is_success() && !refused.is_set() {
         return response;
     }
-    match parse(&bytes) {
+    match parse(&bytes, Framing::Post) {
         Ok(Some(_)) if !refused.is_set() => as_json_rpc(response, crate::wire::top_level_id(&bytes)).await,
         // Stopped by the session manager: `parse` names why (it always refuses such a request).
         Ok(Some(_)) => json_rpc_error(

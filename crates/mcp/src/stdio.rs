@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::Routed;
 use crate::results::call_result_with;
-use crate::wire::{Refusal, call_message, parse, parse_call, too_large};
+use crate::wire::{Framing, Refusal, call_message, parse, parse_call, too_large};
 use crate::{Connection, QuiverServer};
 
 /// Serves one MCP session on this process's stdin and stdout until the client closes stdin.
@@ -651,7 +651,7 @@ where
                     }
                 }
             }
-            let parsed = parse(bytes);
+            let parsed = parse(bytes, Framing::Line);
             self.lines.line.clear();
             match parsed {
                 Ok(Some(message)) => {

@@ -14,23 +14,44 @@ pub(crate) struct Refusal {
     pub(crate) error: ErrorData,
 }
 
-/// Parses one message; `Err` carries the error to answer with, `Ok(None)` means the message is
-/// to be ignored without an answer (a malformed notification or response).
+/// How a transport delimits messages, for the advice of its refusals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// stdio: one message per line.
+    Line,
+    /// Streamable HTTP: one message per POST body.
+    Post,
+}
+
+impl Framing {
+    /// How to send messages one at a time on this transport.
+    fn one_at_a_time(self) -> &'static str {
+        match self {
+            Framing::Line => "send one message per line",
+            Framing::Post => "send one message per POST",
+        }
+    }
+}
+
 /// Entry points for the fuzz targets in `fuzz/` (not part of the API).
 #[doc(hidden)]
 pub mod fuzzing {
-    /// Decodes one incoming message as both transports do: `Ok(true)` for a request or
-    /// notification the server would handle, `Ok(false)` for one it ignores, `Err` with the
-    /// JSON-RPC error it would answer.
+    /// Decodes one incoming message as both transports do (their refusals differ only in the
+    /// advice's wording; stdio's is used): `Ok(true)` for a request or notification the server
+    /// would handle, `Ok(false)` for one it ignores, `Err` with the JSON-RPC error it would
+    /// answer.
     pub fn decode(bytes: &[u8]) -> Result<bool, String> {
-        match super::parse(bytes) {
+        match super::parse(bytes, super::Framing::Line) {
             Ok(m) => Ok(m.is_some()),
             Err(r) => Err(format!("{:?}", r.error)),
         }
     }
 }
 
-pub(crate) fn parse(bytes: &[u8]) -> Result<Option<ClientJsonRpcMessage>, Refusal> {
+/// Parses one message that came framed as `framing` says; `Err` carries the error to answer
+/// with, `Ok(None)` means the message is to be ignored without an answer (a malformed
+/// notification or response).
+pub(crate) fn parse(bytes: &[u8], framing: Framing) -> Result<Option<ClientJsonRpcMessage>, Refusal> {
     if let Some((id, call)) = parse_call(bytes) {
         return Ok(Some(call_message(id, call)));
     }
@@ -46,7 +67,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Option<ClientJsonRpcMessage>, Refusa
             }
         }
         Ok(m) => Ok(Some(m)),
-        Err(e) => refuse(bytes, &e).map(|()| None),
+        Err(e) => refuse(bytes, &e, framing).map(|()| None),
     }
 }
 
@@ -203,7 +224,7 @@ fn id_of(v: &Value) -> Option<RequestId> {
 }
 
 /// Classifies a message that failed to parse. `Ok(())`: nothing to answer.
-fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
+fn refuse(bytes: &[u8], typed: &serde_json::Error, framing: Framing) -> Result<(), Refusal> {
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         // Valid JSON nested deeper than the parser goes: answered under its id when the top
@@ -230,7 +251,7 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error) -> Result<(), Refusal> {
             return Err(Refusal {
                 id: None,
                 error: ErrorData::invalid_request(
-                    "Invalid Request: JSON-RPC batches are not supported; send one message per line",
+                    format!("Invalid Request: JSON-RPC batches are not supported; {}", framing.one_at_a_time()),
                     None,
                 ),
             });
@@ -406,7 +427,7 @@ mod tests {
     use super::*;
 
     fn code(bytes: &str) -> Option<(i32, Option<RequestId>)> {
-        match parse(bytes.as_bytes()) {
+        match parse(bytes.as_bytes(), Framing::Line) {
             Ok(_) => None,
             Err(r) => Some((r.error.code.0, r.id)),
         }
@@ -425,8 +446,21 @@ mod tests {
         assert_eq!(c, -32602);
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":5}"#).map(|c| c.0), Some(-32602));
         // Unknown methods parse (the handler answers -32601); broken notifications are ignored.
-        assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#).unwrap().is_some());
-        assert!(parse(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#).unwrap().is_none());
+        assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#, Framing::Line).unwrap().is_some());
+        let broken = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#;
+        assert!(parse(broken, Framing::Line).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_batch_is_refused_with_the_advice_of_its_transport() {
+        let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]"#;
+        for (framing, advice) in
+            [(Framing::Line, "send one message per line"), (Framing::Post, "send one message per POST")]
+        {
+            let refusal = parse(batch, framing).unwrap_err();
+            assert_eq!(refusal.error.code.0, -32600);
+            assert_eq!(refusal.error.message, format!("Invalid Request: JSON-RPC batches are not supported; {advice}"));
+        }
     }
 
     #[test]

@@ -97,10 +97,12 @@ impl UpstreamSource {
         self.conn.status()
     }
 
-    fn report_once(&self, report: &mut ScanReport, message: String) {
+    /// Adds `message` to `list` (the report's `rejected` or `warnings`) unless it is the last
+    /// problem reported.
+    fn report_once(&self, list: &mut Vec<BundleError>, message: String) {
         let mut last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
         if last.as_deref() != Some(message.as_str()) {
-            report.rejected.push(BundleError {
+            list.push(BundleError {
                 bundle: PathBuf::from(format!("sources[{}]", self.conn.cfg.name)),
                 stage: Stage::Upstream,
                 message: message.clone(),
@@ -147,7 +149,7 @@ impl ToolSource for UpstreamSource {
             } else {
                 "its tools join the catalog once it answers"
             };
-            self.report_once(&mut report, format!("{status}; {what}"));
+            self.report_once(&mut report.rejected, format!("{status}; {what}"));
         }
         let Some(listing) = listing else {
             report.unchanged += 1;
@@ -161,9 +163,10 @@ impl ToolSource for UpstreamSource {
             &listing.tools,
             move |names| Arc::new(UpstreamBackend::new(conn, names)),
         );
+        // The other tools serve: the source is not rejected for these.
         if !built.skipped.is_empty() {
             self.report_once(
-                &mut report,
+                &mut report.warnings,
                 format!("{} upstream tool(s) not served: {}", built.skipped.len(), built.skipped.join("; ")),
             );
         }
@@ -172,7 +175,7 @@ impl ToolSource for UpstreamSource {
             // Tried again at every rescan: the other plugin may go away.
             self.conn.listing.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
             self.report_once(
-                &mut report,
+                &mut report.rejected,
                 format!(
                     "tool name `{name}` is already served by plugin `{owner}`; give this source another `prefix` or rename the tool under `tools`"
                 ),

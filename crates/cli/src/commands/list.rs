@@ -39,8 +39,8 @@ pub fn run(g: &GlobalArgs, a: &ListArgs) -> Result<()> {
             eprintln!("plugin {} {} ({}): {}: {}", p.id(), p.manifest.version, p.source, at.isolation, at.detail);
         }
     }
-    if rejected > 0 {
-        eprintln!("{rejected} bundle(s) rejected (see above): the list is incomplete");
+    if !rejected.is_empty() {
+        eprintln!("{rejected} (see above): the list is incomplete");
         return Err(crate::Reported.into());
     }
     Ok(())

@@ -27,14 +27,15 @@ pub struct StatsArgs {
 /// One series of the Prometheus text format: name, labels, value.
 type Series = (String, BTreeMap<String, String>, f64);
 
+/// A `200` answer: its `Content-Type` (when it has one) and body.
+struct Answer {
+    content_type: Option<String>,
+    body: String,
+}
+
 /// `GET` over plain HTTP/1.0 (the server closes the connection after the body).
-fn fetch(url: &str, token: Option<&str>) -> Result<String> {
-    let rest =
-        url.strip_prefix("http://").context("only http:// URLs are supported (serve HTTP behind a TLS proxy)")?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/metrics"),
-    };
+fn fetch(url: &str, token: Option<&str>) -> Result<Answer> {
+    let (authority, path) = split_url(url)?;
     let mut stream =
         std::net::TcpStream::connect(authority).with_context(|| format!("cannot connect to {authority}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -48,44 +49,143 @@ fn fetch(url: &str, token: Option<&str>) -> Result<String> {
     stream.take(64 << 20).read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").context("the server's answer has no HTTP header")?;
-    let status = head.split(' ').nth(1).unwrap_or("");
+    let mut lines = head.lines();
+    let status = lines.next().unwrap_or("").split(' ').nth(1).unwrap_or("");
+    let content_type = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.trim().to_owned());
     match status {
-        "200" => Ok(body.to_owned()),
+        "200" => Ok(Answer { content_type, body: body.to_owned() }),
         "401" => anyhow::bail!("{url}: authentication required; pass --token TOKEN (or set QUIVER_TOKEN)"),
         _ => anyhow::bail!("{url}: HTTP {status}: {}", body.trim()),
     }
 }
 
-/// Parses the Prometheus text exposition (the subset Quiver writes: no escapes in label values).
-fn parse_metrics(text: &str) -> Vec<Series> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let value: f64 = value.parse().ok()?;
-            let (name, labels) = match series.split_once('{') {
-                Some((n, rest)) => {
-                    let inner = rest.strip_suffix('}')?;
-                    let labels = inner
-                        .split("\",")
-                        .filter_map(|kv| {
-                            let (k, v) = kv.split_once("=\"")?;
-                            Some((k.to_owned(), v.trim_end_matches('"').to_owned()))
-                        })
-                        .collect();
-                    (n.to_owned(), labels)
+/// The authority and path of an `http://` URL (`/metrics` when it has no path).
+fn split_url(url: &str) -> Result<(&str, &str)> {
+    let rest =
+        url.strip_prefix("http://").context("only http:// URLs are supported (serve HTTP behind a TLS proxy)")?;
+    Ok(match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/metrics"),
+    })
+}
+
+/// The series of a Prometheus text exposition, or the number (from 1) of its first line that is
+/// neither a sample, a comment nor blank.
+fn parse_metrics(text: &str) -> Result<Vec<Series>, usize> {
+    let mut series = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        series.push(parse_sample(line).ok_or(n + 1)?);
+    }
+    Ok(series)
+}
+
+/// One sample line: `name{label="value",...} value [timestamp]`, label values with the
+/// format's escapes (`\\`, `\"`, `\n`).
+fn parse_sample(line: &str) -> Option<Series> {
+    let name_end = line
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())))
+        .map_or(line.len(), |(i, _)| i);
+    if name_end == 0 {
+        return None;
+    }
+    let (name, mut rest) = line.split_at(name_end);
+    let mut labels = BTreeMap::new();
+    if let Some(inner) = rest.strip_prefix('{') {
+        rest = inner;
+        loop {
+            rest = rest.trim_start();
+            if let Some(after) = rest.strip_prefix('}') {
+                rest = after;
+                break;
+            }
+            let key_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            if key_end == 0 {
+                return None;
+            }
+            let key = &rest[..key_end];
+            rest = rest[key_end..].trim_start().strip_prefix('=')?.trim_start().strip_prefix('"')?;
+            let mut value = String::new();
+            let mut chars = rest.char_indices();
+            let close = loop {
+                match chars.next()? {
+                    (i, '"') => break i,
+                    (_, '\\') => match chars.next()?.1 {
+                        'n' => value.push('\n'),
+                        c @ ('\\' | '"') => value.push(c),
+                        _ => return None,
+                    },
+                    (_, c) => value.push(c),
                 }
-                None => (series.to_owned(), BTreeMap::new()),
             };
-            Some((name, labels, value))
-        })
-        .collect()
+            rest = rest[close + 1..].trim_start();
+            labels.insert(key.to_owned(), value);
+            match rest.strip_prefix(',') {
+                Some(after) => rest = after,
+                None if rest.starts_with('}') => {}
+                None => return None,
+            }
+        }
+    }
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let mut fields = rest.split_ascii_whitespace();
+    let value: f64 = fields.next()?.parse().ok()?;
+    if let Some(timestamp) = fields.next() {
+        timestamp.parse::<i64>().ok()?;
+    }
+    if fields.next().is_some() {
+        return None;
+    }
+    Some((name.to_owned(), labels, value))
+}
+
+/// The series `url` answered with, or an error saying what came back instead of Prometheus text
+/// (a status page, a dashboard, another service) and where to point instead.
+fn read_metrics(url: &str, answer: &Answer) -> Result<Vec<Series>> {
+    let ctype = answer.content_type.as_deref().unwrap_or("");
+    let says_prometheus = ctype.starts_with("text/plain") || ctype.starts_with("application/openmetrics-text");
+    let why = match parse_metrics(&answer.body) {
+        Ok(series) if !answer.body.trim().is_empty() || says_prometheus => return Ok(series),
+        Ok(_) => "an empty body".to_owned(),
+        Err(line) => {
+            let body = answer.body.trim();
+            let cut = if body.chars().nth(80).is_some() { "..." } else { "" };
+            let start: String = body
+                .chars()
+                .take(80)
+                .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+                .collect();
+            format!("a body starting `{start}{cut}` (line {line} is not a metric sample)")
+        }
+    };
+    let what = match &answer.content_type {
+        Some(t) => format!("Content-Type `{t}`"),
+        None => "no Content-Type".to_owned(),
+    };
+    let metrics = split_url(url).map(|(authority, _)| format!("http://{authority}/metrics")).unwrap_or_default();
+    anyhow::bail!(
+        "{url}: the answer is not Prometheus text metrics ({what}, {why}); point `quiver stats` at the server's /metrics ({metrics}), served by `quiver serve --http` or `--metrics`"
+    )
+}
+
+/// The sum of `values`; 0 (not -0, the empty sum of `f64`) when there are none.
+fn total<'a>(values: impl Iterator<Item = &'a f64>) -> f64 {
+    values.fold(0.0, |sum, v| sum + v)
 }
 
 fn from_server(g: &GlobalArgs, url: &str, token: Option<&str>) -> Result<()> {
-    let series = parse_metrics(&fetch(url, token)?);
+    let series = read_metrics(url, &fetch(url, token)?)?;
     let sum = |name: &str, pick: &dyn Fn(&BTreeMap<String, String>) -> bool| -> f64 {
-        series.iter().filter(|(n, l, _)| n == name && pick(l)).map(|(_, _, v)| v).sum()
+        total(series.iter().filter(|(n, l, _)| n == name && pick(l)).map(|(_, _, v)| v))
     };
     let label = |l: &BTreeMap<String, String>, k: &str| l.get(k).cloned().unwrap_or_default();
     let mut tools: BTreeMap<String, [f64; 4]> = BTreeMap::new();
@@ -235,4 +335,43 @@ pub fn run(g: &GlobalArgs, a: &StatsArgs) -> Result<()> {
         print_table(&["ERROR CODE", "COUNT"], &rows);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_read_with_escapes_and_timestamps_and_anything_else_is_refused() {
+        let text = "# HELP quiver_x_total X.\n# TYPE quiver_x_total counter\n\
+                    quiver_x_total{tool=\"a\\\"b,c\",lane=\"typed\",} 3\n\
+                    quiver_up 1 1700000000000\n\
+                    quiver_d_bucket{le=\"+Inf\"} +Inf\n\n";
+        let series = parse_metrics(text).unwrap();
+        assert_eq!(series.len(), 3, "{series:?}");
+        assert_eq!(series[0].0, "quiver_x_total");
+        assert_eq!(series[0].1.get("tool").map(String::as_str), Some("a\"b,c"));
+        assert_eq!(series[0].1.get("lane").map(String::as_str), Some("typed"));
+        assert_eq!((series[1].0.as_str(), series[1].2), ("quiver_up", 1.0));
+        assert_eq!(series[2].2, f64::INFINITY);
+        for (body, line) in [
+            ("{\"status\": \"ok\"}", 1),
+            ("{\n  \"calls\": 7\n}", 1),
+            ("quiver_up 1\n  \"calls\": 7", 2),
+            ("<!DOCTYPE html>", 1),
+            ("OK", 1),
+            ("hello world 5", 1),
+            ("quiver_up{tool=\"a} 1", 1),
+            ("quiver_up 1 2 3", 1),
+        ] {
+            assert_eq!(parse_metrics(body).map(|s| s.len()), Err(line), "{body}");
+        }
+    }
+
+    #[test]
+    fn an_empty_sum_is_zero_not_minus_zero() {
+        let none: [f64; 0] = [];
+        assert!(total(none.iter()).is_sign_positive());
+        assert_eq!(total([1.5, 2.0].iter()), 3.5);
+    }
 }

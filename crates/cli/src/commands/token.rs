@@ -36,9 +36,48 @@ pub fn run(g: &GlobalArgs, a: &TokenArgs) -> Result<()> {
     }
     println!("token (shown once; give it to {}): {token}", a.principal);
     println!("add to quiver.yaml under server.auth.tokens:");
+    let principal = yaml_quoted(&a.principal);
     match &a.profile {
-        Some(p) => println!("  - {{ principal: {}, sha256: {sha256}, profile: {p} }}", a.principal),
-        None => println!("  - {{ principal: {}, sha256: {sha256} }}", a.principal),
+        Some(p) => println!("  - {{ principal: {principal}, sha256: {sha256}, profile: {} }}", yaml_quoted(p)),
+        None => println!("  - {{ principal: {principal}, sha256: {sha256} }}"),
     }
     Ok(())
+}
+
+/// `text` as a YAML double-quoted scalar that reads back as exactly `text` wherever it is
+/// pasted: `"` and `\` escaped, and every character YAML does not allow as it is or reads as a
+/// line break (controls, NEL, U+2028, U+2029, the byte order mark) written as an escape.
+fn yaml_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            ' '..='~' => out.push(c),
+            '\u{85}' | '\u{2028}' | '\u{2029}' | '\u{feff}' => out.push_str(&format!("\\u{:04X}", c as u32)),
+            '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'.. => out.push(c),
+            _ if (c as u32) <= 0xff => out.push_str(&format!("\\x{:02X}", c as u32)),
+            _ => out.push_str(&format!("\\u{:04X}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::yaml_quoted;
+
+    #[test]
+    fn yaml_quoting_escapes_what_yaml_would_read_otherwise() {
+        assert_eq!(yaml_quoted("ci"), r#""ci""#);
+        assert_eq!(yaml_quoted("a,b: #c"), r#""a,b: #c""#);
+        assert_eq!(yaml_quoted("say \"hi\" \\ now"), r#""say \"hi\" \\ now""#);
+        assert_eq!(yaml_quoted("two\nlines\ttab"), r#""two\nlines\ttab""#);
+        assert_eq!(yaml_quoted("\u{7}\u{7f}\u{85}\u{2028}\u{feff}é中🦀"), r#""\x07\x7F\u0085\u2028\uFEFFé中🦀""#);
+    }
 }

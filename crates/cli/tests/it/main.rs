@@ -408,6 +408,7 @@ mod setup;
 mod startup;
 mod surface;
 mod traces;
+mod upstreams;
 
 /// `quiver list | head`: a closed stdout ends the command quietly, with no panic.
 #[test]
@@ -709,4 +710,71 @@ fn token_prints_only_the_hash_for_the_configuration() {
     let token = v["token"].as_str().unwrap();
     assert!(token.len() >= 64, "{token}");
     assert_eq!(v["sha256"].as_str().unwrap(), quiver_manifest::sha256_hex(token.as_bytes()));
+}
+
+/// The entry `quiver token` prints pastes into `server.auth.tokens` as it is, whatever the
+/// principal and profile hold: YAML punctuation, words YAML reads as other types, quotes,
+/// backslashes, line breaks and characters YAML does not allow unescaped.
+#[test]
+fn token_entries_paste_into_the_configuration_and_read_back_exactly() {
+    let p = Project::new();
+    let awkward = [
+        "a,b",
+        "ops: team",
+        "#x",
+        "null",
+        "true",
+        "012",
+        "~",
+        "it's",
+        "say \"hi\"",
+        "back\\slash",
+        "[x] {y}",
+        "*star",
+        "&amp",
+        "!tag",
+        "- dash",
+        "%percent",
+        "@at",
+        "tab\there",
+        "two\nlines",
+        "  padded  ",
+        "é ünïcode 中文 🦀",
+        "nel\u{85}ls\u{2028}ps\u{2029}",
+        "del\u{7f}bom\u{feff}bell\u{7}",
+    ];
+    // Profile names are lower-case letters, digits, `_` and `-`, among the configuration's
+    // profiles: these are declared there as JSON strings (which YAML reads alike), and each
+    // unquoted would read as another type or not at all.
+    let profiles = ["null", "true", "false", "yes", "off", "nan", "inf", "e3"];
+    let mut declared: Vec<String> =
+        profiles.iter().map(|p| format!("{}: {{mode: lazy}}", serde_json::to_string(p).unwrap())).collect();
+    declared.push("agent: {mode: hybrid}".to_owned());
+    for (n, principal) in awkward.iter().enumerate() {
+        let profile = profiles[n % profiles.len()];
+        for with_profile in [false, true] {
+            // `--principal=VALUE`: a value starting with `-` is not taken for an option.
+            let mut args = vec!["token".to_owned(), format!("--principal={principal}")];
+            if with_profile {
+                args.push(format!("--profile={profile}"));
+            }
+            let out = p.quiver(&args.iter().map(String::as_str).collect::<Vec<_>>()).success().stdout();
+            let entry = out
+                .lines()
+                .skip_while(|l| !l.contains("under server.auth.tokens"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("no entry printed for {principal:?}:\n{out}"));
+            let config = format!(
+                "plugins_dir: plugins\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\nprofiles: {{{}}}\nserver:\n  auth:\n    tokens:\n    {entry}\n",
+                declared.join(", ")
+            );
+            fs::write(p.path("pasted.yaml"), &config).unwrap();
+            let run = p.quiver(&["--config", "pasted.yaml", "--json", "config"]).run();
+            assert_eq!(run.code(), 0, "{principal:?}: the pasted entry does not read:\n{config}\n{}", run.stderr());
+            let token = &run.json()["settings"]["server"]["auth"]["tokens"][0];
+            assert_eq!(token["principal"], *principal, "{config}");
+            let want = if with_profile { Value::from(profile) } else { Value::Null };
+            assert_eq!(token["profile"], want, "{config}");
+        }
+    }
 }

@@ -16,11 +16,13 @@ const AGENT_TOKEN: &str = "agent-test-token-0123456789abcdef0123456789abcdef";
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 
-struct Server {
+/// A running `quiver serve --http`, killed when dropped.
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    /// Where it listens (`127.0.0.1:PORT`).
+    pub(crate) addr: String,
     /// Every line the server wrote on stderr so far.
-    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub(crate) stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
@@ -61,9 +63,15 @@ fn start_with_env(dir: &Path, extra: &str, env: &[(&str, &str)], isolation: &str
         ),
     )
     .unwrap();
+    serve_http(dir, &config, env)
+}
+
+/// `quiver --config CONFIG serve --http 127.0.0.1:0` in `dir` with `env` added, once it has
+/// said where it listens.
+pub(crate) fn serve_http(dir: &Path, config: &Path, env: &[(&str, &str)]) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_quiver"));
     cmd.arg("--config")
-        .arg(&config)
+        .arg(config)
         .args(["serve", "--http", "127.0.0.1:0"])
         .current_dir(dir)
         .env_remove("RUST_LOG")
@@ -572,4 +580,70 @@ fn sigterm_stops_the_http_server_gracefully() {
         transcripts.push_str(&std::fs::read_to_string(e.path()).unwrap());
     }
     assert!(transcripts.contains("fs_read"), "the call was transcribed before the exit: {transcripts}");
+}
+
+/// `quiver stats URL` with `args` added; returns (exit code, stdout, stderr).
+fn stats_of(url: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_quiver"))
+        .args(args)
+        .args(["stats", url])
+        .env_remove("QUIVER_TOKEN")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fresh server has no rejection or rate-limit series at all: `stats` counts them 0, not -0
+/// (the sum of no values).
+#[test]
+fn stats_of_a_fresh_server_count_absent_series_as_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    let config = dir.path().join("quiver.yaml");
+    std::fs::write(&config, "plugins_dir: plugins\nrescan_interval_ms: 0\n").unwrap();
+    let server = serve_http(dir.path(), &config, &[]);
+    let url = format!("http://{}/metrics", server.addr);
+    let (code, out, err) = stats_of(&url, &[]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("0 plugins, 0 tools, 0 sessions open; 0 bundle rejections; 0 calls refused"), "{out}");
+    assert!(!out.contains("-0"), "{out}");
+    let (code, out, err) = stats_of(&url, &["--json"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!out.contains("-0"), "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    for key in ["bundle_rejections", "rate_limited", "plugins_loaded", "sessions_active"] {
+        assert_eq!(v[key].as_f64().map(f64::is_sign_negative), Some(false), "{key}: {v:#}");
+    }
+    assert_eq!(v["lanes"]["typed"], json!({"calls": 0.0, "errors": 0.0}), "{v:#}");
+}
+
+/// A URL that answers 200 with something other than Prometheus text (a JSON page here) is an
+/// error naming the URL, what it answered, and where to point instead; not a page of zeros.
+#[test]
+fn stats_of_a_url_that_is_not_prometheus_text_fail_and_say_what_came_back() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = r#"{"status": "ok", "calls": 7}"#;
+            let _ = write!(stream, "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{body}");
+        }
+    });
+    let url = format!("http://{addr}/status");
+    for args in [&[][..], &["--json"]] {
+        let (code, out, err) = stats_of(&url, args);
+        assert_eq!(code, Some(1), "{args:?}\nstdout:\n{out}\nstderr:\n{err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(err.contains(&url) && err.contains("not Prometheus"), "{err}");
+        assert!(err.contains("application/json") && err.contains(r#"{"status": "ok""#), "{err}");
+        assert!(err.contains("/metrics"), "{err}");
+    }
 }

@@ -170,6 +170,7 @@ async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected(
         ("{\"jsonrpc\":", 400, -32700),
         ("not json at all", 400, -32700),
         ("[]", 400, -32600),
+        ("[{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}]", 400, -32600),
         ("{\"jsonrpc\":\"2.0\",\"id\":3}", 400, -32600),
         ("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":[]}}", 400, -32602),
         (too_big.as_str(), 413, -32600),
@@ -181,6 +182,12 @@ async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected(
         let m: Value = serde_json::from_slice(&reply).expect("a JSON-RPC error body");
         assert_eq!(m["error"]["code"], code, "{m}");
         assert!(m.get("id").is_some(), "an error reply always has an id (null when unreadable): {m}");
+        if body.starts_with('[') {
+            // The advice fits the transport: over HTTP a message is a POST, not a line.
+            let text = m["error"]["message"].as_str().unwrap();
+            assert!(text.contains("batches are not supported; send one message per POST"), "{m}");
+            assert!(!text.contains("line"), "{m}");
+        }
         if status == 413 {
             // The unread rest of the body must not be taken for the next request.
             assert_eq!(header(&headers, "connection"), Some("close"), "{headers:?}");

@@ -49,6 +49,11 @@ async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
         c.send(line).await;
         let m = c.recv().await;
         assert_eq!(error_code(&m), code, "{line} -> {m}");
+        if line.starts_with('[') {
+            // The advice fits the transport: over stdio a message is a line.
+            let text = m["error"]["message"].as_str().unwrap();
+            assert!(text.contains("batches are not supported; send one message per line"), "{m}");
+        }
     }
     // Unknown method: -32601 with the id, saying what is served; a huge name is not echoed whole.
     let m = c.request("resources/not-a-method", json!({})).await;
