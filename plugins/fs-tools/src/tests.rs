@@ -603,11 +603,17 @@ fn swapping_a_folder_for_a_symlink_never_lets_move_or_delete_escape() {
             fs::rename(root.join("swap-real"), &dir).unwrap();
             symlink(&evil, &link).unwrap();
             let mut swaps = 0u64;
+            // Each state is held a moment, so that on a loaded machine (where a call can take
+            // longer than a whole cycle of bare renames) calls still land in both: the real
+            // folder, where they must act, and the link, where they must not escape.
+            let hold = std::time::Duration::from_micros(100);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 fs::rename(&dir, &parked).unwrap();
                 fs::rename(&link, &dir).unwrap();
+                std::thread::sleep(hold);
                 fs::rename(&dir, &link).unwrap();
                 fs::rename(&parked, &dir).unwrap();
+                std::thread::sleep(hold);
                 swaps += 1;
             }
             swaps
