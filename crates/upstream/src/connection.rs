@@ -57,6 +57,49 @@ pub(crate) struct Listing {
     pub tools: Vec<Tool>,
     pub server_version: String,
     pub server_title: String,
+    /// The listed tools that are not valid MCP tools, one line each (which and why): left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<String>,
+}
+
+/// The server's tools, page by page, as [`Peer::list_all_tools`] reads them, except that a tool
+/// that does not fit MCP's `Tool` (no `inputSchema`, say) is left out and named, with what is
+/// wrong, instead of failing the whole list (rmcp then reads the page as some other result).
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<(Vec<Tool>, Vec<String>), rmcp::ServiceError> {
+    use rmcp::model::{ClientRequest, CustomResult, ListToolsRequest, PaginatedRequestParams, ServerResult};
+    let (mut tools, mut invalid, mut cursor) = (Vec::new(), Vec::new(), None);
+    loop {
+        let request = ListToolsRequest {
+            method: Default::default(),
+            params: Some(PaginatedRequestParams::default().with_cursor(cursor)),
+            extensions: Default::default(),
+        };
+        cursor = match peer.send_request(ClientRequest::ListToolsRequest(request)).await? {
+            ServerResult::ListToolsResult(page) => {
+                tools.extend(page.tools);
+                page.next_cursor
+            }
+            ServerResult::CustomResult(CustomResult(page)) => {
+                let Some(listed) = page.get("tools").and_then(serde_json::Value::as_array) else {
+                    return Err(rmcp::ServiceError::UnexpectedResponse);
+                };
+                for t in listed {
+                    match serde_json::from_value::<Tool>(t.clone()) {
+                        Ok(tool) => tools.push(tool),
+                        Err(e) => {
+                            let name = t.get("name").and_then(serde_json::Value::as_str).unwrap_or("(no name)");
+                            invalid.push(format!("`{name}`: not a valid MCP tool ({e})"));
+                        }
+                    }
+                }
+                page.get("nextCursor").and_then(serde_json::Value::as_str).map(str::to_owned)
+            }
+            _ => return Err(rmcp::ServiceError::UnexpectedResponse),
+        };
+        if cursor.is_none() {
+            return Ok((tools, invalid));
+        }
+    }
 }
 
 /// The state the source, the backend and the client handler share.
@@ -193,14 +236,16 @@ impl Connection {
 
     /// Reads the tool list again (after `tools/list_changed`).
     async fn relist(self: Arc<Self>, peer: Peer<RoleClient>) {
-        match peer.list_all_tools().await {
-            Ok(tools) => {
+        match list_tools(&peer).await {
+            Ok((tools, invalid)) => {
                 let mut listing = self.listing.lock().unwrap_or_else(|e| e.into_inner()).0.clone().unwrap_or(Listing {
                     tools: Vec::new(),
                     server_version: String::new(),
                     server_title: String::new(),
+                    invalid: Vec::new(),
                 });
                 listing.tools = tools;
+                listing.invalid = invalid;
                 tracing::info!(source = %self.cfg.name, tools = listing.tools.len(), "upstream tool list changed");
                 self.store_listing(listing);
             }
@@ -228,17 +273,19 @@ impl Connection {
                         .and_then(|i| i.server_info.clone())
                         .map(|s| (s.version, s.title.unwrap_or_default()))
                         .unwrap_or_default();
-                    match tokio::time::timeout(
-                        Duration::from_millis(self.cfg.connect_timeout_ms),
-                        peer.list_all_tools(),
-                    )
-                    .await
+                    match tokio::time::timeout(Duration::from_millis(self.cfg.connect_timeout_ms), list_tools(&peer))
+                        .await
                     {
-                        Ok(Ok(tools)) => {
+                        Ok(Ok((tools, invalid))) => {
                             tracing::info!(source = %self.cfg.name, tools = tools.len(), restarts, "upstream connected");
                             *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = Some(peer);
                             self.set_status(format!("connected ({})", self.describe()));
-                            self.store_listing(Listing { tools, server_version: version, server_title: title });
+                            self.store_listing(Listing {
+                                tools,
+                                server_version: version,
+                                server_title: title,
+                                invalid,
+                            });
                             self.first_done();
                             let _ = running.waiting().await;
                         }

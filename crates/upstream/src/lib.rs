@@ -164,10 +164,12 @@ impl ToolSource for UpstreamSource {
             move |names| Arc::new(UpstreamBackend::new(conn, names)),
         );
         // The other tools serve: the source is not rejected for these.
-        if !built.skipped.is_empty() {
+        let not_served: Vec<&String> = listing.invalid.iter().chain(&built.skipped).collect();
+        if !not_served.is_empty() {
+            let lines: Vec<&str> = not_served.iter().map(|s| s.as_str()).collect();
             self.report_once(
                 &mut report.warnings,
-                format!("{} upstream tool(s) not served: {}", built.skipped.len(), built.skipped.join("; ")),
+                format!("{} upstream tool(s) not served: {}", lines.len(), lines.join("; ")),
             );
         }
         let id = self.conn.cfg.name.clone();

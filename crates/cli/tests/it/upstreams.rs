@@ -139,3 +139,21 @@ fn an_upstream_that_cannot_start_fails_list_as_a_source_not_a_bundle() {
     assert!(stderr.contains("1 upstream source(s) not served (see above)"), "{stderr}");
     assert!(!stderr.contains("bundle(s) rejected"), "{stderr}");
 }
+
+/// One upstream tool that is not a valid MCP tool (no `inputSchema`) is left out and named with
+/// what is missing; the server's other tools are served (the whole source used to go down with
+/// "tools/list failed: Unexpected response type", naming nothing).
+#[test]
+fn an_upstream_tool_that_is_not_valid_mcp_is_left_out_and_named() {
+    let good = tool("echo", json!({"type": "object", "properties": {"text": {"type": "string"}}}));
+    let no_schema = json!({"name": "noSchema", "description": "none"});
+    let dir = tempfile::tempdir().unwrap();
+    let config = project(dir.path(), &json!([no_schema, good]));
+    let out = quiver(dir.path(), &config, &["--json", "list"]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("`noSchema`") && stderr.contains("inputSchema"), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = v["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["tiny_echo"], "{v:#}");
+}
