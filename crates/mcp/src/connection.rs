@@ -948,3 +948,16 @@ impl ServerHandler for Connection {
         Err(crate::wire::method_not_found("resources/unsubscribe"))
     }
 }
+
+/// Logs a JSON-RPC error answer of a call: the client's own mistakes (an unknown tool, bad
+/// parameters, a malformed request) only at debug level, since any client can make them and the
+/// client is told; anything else, the server's failures, as a warning.
+pub(crate) fn log_error_answer(id: &rmcp::model::RequestId, error: &rmcp::model::ErrorData) {
+    use rmcp::model::ErrorCode;
+    let clients = [ErrorCode::INVALID_PARAMS, ErrorCode::METHOD_NOT_FOUND, ErrorCode::INVALID_REQUEST];
+    if clients.contains(&error.code) {
+        tracing::debug!(%id, code = error.code.0, message = %error.message, "answered with an error");
+    } else {
+        tracing::warn!(%id, ?error, "response error");
+    }
+}

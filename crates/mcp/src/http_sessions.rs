@@ -325,7 +325,7 @@ impl QuiverSessions {
             match handler.handle_request(request, context).await {
                 Ok(result) => ServerJsonRpcMessage::response(result, answer_to),
                 Err(error) => {
-                    tracing::warn!(id = %answer_to, ?error, "response error");
+                    crate::connection::log_error_answer(&answer_to, &error);
                     ServerJsonRpcMessage::error(error, Some(answer_to))
                 }
             }

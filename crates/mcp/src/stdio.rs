@@ -326,7 +326,7 @@ impl CallLane {
             let answer = match answer {
                 Ok(result) => ServerJsonRpcMessage::response(result, answer_to.clone()),
                 Err(error) => {
-                    tracing::warn!(id = %answer_to, ?error, "response error");
+                    crate::connection::log_error_answer(&answer_to, &error);
                     ServerJsonRpcMessage::error(error, Some(answer_to.clone()))
                 }
             };

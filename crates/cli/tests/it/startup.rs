@@ -463,3 +463,15 @@ fn a_plugin_config_entry_that_does_not_fit_the_plugins_config_schema_refuses_the
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("fs_read"), "{text}");
 }
+
+/// A client's own mistake (an unknown tool, bad parameters) is answered, not logged as a warning:
+/// any client could otherwise fill the operator's log with them.
+#[test]
+fn a_clients_unknown_tool_is_answered_without_a_warning_in_the_log() {
+    let dir = in_process_project("text-tools", &super::repo_root().join("plugins/text-tools/tool.yaml"));
+    let mut s = Serve::start(dir.path(), &[]);
+    let answer = s.reply(2, "tools/call", json!({"name": "no_such_tool", "arguments": {}}));
+    assert!(answer["error"]["message"].as_str().is_some_and(|m| m.contains("no_such_tool")), "{answer}");
+    let log = s.finish();
+    assert!(!log.lines().any(|l| l.contains("WARN") && l.contains("no_such_tool")), "{log}");
+}
