@@ -317,6 +317,17 @@ impl QuiverSessions {
     /// documentation).
     async fn serve_in_place<S>(&self, call: InPlaceCall) -> Answer<S> {
         let InPlaceCall { entry, peer, id, mut request } = call;
+        // The id of a call still running would share its cancellation (and its resumption):
+        // refused under that id, as on stdio.
+        if entry.calls().kept.iter().any(|k| k.finished.is_none() && k.request == id) {
+            let error = rmcp::model::ErrorData::invalid_request(
+                format!(
+                    "Invalid Request: id {id} belongs to a request still in progress; give each request its own id"
+                ),
+                None,
+            );
+            return Answer::Ready(Some(ServerSseMessage::from_message(ServerJsonRpcMessage::error(error, Some(id)))));
+        }
         let context = crate::connection::call_context(id.clone(), peer, request.extensions_mut());
         let token = context.ct.clone();
         let handler = entry.handler.clone();

@@ -406,6 +406,34 @@ async fn a_shutdown_answers_the_calls_still_running() {
     assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end after its calls: {ended:?}");
 }
 
+/// A `tools/call` under the id of one still running in the same session is refused under that
+/// id, as on stdio (both ran, and a cancellation of that id reached both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_reusing_the_id_of_one_still_running_is_refused() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let (addr, shutdown) = start(&f).await;
+    let session = open_session(addr, "same-id").await;
+    let first = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+            http(addr, "POST", &headers, &call_body(9, "marker_sleep", json!({"ms": 600}), None)).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let (status, _, body) =
+        http(addr, "POST", &headers, &call_body(9, "marker_echo", json!({"text": "x"}), None)).await;
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{text}");
+    let second = messages(&body).into_iter().find(|m| m["id"] == 9).expect("an answer under id 9");
+    assert!(second["error"]["message"].as_str().is_some_and(|m| m.contains("still in progress")), "{second}");
+    let (_, _, body) = first.await.unwrap();
+    let answer = messages(&body).into_iter().find(|m| m["id"] == 9);
+    assert!(answer.is_some_and(|m| m["result"]["isError"] == false), "{}", String::from_utf8_lossy(&body));
+    shutdown.cancel();
+}
+
 /// A call that runs longer than the idle timeout is still answered: its open response stream
 /// carries keep-alives often enough that the connection is never idle while it waits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
