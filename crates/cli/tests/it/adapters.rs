@@ -504,3 +504,120 @@ async fn a_command_and_its_jobs_end_with_the_call() {
     let r = call(&router, "sleeps", json!({"secs": "30"})).await;
     assert_eq!(r.error.as_ref().map(|e| e.code.as_str()), Some("timeout"), "{r:?}");
 }
+
+/// An adapter whose program is a script that leaves a process outside its process group
+/// (`setsid`), holding the program's stdout, stderr and stdin open, and then exits. In a worker
+/// its sandbox grants the shell, the programs the script runs and `/proc`.
+fn escaping_adapter(program: &Path) -> String {
+    format!(
+        r#"manifest_version: 1
+id: escapes
+version: 0.1.0
+display_name: Escapes
+description: A program that leaves a process behind in a session of its own.
+abi: 1
+sandbox:
+  filesystem:
+    - {{path: /usr/bin, access: read}}
+    - {{path: /bin, access: read}}
+    - {{path: /proc, access: read}}
+adapter:
+  command:
+    program: {program}
+tools:
+  - name: escapes
+    title: Escapes
+    description: Starts a process that escapes the process group, prints its pid and exits.
+    side_effects: read
+    input_schema: {{type: object, properties: {{}}}}
+    policies: {{timeout_ms: 5000}}
+    invoke:
+      output: text
+  - name: escapes_unread_stdin
+    title: Escapes without reading stdin
+    description: The same, given a document on stdin that nothing reads.
+    side_effects: read
+    input_schema: {{type: object, properties: {{text: {{type: string}}}}, required: [text]}}
+    policies: {{timeout_ms: 5000}}
+    invoke:
+      stdin: {{argument: text}}
+      output: text
+"#,
+        program = program.display()
+    )
+}
+
+/// Whether `pid` runs (not a zombie) as the leader of a session of its own.
+fn escaped_and_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // Fields after the command name: state, ppid, pgrp, session.
+    let f: Vec<&str> = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("").split(' ').collect();
+    f.len() > 3 && f[0] != "Z" && f[3].parse::<i32>().ok() == Some(pid)
+}
+
+/// The threads of this process that wait in a pipe read or write (by their `wchan`; where the
+/// kernel does not show it, none are found).
+fn threads_waiting_on_a_pipe() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|t| {
+            let wchan = std::fs::read_to_string(t.path().join("wchan")).ok()?;
+            let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            (wchan.contains("pipe_read") || wchan.contains("pipe_write")).then(|| format!("{} ({wchan})", name.trim()))
+        })
+        .collect()
+}
+
+/// A program that exits while a process it started in another session (out of reach of the
+/// group kill) still holds its pipes: the call answers with what the program printed once it
+/// has exited, not at the deadline (5 s here, while the escaped process sleeps 60 s), and no
+/// host thread is left reading or writing a pipe that process holds. The escaped process is
+/// the program's business (it is still there when the call answers), so the test ends it.
+async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes(isolation: Isolation) {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let script = dir.path().join("escape.sh");
+    // The sleeper keeps the script's stdin too (`0<&0`: a background job's stdin is otherwise
+    // /dev/null). The script waits until the sleeper has its own session (else the group kill
+    // at its exit could still reach it), then prints its pid.
+    let body = "#!/bin/sh\nsetsid sleep 60 0<&0 &\n\
+                while [ \"$(cut -d' ' -f6 /proc/$!/stat)\" != \"$!\" ]; do sleep 0.01; done\n\
+                echo \"started $!\"\necho \"a note\" >&2\n";
+    std::fs::write(&script, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = TestKey::generate();
+    write_adapter(&plugins, "escapes", &escaping_adapter(&script), &key);
+    let host = host(&plugins, &key, isolation);
+    let router = Router::new(host.clone() as Arc<dyn CatalogSource>, RouterSettings::default());
+    // More than a pipe holds, so a writer that waited for a reader would wait for ever.
+    let big = "x".repeat(1 << 20);
+    for (tool, args) in [("escapes", json!({})), ("escapes_unread_stdin", json!({"text": big}))] {
+        let r = call(&router, tool, args).await;
+        let text = r.outputs["text"].as_str().unwrap_or_default().to_owned();
+        let sleeper = text.trim().strip_prefix("started ").and_then(|p| p.parse::<i32>().ok());
+        let alive = sleeper.is_some_and(escaped_and_running);
+        let stuck = if isolation == Isolation::InProcess { threads_waiting_on_a_pipe() } else { Vec::new() };
+        if let Some(pid) = sleeper {
+            // SAFETY: ends the sleeper the script started (it printed its pid).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        assert_eq!(r.status, Status::Ok, "{tool}: {r:?}");
+        assert!(sleeper.is_some(), "{tool}: {r:?}");
+        assert!(alive, "{tool}: the escaped process was gone when the call answered, so this proves nothing: {r:?}");
+        assert!(stuck.is_empty(), "{tool}: host threads still wait on a pipe: {stuck:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes_in_process() {
+    a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes(Isolation::InProcess).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes_in_a_worker() {
+    a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes(Isolation::Process).await;
+}
