@@ -621,3 +621,70 @@ async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pip
 async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes_in_a_worker() {
     a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes(Isolation::Process).await;
 }
+
+/// The processes named `comm` whose command line contains `marker` and that are not zombies.
+fn running_with(comm: &str, marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let read = |f: &str| std::fs::read(format!("/proc/{pid}/{f}")).unwrap_or_default();
+            let stat = String::from_utf8_lossy(&read("stat")).into_owned();
+            let zombie = stat.rsplit_once(") ").is_none_or(|(_, r)| r.starts_with('Z'));
+            !zombie
+                && String::from_utf8_lossy(&read("comm")).trim() == comm
+                && String::from_utf8_lossy(&read("cmdline")).contains(marker)
+        })
+        .collect()
+}
+
+/// A command adapter's program dies with the host: `quiver call` of the bundled `jq_query`
+/// with a filter that runs for ever, killed (SIGKILL, so nothing of the host runs after it)
+/// while jq runs, in the host and in a worker, leaves no jq behind.
+#[test]
+fn an_adapters_program_dies_with_the_host() {
+    let p = super::Project::new();
+    let dir = p.path("plugins/jq-tools");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(super::repo_root().join("plugins/jq-tools/tool.yaml"), dir.join("jq-tools.tool.yaml")).unwrap();
+    p.quiver(&["sign", "plugins/jq-tools/jq-tools.tool.yaml", "--key", "keys/test.key"]).success();
+    for iso in ["in_process", "process"] {
+        std::fs::write(
+            p.path("quiver.yaml"),
+            format!("plugins_dir: plugins\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\nisolation:\n  default: {iso}\n"),
+        )
+        .unwrap();
+        let marker = format!("quiver-dies-with-the-host-{}-{iso}", std::process::id());
+        let args = json!({"filter": format!("last(range(1e18)) | \"{marker}\""), "document": {}}).to_string();
+        let mut host = p
+            .quiver(&["call", "jq_query", "--args", &args])
+            .cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while running_with("jq", &marker).is_empty() && std::time::Instant::now() < until {
+            assert!(host.try_wait().unwrap().is_none(), "{iso}: quiver ended before jq ran");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!running_with("jq", &marker).is_empty(), "{iso}: jq never started");
+        host.kill().unwrap();
+        host.wait().unwrap();
+        // The kernel ends jq when the host (or its worker, which ends when the host's pipe
+        // closes) is gone; wait for that, boundedly (the call's own deadline is 30 s).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !running_with("jq", &marker).is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let left = running_with("jq", &marker);
+        for pid in &left {
+            // SAFETY: ends the jq this test started, which outlived its host.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        assert!(left.is_empty(), "{iso}: jq {left:?} outlived the host");
+    }
+}

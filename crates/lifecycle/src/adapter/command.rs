@@ -3,11 +3,11 @@
 //! arguments, stdout parsed as JSON or text, the exit code mapped to a result or an error.
 //!
 //! The process runs in its own process group with an empty environment plus the resolved
-//! allow-list; at the deadline or on cancellation the whole group is killed. Its stdout and
-//! stderr are read by the calling thread in the loop that waits for its exit, so when it has
-//! exited the call answers with what it printed, even if a process it started outside its group
-//! still holds the pipes; the pipes are closed when the call is done and no thread is left
-//! waiting on them.
+//! allow-list; at the deadline or on cancellation the whole group is killed, and the program
+//! dies with the host (`PR_SET_PDEATHSIG`). Its stdout and stderr are read by the calling thread
+//! in the loop that waits for its exit, so when it has exited the call answers with what it
+//! printed, even if a process it started outside its group still holds the pipes; the pipes are
+//! closed when the call is done and no thread is left waiting on them.
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
@@ -192,6 +192,26 @@ impl CommandRunner {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        // The program dies with the host: the kernel sends it SIGKILL when the thread that
+        // started it ends (PR_SET_PDEATHSIG follows the forking thread, not the process). That
+        // thread is this one, which waits for the program below until it is reaped, so within a
+        // call it never ends first; when the host (or the worker) dies, it ends with it. A parent
+        // that died between the fork and the prctl is not signalled, so the child checks that
+        // its parent is still the one that forked it. Processes the program starts are not
+        // covered (the group kill ends them while the host lives).
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
         let mut child = cmd.spawn().map_err(|e| {
             ToolError::tool(format!(
                 "cannot start `{}` in {}: {e}; check that it is installed and the folder exists (and, in a worker, that the sandbox grants it)",
