@@ -688,3 +688,29 @@ fn an_adapters_program_dies_with_the_host() {
         assert!(left.is_empty(), "{iso}: jq {left:?} outlived the host");
     }
 }
+
+/// jq reads an argument that starts with `-` as an option, and jq 1.6 has no `--`: the bundled
+/// jq tools refuse such a filter before jq runs (`-n` would ignore the document, `--slurp` wrap
+/// it, `-h` print the help), naming the field and the fix; in parentheses it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_jq_tools_refuse_a_filter_jq_would_read_as_an_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let key = TestKey::generate();
+    let manifest = std::fs::read_to_string(super::repo_root().join("plugins/jq-tools/tool.yaml")).unwrap();
+    write_adapter(&plugins, "jq-tools", &manifest, &key);
+    let host = host(&plugins, &key, Isolation::InProcess);
+    let router = Router::new(host.clone() as Arc<dyn CatalogSource>, RouterSettings::default());
+    for tool in ["jq_query", "jq_text"] {
+        for filter in ["-n", "--slurp", "-h", " \t-n", "\n--arg"] {
+            let r = call(&router, tool, json!({"filter": filter, "document": {"a": 3}})).await;
+            let e = r.error.unwrap_or_else(|| panic!("{tool} ran {filter:?}: {:?}", r.outputs));
+            assert_eq!(e.code, "invalid_arguments", "{tool} {filter:?}: {e:?}");
+            assert!(e.message.contains("/filter") && e.message.contains("parentheses"), "{tool} {filter:?}: {e:?}");
+        }
+    }
+    let r = call(&router, "jq_query", json!({"filter": "(-.a)", "document": {"a": 3}})).await;
+    assert_eq!(r.outputs["result"], json!(-3), "{r:?}");
+    let r = call(&router, "jq_query", json!({"filter": " .a - 1", "document": {"a": 3}})).await;
+    assert_eq!(r.outputs["result"], json!(2), "{r:?}");
+}
