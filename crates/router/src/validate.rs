@@ -145,6 +145,19 @@ fn echo(name: &str) -> &str {
     }
 }
 
+/// The description of a schema, for an error that names it: whitespace joined, at most 300
+/// characters.
+fn described(schema: Option<&Value>) -> Option<String> {
+    let text = schema?.get("description")?.as_str()?.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.is_empty() {
+        return None;
+    }
+    Some(match text.char_indices().nth(300) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    })
+}
+
 fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
     let pointer = e.instance_path().as_str().to_owned();
     let kind = e.kind();
@@ -211,9 +224,17 @@ fn describe(e: &ValidationError<'_>, schema: &Value) -> Issue {
         ValidationErrorKind::MaxItems { limit: l } => {
             (pointer, format!("an array of at most {l} items"), got, format!("pass at most {l} items"))
         }
-        ValidationErrorKind::Pattern { pattern } => {
-            (pointer, format!("a string matching /{pattern}/"), got, "change the value to match the pattern".to_owned())
-        }
+        ValidationErrorKind::Pattern { pattern } => match described(parent) {
+            // A pattern alone does not say what to write instead; the schema's description,
+            // which the model has read, is named with it (the manifest checks do the same).
+            Some(d) => (pointer, format!("a string matching /{pattern}/ ({})", d.trim_end_matches('.')), got, d),
+            None => (
+                pointer,
+                format!("a string matching /{pattern}/"),
+                got,
+                "change the value to match the pattern".to_owned(),
+            ),
+        },
         ValidationErrorKind::Format { format } => {
             (pointer, format!("a valid `{format}`"), got, format!("write the value in `{format}` format"))
         }
@@ -384,6 +405,29 @@ mod tests {
 
         let i = check(schema, json!({"text": "x", "inner": {}}));
         assert_eq!(i[0].pointer, "/inner/a~1b");
+    }
+
+    /// A value a `pattern` refuses: the issue names the schema's description (what the pattern
+    /// is for and what to write instead) with the pattern, in the message line too.
+    #[test]
+    fn a_pattern_issue_names_the_description_of_its_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "filter": {"type": "string", "pattern": "^[^-]", "description": "A filter.\n  Wrap one that starts with `-` in parentheses."},
+                "code": {"type": "string", "pattern": "^[A-Z]+$"}
+            }
+        });
+        let i = check(schema.clone(), json!({"filter": "-n"}));
+        assert_eq!(i[0].pointer, "/filter");
+        assert_eq!(i[0].expected, "a string matching /^[^-]/ (A filter. Wrap one that starts with `-` in parentheses)");
+        assert_eq!(i[0].hint, "A filter. Wrap one that starts with `-` in parentheses.");
+        assert!(summary(&i, 1).contains("/filter: expected a string matching /^[^-]/ (A filter. Wrap"), "{i:?}");
+        let i = check(schema, json!({"code": "ab"}));
+        assert_eq!(
+            (i[0].expected.as_str(), i[0].hint.as_str()),
+            ("a string matching /^[A-Z]+$/", "change the value to match the pattern")
+        );
     }
 }
 

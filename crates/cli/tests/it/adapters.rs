@@ -504,3 +504,213 @@ async fn a_command_and_its_jobs_end_with_the_call() {
     let r = call(&router, "sleeps", json!({"secs": "30"})).await;
     assert_eq!(r.error.as_ref().map(|e| e.code.as_str()), Some("timeout"), "{r:?}");
 }
+
+/// An adapter whose program is a script that leaves a process outside its process group
+/// (`setsid`), holding the program's stdout, stderr and stdin open, and then exits. In a worker
+/// its sandbox grants the shell, the programs the script runs and `/proc`.
+fn escaping_adapter(program: &Path) -> String {
+    format!(
+        r#"manifest_version: 1
+id: escapes
+version: 0.1.0
+display_name: Escapes
+description: A program that leaves a process behind in a session of its own.
+abi: 1
+sandbox:
+  filesystem:
+    - {{path: /usr/bin, access: read}}
+    - {{path: /bin, access: read}}
+    - {{path: /proc, access: read}}
+adapter:
+  command:
+    program: {program}
+tools:
+  - name: escapes
+    title: Escapes
+    description: Starts a process that escapes the process group, prints its pid and exits.
+    side_effects: read
+    input_schema: {{type: object, properties: {{}}}}
+    policies: {{timeout_ms: 5000}}
+    invoke:
+      output: text
+  - name: escapes_unread_stdin
+    title: Escapes without reading stdin
+    description: The same, given a document on stdin that nothing reads.
+    side_effects: read
+    input_schema: {{type: object, properties: {{text: {{type: string}}}}, required: [text]}}
+    policies: {{timeout_ms: 5000}}
+    invoke:
+      stdin: {{argument: text}}
+      output: text
+"#,
+        program = program.display()
+    )
+}
+
+/// Whether `pid` runs (not a zombie) as the leader of a session of its own.
+fn escaped_and_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // Fields after the command name: state, ppid, pgrp, session.
+    let f: Vec<&str> = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("").split(' ').collect();
+    f.len() > 3 && f[0] != "Z" && f[3].parse::<i32>().ok() == Some(pid)
+}
+
+/// The threads of this process that wait in a pipe read or write (by their `wchan`; where the
+/// kernel does not show it, none are found).
+fn threads_waiting_on_a_pipe() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|t| {
+            let wchan = std::fs::read_to_string(t.path().join("wchan")).ok()?;
+            let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            (wchan.contains("pipe_read") || wchan.contains("pipe_write")).then(|| format!("{} ({wchan})", name.trim()))
+        })
+        .collect()
+}
+
+/// A program that exits while a process it started in another session (out of reach of the
+/// group kill) still holds its pipes: the call answers with what the program printed once it
+/// has exited, not at the deadline (5 s here, while the escaped process sleeps 60 s), and no
+/// host thread is left reading or writing a pipe that process holds. The escaped process is
+/// the program's business (it is still there when the call answers), so the test ends it.
+async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes(isolation: Isolation) {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let script = dir.path().join("escape.sh");
+    // The sleeper keeps the script's stdin too (`0<&0`: a background job's stdin is otherwise
+    // /dev/null). The script waits until the sleeper has its own session (else the group kill
+    // at its exit could still reach it), then prints its pid.
+    let body = "#!/bin/sh\nsetsid sleep 60 0<&0 &\n\
+                while [ \"$(cut -d' ' -f6 /proc/$!/stat)\" != \"$!\" ]; do sleep 0.01; done\n\
+                echo \"started $!\"\necho \"a note\" >&2\n";
+    std::fs::write(&script, body).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = TestKey::generate();
+    write_adapter(&plugins, "escapes", &escaping_adapter(&script), &key);
+    let host = host(&plugins, &key, isolation);
+    let router = Router::new(host.clone() as Arc<dyn CatalogSource>, RouterSettings::default());
+    // More than a pipe holds, so a writer that waited for a reader would wait for ever.
+    let big = "x".repeat(1 << 20);
+    for (tool, args) in [("escapes", json!({})), ("escapes_unread_stdin", json!({"text": big}))] {
+        let r = call(&router, tool, args).await;
+        let text = r.outputs["text"].as_str().unwrap_or_default().to_owned();
+        let sleeper = text.trim().strip_prefix("started ").and_then(|p| p.parse::<i32>().ok());
+        let alive = sleeper.is_some_and(escaped_and_running);
+        let stuck = if isolation == Isolation::InProcess { threads_waiting_on_a_pipe() } else { Vec::new() };
+        if let Some(pid) = sleeper {
+            // SAFETY: ends the sleeper the script started (it printed its pid).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        assert_eq!(r.status, Status::Ok, "{tool}: {r:?}");
+        assert!(sleeper.is_some(), "{tool}: {r:?}");
+        assert!(alive, "{tool}: the escaped process was gone when the call answered, so this proves nothing: {r:?}");
+        assert!(stuck.is_empty(), "{tool}: host threads still wait on a pipe: {stuck:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes_in_process() {
+    a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes(Isolation::InProcess).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes_in_a_worker() {
+    a_command_answers_when_it_exits_though_an_escaped_process_holds_its_pipes(Isolation::Process).await;
+}
+
+/// The processes named `comm` whose command line contains `marker` and that are not zombies.
+fn running_with(comm: &str, marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let read = |f: &str| std::fs::read(format!("/proc/{pid}/{f}")).unwrap_or_default();
+            let stat = String::from_utf8_lossy(&read("stat")).into_owned();
+            let zombie = stat.rsplit_once(") ").is_none_or(|(_, r)| r.starts_with('Z'));
+            !zombie
+                && String::from_utf8_lossy(&read("comm")).trim() == comm
+                && String::from_utf8_lossy(&read("cmdline")).contains(marker)
+        })
+        .collect()
+}
+
+/// A command adapter's program dies with the host: `quiver call` of the bundled `jq_query`
+/// with a filter that runs for ever, killed (SIGKILL, so nothing of the host runs after it)
+/// while jq runs, in the host and in a worker, leaves no jq behind.
+#[test]
+fn an_adapters_program_dies_with_the_host() {
+    let p = super::Project::new();
+    let dir = p.path("plugins/jq-tools");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(super::repo_root().join("plugins/jq-tools/tool.yaml"), dir.join("jq-tools.tool.yaml")).unwrap();
+    p.quiver(&["sign", "plugins/jq-tools/jq-tools.tool.yaml", "--key", "keys/test.key"]).success();
+    for iso in ["in_process", "process"] {
+        std::fs::write(
+            p.path("quiver.yaml"),
+            format!("plugins_dir: plugins\ntrusted_keys:\n  - name: test\n    path: keys/test.pub\nisolation:\n  default: {iso}\n"),
+        )
+        .unwrap();
+        let marker = format!("quiver-dies-with-the-host-{}-{iso}", std::process::id());
+        let args = json!({"filter": format!("last(range(1e18)) | \"{marker}\""), "document": {}}).to_string();
+        let mut host = p
+            .quiver(&["call", "jq_query", "--args", &args])
+            .cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while running_with("jq", &marker).is_empty() && std::time::Instant::now() < until {
+            assert!(host.try_wait().unwrap().is_none(), "{iso}: quiver ended before jq ran");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(!running_with("jq", &marker).is_empty(), "{iso}: jq never started");
+        host.kill().unwrap();
+        host.wait().unwrap();
+        // The kernel ends jq when the host (or its worker, which ends when the host's pipe
+        // closes) is gone; wait for that, boundedly (the call's own deadline is 30 s).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !running_with("jq", &marker).is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let left = running_with("jq", &marker);
+        for pid in &left {
+            // SAFETY: ends the jq this test started, which outlived its host.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        assert!(left.is_empty(), "{iso}: jq {left:?} outlived the host");
+    }
+}
+
+/// jq reads an argument that starts with `-` as an option, and jq 1.6 has no `--`: the bundled
+/// jq tools refuse such a filter before jq runs (`-n` would ignore the document, `--slurp` wrap
+/// it, `-h` print the help), naming the field and the fix; in parentheses it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_jq_tools_refuse_a_filter_jq_would_read_as_an_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    let key = TestKey::generate();
+    let manifest = std::fs::read_to_string(super::repo_root().join("plugins/jq-tools/tool.yaml")).unwrap();
+    write_adapter(&plugins, "jq-tools", &manifest, &key);
+    let host = host(&plugins, &key, Isolation::InProcess);
+    let router = Router::new(host.clone() as Arc<dyn CatalogSource>, RouterSettings::default());
+    for tool in ["jq_query", "jq_text"] {
+        for filter in ["-n", "--slurp", "-h", " \t-n", "\n--arg"] {
+            let r = call(&router, tool, json!({"filter": filter, "document": {"a": 3}})).await;
+            let e = r.error.unwrap_or_else(|| panic!("{tool} ran {filter:?}: {:?}", r.outputs));
+            assert_eq!(e.code, "invalid_arguments", "{tool} {filter:?}: {e:?}");
+            assert!(e.message.contains("/filter") && e.message.contains("parentheses"), "{tool} {filter:?}: {e:?}");
+        }
+    }
+    let r = call(&router, "jq_query", json!({"filter": "(-.a)", "document": {"a": 3}})).await;
+    assert_eq!(r.outputs["result"], json!(-3), "{r:?}");
+    let r = call(&router, "jq_query", json!({"filter": " .a - 1", "document": {"a": 3}})).await;
+    assert_eq!(r.outputs["result"], json!(2), "{r:?}");
+}
