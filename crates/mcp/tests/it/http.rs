@@ -14,16 +14,20 @@ const JSON: (&str, &str) = ("Content-Type", "application/json");
 const ACCEPT: (&str, &str) = ("Accept", "application/json, text/event-stream");
 
 async fn start(f: &Fixture) -> (SocketAddr, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let opts = HttpOptions {
         allowed_origins: vec!["https://app.example.com".into()],
         shutdown: shutdown.clone(),
         ..HttpOptions::default()
     };
-    tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
-    (addr, shutdown)
+    (serve(f, opts).await.0, shutdown)
+}
+
+/// Serves `f` with `opts` on a free loopback port: the address, and the server's task.
+async fn serve(f: &Fixture, opts: HttpOptions) -> (SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().unwrap();
+    (addr, tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts)))
 }
 
 fn initialize(id: i64, client: &str) -> Vec<u8> {
@@ -385,11 +389,8 @@ async fn a_running_in_place_call_resumes_and_a_cancelled_one_is_never_answered()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_answers_the_calls_still_running() {
     let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let opts = HttpOptions { shutdown: shutdown.clone(), ..HttpOptions::default() };
-    let served = tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
+    let (addr, served) = serve(&f, HttpOptions { shutdown: shutdown.clone(), ..HttpOptions::default() }).await;
     let session = open_session(addr, "shutdown").await;
     let call = tokio::spawn(async move {
         let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
@@ -439,12 +440,10 @@ async fn a_call_reusing_the_id_of_one_still_running_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_longer_than_the_idle_timeout_is_answered() {
     let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let idle = std::time::Duration::from_millis(1000);
     let opts = HttpOptions { session_idle_timeout: idle, shutdown: shutdown.clone(), ..HttpOptions::default() };
-    tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
+    let (addr, _) = serve(&f, opts).await;
     let session = open_session(addr, "long-call").await;
     let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
     let (status, _, body) =
@@ -460,12 +459,10 @@ async fn a_call_longer_than_the_idle_timeout_is_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_used_by_in_place_calls_stays_open_and_closes_when_idle() {
     let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let idle = std::time::Duration::from_millis(1500);
     let opts = HttpOptions { session_idle_timeout: idle, shutdown: shutdown.clone(), ..HttpOptions::default() };
-    tokio::spawn(quiver_mcp::serve_http_on(f.server.clone(), listener, opts));
+    let (addr, _) = serve(&f, opts).await;
     let session = open_session(addr, "in-place-idle").await;
     let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
     let before = quiver_mcp::http_in_place_calls();
