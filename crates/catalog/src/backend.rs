@@ -250,3 +250,17 @@ impl CallSink for NullSink {
         Err(question.unsupported())
     }
 }
+
+/// `e`, the error of a call of `tool` (risk `effect`, not idempotent) that ended without an
+/// answer its caller can trust (a timeout, a crash, a server error after the request went out),
+/// made what the caller must be told: not retryable, and that the call may have taken effect,
+/// so look before trying again. The router and the adapters use it alike.
+pub fn not_safe_to_repeat(mut e: ToolError, tool: &str, effect: quiver_manifest::SideEffects) -> ToolError {
+    e.retryable = false;
+    e.message.push_str(if e.message.ends_with('.') { " " } else { ". " });
+    e.message.push_str(&format!(
+        "The call may have taken effect: `{tool}` is not idempotent and its side effects are `{}`, so check what it did before calling it again",
+        effect.as_str()
+    ));
+    e
+}

@@ -26,7 +26,7 @@ pub use access::{Access, CatalogSource};
 pub use actions::check_tool_actions;
 pub use backend::{
     AbortReason, BackendFuture, CallSink, Dispatch, HostServices, LogLevel, NullSink, Placement, Question, RemoteCall,
-    ToolBackend,
+    ToolBackend, not_safe_to_repeat,
 };
 pub use catalog::{Catalog, CatalogError, ConflictPolicy, Notice, Resolved, ToolRef};
 pub use entry::{EntryError, PluginEntry, Provenance, ToolDef, ToolValidator, compile_schema};

@@ -547,8 +547,7 @@ pub(crate) fn verify_bundle_with(
         None => Vec::new(),
     };
     if !config_issues.is_empty() {
-        let problems: Vec<String> =
-            config_issues.iter().map(|i| format!("{}: {} (fix: {})", i.path, i.message, i.fix)).collect();
+        let problems: Vec<String> = config_issues.iter().map(ToString::to_string).collect();
         return Err(fail(
             Stage::Config,
             format!(

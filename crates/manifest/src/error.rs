@@ -71,9 +71,16 @@ impl fmt::Display for ManifestError {
             if n > 0 {
                 f.write_str("\n")?;
             }
-            write!(f, "{}: {}: {} (fix: {})", self.origin, issue.path, issue.message, issue.fix)?;
+            write!(f, "{}: {issue}", self.origin)?;
         }
         Ok(())
+    }
+}
+
+/// `{path}: {message} (fix: {fix})`.
+impl fmt::Display for Issue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} (fix: {})", self.path, self.message, self.fix)
     }
 }
 

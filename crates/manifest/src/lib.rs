@@ -55,7 +55,7 @@ pub use error::{Issue, ManifestError};
 pub use model::{
     ActionSpec, AliasSpec, Artifact, Execution, LifecycleSpec, LifecycleState, MANIFEST_VERSION, Manifest, PathAccess,
     PathDefault, PathGrant, Policies, PolicySpec, RateLimit, RateLimits, ReportFile, SandboxSpec, SessionHooks,
-    SideEffects, ToolSpec, may_have_taken_effect,
+    SideEffects, ToolSpec,
 };
 pub use schema::{QUIVER_CONFIG_SCHEMA, TOOL_MANIFEST_SCHEMA, edit_distance};
 pub use secret::{MAX_SECRET_FILE_BYTES, Secret, SecretError, SecretRef};

@@ -238,16 +238,6 @@ impl ToolSpec {
     }
 }
 
-/// What a caller is told of a call of `tool` (risk `effect`, not idempotent) that ended
-/// without an answer it can trust (a timeout, a crash, a server error after a request): it
-/// may have taken effect, so look before trying again.
-pub fn may_have_taken_effect(tool: &str, effect: SideEffects) -> String {
-    format!(
-        "The call may have taken effect: `{tool}` is not idempotent and its side effects are `{}`, so check what it did before calling it again",
-        effect.as_str()
-    )
-}
-
 /// Risk class of a tool or action, ordered from least to most risky.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

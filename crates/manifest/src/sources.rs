@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{excerpt, field, index};
 use crate::model::{AliasSpec, LifecycleState, SideEffects};
-use crate::validate::{SCOPE_FIX, TOOL_NAME_FIX, is_kebab_id, is_reserved_tool_name, is_scope, is_tool_name};
+use crate::validate::{
+    SCOPE_FIX, TOOL_NAME_FIX, is_kebab_id, is_reserved_tool_name, is_scope, is_tool_name, reserved_name_message,
+};
 
 /// One upstream MCP server: a command spoken to over stdio, or a streamable HTTP endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,12 +249,11 @@ pub(crate) fn source_issues(sources: &[UpstreamConfig], push: &mut dyn FnMut(Str
         }
         for (tool, o) in &s.tools {
             let ot = field(&field(&at, "tools"), tool);
-            let reserved = |name: &str| format!("`{name}` is the name of one of Quiver's own meta tools");
             if let Some(name) = &o.name {
                 if !is_tool_name(name) {
                     push(field(&ot, "name"), format!("`{}` is not a tool name", excerpt(name)), TOOL_NAME_FIX);
                 } else if is_reserved_tool_name(name) {
-                    push(field(&ot, "name"), reserved(name), "choose another name");
+                    push(field(&ot, "name"), reserved_name_message(name), "choose another name");
                 }
             }
             for (i, a) in o.aliases.iter().enumerate() {
@@ -263,7 +264,11 @@ pub(crate) fn source_issues(sources: &[UpstreamConfig], push: &mut dyn FnMut(Str
                         TOOL_NAME_FIX,
                     );
                 } else if is_reserved_tool_name(&a.name) {
-                    push(field(&index(&field(&ot, "aliases"), i), "name"), reserved(&a.name), "choose another name");
+                    push(
+                        field(&index(&field(&ot, "aliases"), i), "name"),
+                        reserved_name_message(&a.name),
+                        "choose another name",
+                    );
                 }
                 if a.state.is_visible() {
                     push(

@@ -25,6 +25,11 @@ pub fn is_reserved_tool_name(name: &str) -> bool {
     RESERVED_TOOL_NAMES.contains(&name)
 }
 
+/// What an issue says of a tool or alias name that is one of [`RESERVED_TOOL_NAMES`].
+pub(crate) fn reserved_name_message(name: &str) -> String {
+    format!("`{name}` is the name of one of Quiver's own meta tools ({})", RESERVED_TOOL_NAMES.join(", "))
+}
+
 /// Longest plugin id, tool, alias or action name.
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -238,10 +243,7 @@ impl Checks {
         if is_reserved_tool_name(name) {
             self.push(
                 path,
-                format!(
-                    "`{name}` is the name of one of the host's own meta tools ({})",
-                    RESERVED_TOOL_NAMES.join(", ")
-                ),
+                reserved_name_message(name),
                 "rename it (for example with the plugin's prefix); a call of that name always reaches the meta tool",
             );
         }

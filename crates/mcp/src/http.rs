@@ -197,12 +197,11 @@ fn sse_keep_alive(idle: Duration) -> Duration {
 /// port. `:*`, explicit ports, `null` and unknown schemes are kept as written.
 fn exact_origin(entry: &str) -> String {
     let entry = entry.trim();
-    let default_port = match entry.split_once("://") {
-        Some(("https", _)) => 443,
-        Some(("http", _)) => 80,
+    let (default_port, authority) = match entry.split_once("://") {
+        Some(("https", authority)) => (443, authority),
+        Some(("http", authority)) => (80, authority),
         _ => return entry.to_owned(),
     };
-    let authority = entry.split_once("://").map_or("", |(_, a)| a);
     // `[::1]:8080` has its port after the bracket; `host:8080` after the one colon.
     let has_port = match authority.rfind(']') {
         Some(end) => authority[end..].contains(':'),

@@ -613,7 +613,7 @@ fn timeout_error(inv: &Invocation<'_>) -> ToolError {
     let tool_name = inv.tool_name;
     let e = Code::Timeout.error(format!("`{tool_name}` did not answer before its deadline and was told to stop"));
     match inv.unsafe_effect {
-        Some(effect) => not_safe_to_repeat(e, tool_name, effect),
+        Some(effect) => quiver_catalog::not_safe_to_repeat(e, tool_name, effect),
         None => {
             let mut e = e.retryable();
             e.message.push_str("; try a smaller request, or try again later");
@@ -630,18 +630,10 @@ fn timeout_error(inv: &Invocation<'_>) -> ToolError {
 fn after_handoff(e: ToolError, inv: &Invocation<'_>) -> ToolError {
     match inv.unsafe_effect {
         Some(effect) if e.retryable && Code::of(&e).is_some_and(Code::outcome_unknown) => {
-            not_safe_to_repeat(e, inv.tool_name, effect)
+            quiver_catalog::not_safe_to_repeat(e, inv.tool_name, effect)
         }
         _ => e,
     }
-}
-
-fn not_safe_to_repeat(mut e: ToolError, tool_name: &str, effect: SideEffects) -> ToolError {
-    e.retryable = false;
-    let sep = if e.message.ends_with('.') { " " } else { ". " };
-    e.message.push_str(sep);
-    e.message.push_str(&quiver_manifest::may_have_taken_effect(tool_name, effect));
-    e
 }
 
 /// How the plugin SDK writes a successful answer that carries nothing but its output (the

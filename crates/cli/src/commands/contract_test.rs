@@ -370,8 +370,7 @@ fn check_fixture_configs(manifest: &Manifest, cases: &[Case]) -> Option<Outcome>
     let given: Vec<&Case> = cases.iter().filter(|c| c.config.is_some()).collect();
     let problem = given.iter().find_map(|c| {
         let issues = manifest.config_issues(c.config.as_ref());
-        let first = issues.first()?;
-        Some(format!("case `{}`: {}: {} (fix: {})", c.name, first.path, first.message, first.fix))
+        Some(format!("case `{}`: {}", c.name, issues.first()?))
     });
     Some(Outcome {
         file: "config".into(),

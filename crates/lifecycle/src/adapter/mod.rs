@@ -293,13 +293,7 @@ impl ToolPlan {
     pub(crate) fn maybe_acted(&self, e: ToolError) -> ToolError {
         match &self.unsafe_effect {
             None => e.retryable(),
-            Some((tool, effect)) => {
-                let mut e = e;
-                e.retryable = false;
-                e.message.push_str(". ");
-                e.message.push_str(&quiver_manifest::may_have_taken_effect(tool, *effect));
-                e
-            }
+            Some((tool, effect)) => quiver_catalog::not_safe_to_repeat(e, tool, *effect),
         }
     }
 }
