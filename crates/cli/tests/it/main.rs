@@ -403,6 +403,7 @@ mod adapters;
 mod approvals;
 mod isolation;
 mod operations;
+mod revisions;
 mod sessions;
 mod setup;
 mod startup;
