@@ -610,7 +610,7 @@ fn keep_report(cache: &Path, sha256: &str, report: &str, manifest_sha256: &str) 
     let file = report_file(cache, sha256);
     let written = fs::create_dir_all(cache).and_then(|()| crate::record::write(&file, report.as_bytes()));
     match written {
-        Ok(()) => keep_checked(cache, report, manifest_sha256),
+        Ok(()) => keep_checked(cache, &checked_digest(report, manifest_sha256)),
         Err(e) => tracing::debug!(file = %file.display(), error = %e, "cannot keep the load report"),
     }
 }
@@ -630,11 +630,11 @@ fn checked_digest(report: &str, manifest_sha256: &str) -> String {
     crate::record::digest("quiver kept report check", &[abi.as_bytes(), manifest_sha256.as_bytes(), report.as_bytes()])
 }
 
-/// Records that the kept report of `sha256` agrees with the signed manifest `manifest_sha256`
-/// (best effort: without it the next start checks the report in full).
-fn keep_checked(cache: &Path, report: &str, manifest_sha256: &str) {
+/// Records a kept report's check, by its [`checked_digest`] (best effort: without it the next
+/// start checks the report in full).
+fn keep_checked(cache: &Path, digest: &str) {
     let file = checked_log(cache);
-    if let Err(e) = crate::record::log(&file).add(&checked_digest(report, manifest_sha256)) {
+    if let Err(e) = crate::record::log(&file).add(digest) {
         tracing::debug!(file = %file.display(), error = %e, "cannot keep the check of the load report");
     }
 }
@@ -660,11 +660,12 @@ fn usable_report(
         Some(shipped) => shipped.to_owned(),
         None => fs::read_to_string(&file).ok()?,
     };
-    let checked = crate::record::log(&checked_log(cache)).contains(&checked_digest(&report, manifest_sha256));
+    let digest = checked_digest(&report, manifest_sha256);
+    let checked = crate::record::log(&checked_log(cache)).contains(&digest);
     let info = crate::library::parse_info(&report).and_then(|info| {
         if !checked {
             crate::library::check_embedded(manifest, manifest_sha256, &info)?;
-            keep_checked(cache, &report, manifest_sha256);
+            keep_checked(cache, &digest);
         }
         Ok(info)
     });
