@@ -47,7 +47,7 @@ use quiver_telemetry::Metrics;
 
 use crate::auth::{AuthFailure, Authenticator, Principal};
 use crate::dashboard::{self, Dashboard, UiState};
-use crate::http_sessions::{QuiverSessions, Refused};
+use crate::http_sessions::{QuiverSessions, Refused, RequestBody};
 use crate::wire::{Framing, Refusal, error_json, parse, too_large};
 use crate::{QuiverServer, SessionStore};
 
@@ -873,6 +873,7 @@ async fn check_body(endpoint: &Endpoint, request: Request) -> Response {
     };
     let refused = Refused::default();
     parts.extensions.insert(refused.clone());
+    parts.extensions.insert(RequestBody(bytes.clone()));
     let response = endpoint.serve(Request::from_parts(parts, Body::from(bytes.clone()))).await;
     if response.status().is_success() && !refused.is_set() {
         return response;

@@ -33,7 +33,9 @@
 //!
 //! Bodies are parsed once, by `rmcp`. A standard method whose parameters do not fit its type
 //! reaches the session manager as a custom request (which the handler would answer "method not
-//! found"); [`QuiverSessions::create_stream`] stops it there, unsent, and marks the request's
+//! found"), and a list request's (`tools/list`, ...) as no parameters at all (which would answer
+//! the first page; only such a request without parameters has its body read again);
+//! [`QuiverSessions::create_stream`] stops either there, unsent, and marks the request's
 //! [`Refused`] flag, from which the HTTP layer answers `-32602` with status 400.
 
 use std::collections::HashMap;
@@ -76,10 +78,24 @@ impl Refused {
     }
 }
 
+/// The body of the HTTP request a message came in (an extension of the HTTP request), read
+/// again only for a list request whose parameters came out absent ([`dropped_list_params`]).
+#[derive(Debug, Clone)]
+pub(crate) struct RequestBody(pub(crate) axum::body::Bytes);
+
 /// True for a request `rmcp` read as a custom request although its method is a standard one.
 fn misread_standard_request(message: &ClientJsonRpcMessage) -> bool {
     matches!(message, ClientJsonRpcMessage::Request(r)
         if matches!(&r.request, ClientRequest::CustomRequest(c) if crate::wire::is_standard_request(&c.method)))
+}
+
+/// True for a list request whose parameters `rmcp` read as absent because they do not fit
+/// (see [`crate::wire::dropped_params`]).
+fn dropped_list_params(message: &ClientJsonRpcMessage) -> bool {
+    let ClientJsonRpcMessage::Request(r) = message else { return false };
+    let body =
+        r.request.extensions().get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<RequestBody>());
+    body.is_some_and(|b| crate::wire::dropped_params(&r.request, &b.0).is_some())
 }
 
 /// The flag the HTTP layer put on the request this message came in.
@@ -424,7 +440,7 @@ impl SessionManager for QuiverSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        if misread_standard_request(&message)
+        if (misread_standard_request(&message) || dropped_list_params(&message))
             && let Some(flag) = refused_flag(&message)
         {
             flag.0.store(true, Ordering::Release);
