@@ -277,7 +277,11 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     session_config.init_timeout = Some(opts.session_idle_timeout.min(Duration::from_secs(30)));
     sessions.session_config = session_config;
     let sessions = Arc::new(sessions);
-    let manager = Arc::new(QuiverSessions { local: sessions.clone(), shared: server.shared.clone() });
+    let manager = Arc::new(QuiverSessions {
+        local: sessions.clone(),
+        shared: server.shared.clone(),
+        worker_calls: Default::default(),
+    });
     spawn_idle_sweeper(manager.clone(), opts.session_idle_timeout, opts.shutdown.clone());
     let service: McpService = StreamableHttpService::new(move || Ok(factory.connection()), manager.clone(), config);
     let gate = Arc::new(Gate {

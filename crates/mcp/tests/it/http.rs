@@ -445,6 +445,58 @@ async fn a_shutdown_answers_the_calls_still_running() {
     assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end after its calls: {ended:?}");
 }
 
+/// Calls through the session's worker (here a `tools/call` with a `progressToken`) get the
+/// same grace at shutdown as calls served in place: answered before the sessions end (their
+/// streams used to end at once, with no answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_answers_the_calls_through_the_session_worker_too() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let shutdown = CancellationToken::new();
+    let (addr, served) = serve(&f, HttpOptions { shutdown: shutdown.clone(), ..HttpOptions::default() }).await;
+    let session = open_session(addr, "shutdown-worker").await;
+    let call = tokio::spawn(async move {
+        let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+        let body = call_body(3, "marker_sleep", json!({"ms": 800}), Some(json!({"progressToken": "p"})));
+        http(addr, "POST", &headers, &body).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    shutdown.cancel();
+    let (status, _, body) = call.await.unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{text}");
+    // The worker's stream (its event ids are rmcp's, not `q...`).
+    assert!(event_ids(&body).first().is_some_and(|i| !i.starts_with('q')), "{text}");
+    let answer = messages(&body).into_iter().find(|m| m["id"] == 3);
+    assert!(answer.is_some_and(|m| m["result"]["isError"] == false), "no answer before the shutdown: {text}");
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), served).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end after its calls: {ended:?}");
+}
+
+/// The grace is a limit: a call through the worker still running when it is over does not
+/// keep the server from ending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_waits_for_worker_calls_no_longer_than_the_grace() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let shutdown = CancellationToken::new();
+    let grace = std::time::Duration::from_millis(500);
+    let opts = HttpOptions { shutdown: shutdown.clone(), shutdown_grace: grace, ..HttpOptions::default() };
+    let (addr, served) = serve(&f, opts).await;
+    let session = open_session(addr, "shutdown-worker-grace").await;
+    let call = tokio::spawn(async move {
+        let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+        let body = call_body(3, "marker_sleep", json!({"ms": 30000}), Some(json!({"progressToken": "p"})));
+        http(addr, "POST", &headers, &body).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let stopped = std::time::Instant::now();
+    shutdown.cancel();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), served).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end: {ended:?}");
+    assert!(stopped.elapsed() >= grace, "the server ended before the grace: {:?}", stopped.elapsed());
+    let (status, _, _) = tokio::time::timeout(std::time::Duration::from_secs(10), call).await.unwrap().unwrap();
+    assert_eq!(status, 200);
+}
+
 /// A `tools/call` under the id of one still running in the same session is refused under that/// A `tools/call` under the id of one still running in the same session is refused under that
 /// id, as on stdio (both ran, and a cancellation of that id reached both).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
