@@ -47,7 +47,7 @@ use quiver_telemetry::Metrics;
 
 use crate::auth::{AuthFailure, Authenticator, Principal};
 use crate::dashboard::{self, Dashboard, UiState};
-use crate::http_sessions::{QuiverSessions, Refused};
+use crate::http_sessions::{QuiverSessions, Refused, RequestBody};
 use crate::wire::{Framing, Refusal, error_json, parse, too_large};
 use crate::{QuiverServer, SessionStore};
 
@@ -277,7 +277,11 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
     session_config.init_timeout = Some(opts.session_idle_timeout.min(Duration::from_secs(30)));
     sessions.session_config = session_config;
     let sessions = Arc::new(sessions);
-    let manager = Arc::new(QuiverSessions { local: sessions.clone(), shared: server.shared.clone() });
+    let manager = Arc::new(QuiverSessions {
+        local: sessions.clone(),
+        shared: server.shared.clone(),
+        worker_calls: Default::default(),
+    });
     spawn_idle_sweeper(manager.clone(), opts.session_idle_timeout, opts.shutdown.clone());
     let service: McpService = StreamableHttpService::new(move || Ok(factory.connection()), manager.clone(), config);
     let gate = Arc::new(Gate {
@@ -873,6 +877,7 @@ async fn check_body(endpoint: &Endpoint, request: Request) -> Response {
     };
     let refused = Refused::default();
     parts.extensions.insert(refused.clone());
+    parts.extensions.insert(RequestBody(bytes.clone()));
     let response = endpoint.serve(Request::from_parts(parts, Body::from(bytes.clone()))).await;
     if response.status().is_success() && !refused.is_set() {
         return response;

@@ -31,15 +31,21 @@
 //!   HTTP server): `rmcp`'s worker restarts its idle timer only on its own events, which
 //!   in-place calls are not, so its timer is off.
 //!
+//!   Requests handed to the worker are counted until their answer is on their stream
+//!   ([`WorkerCall`]), so a shutdown gives them the grace in-place calls get
+//!   ([`QuiverSessions::running_calls`]).
+//!
 //! Bodies are parsed once, by `rmcp`. A standard method whose parameters do not fit its type
 //! reaches the session manager as a custom request (which the handler would answer "method not
-//! found"); [`QuiverSessions::create_stream`] stops it there, unsent, and marks the request's
+//! found"), and a list request's (`tools/list`, ...) as no parameters at all (which would answer
+//! the first page; only such a request without parameters has its body read again);
+//! [`QuiverSessions::create_stream`] stops either there, unsent, and marks the request's
 //! [`Refused`] flag, from which the HTTP layer answers `-32602` with status 400.
 
 use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -76,10 +82,24 @@ impl Refused {
     }
 }
 
+/// The body of the HTTP request a message came in (an extension of the HTTP request), read
+/// again only for a list request whose parameters came out absent ([`dropped_list_params`]).
+#[derive(Debug, Clone)]
+pub(crate) struct RequestBody(pub(crate) axum::body::Bytes);
+
 /// True for a request `rmcp` read as a custom request although its method is a standard one.
 fn misread_standard_request(message: &ClientJsonRpcMessage) -> bool {
     matches!(message, ClientJsonRpcMessage::Request(r)
         if matches!(&r.request, ClientRequest::CustomRequest(c) if crate::wire::is_standard_request(&c.method)))
+}
+
+/// True for a list request whose parameters `rmcp` read as absent because they do not fit
+/// (see [`crate::wire::dropped_params`]).
+fn dropped_list_params(message: &ClientJsonRpcMessage) -> bool {
+    let ClientJsonRpcMessage::Request(r) = message else { return false };
+    let body =
+        r.request.extensions().get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<RequestBody>());
+    body.is_some_and(|b| crate::wire::dropped_params(&r.request, &b.0).is_some())
 }
 
 /// The flag the HTTP layer put on the request this message came in.
@@ -91,10 +111,10 @@ fn refused_flag(message: &ClientJsonRpcMessage) -> Option<&Refused> {
 /// A boxed event stream (an in-place call still running, its resumption).
 type Events = Pin<Box<dyn Stream<Item = ServerSseMessage> + Send + Sync>>;
 
-/// A request's response stream: the session worker's, an in-place answer, or none for a
-/// request stopped before it.
+/// A request's response stream: the session worker's (with the request counted as running
+/// until its answer is on it), an in-place answer, or none for a request stopped before it.
 pub(crate) enum Answer<S> {
-    Worker(S),
+    Worker(S, Option<WorkerCall>),
     Ready(Option<ServerSseMessage>),
     Running(Events),
     Nothing,
@@ -105,12 +125,43 @@ impl<S: Stream<Item = ServerSseMessage> + Unpin> Stream for Answer<S> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ServerSseMessage>> {
         match &mut *self {
-            Answer::Worker(s) => Pin::new(s).poll_next(cx),
+            Answer::Worker(s, call) => {
+                let next = Pin::new(s).poll_next(cx);
+                if let Poll::Ready(event) = &next
+                    && event.as_ref().is_none_or(|e| e.message.as_deref().is_some_and(is_answer))
+                {
+                    *call = None;
+                }
+                next
+            }
             Answer::Ready(event) => Poll::Ready(event.take()),
             Answer::Running(s) => s.as_mut().poll_next(cx),
             Answer::Nothing => Poll::Ready(None),
         }
     }
+}
+
+/// A request handed to a session's worker, counted in [`QuiverSessions::running_calls`] until
+/// its answer is on its stream, or the stream ends or is dropped (cancelled, or the client went
+/// away: no one is left to answer).
+pub(crate) struct WorkerCall(Arc<AtomicUsize>);
+
+impl WorkerCall {
+    fn new(running: &Arc<AtomicUsize>) -> WorkerCall {
+        running.fetch_add(1, Ordering::AcqRel);
+        WorkerCall(running.clone())
+    }
+}
+
+impl Drop for WorkerCall {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response or an error: what answers a request.
+fn is_answer(message: &ServerJsonRpcMessage) -> bool {
+    matches!(message, ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))
 }
 
 /// How long the answer of an in-place call that was not ready at once is kept for a client
@@ -272,6 +323,8 @@ fn in_place_event(id: &str) -> Option<(u64, u64)> {
 pub(crate) struct QuiverSessions {
     pub(crate) local: Arc<LocalSessionManager>,
     pub(crate) shared: Arc<Shared>,
+    /// Requests handed to the sessions' workers and not answered yet ([`WorkerCall`]).
+    pub(crate) worker_calls: Arc<AtomicUsize>,
 }
 
 impl QuiverSessions {
@@ -364,10 +417,11 @@ impl QuiverSessions {
 }
 
 impl QuiverSessions {
-    /// In-place calls of every session still running (not answered, not cancelled).
+    /// Requests of every session still running (not answered, not cancelled): in-place calls,
+    /// and requests through the sessions' workers (a `tools/call` with a `progressToken`, ...).
     pub(crate) fn running_calls(&self) -> usize {
         let all = self.shared.in_place.read().unwrap_or_else(|e| e.into_inner());
-        all.values().map(|e| e.running()).sum()
+        all.values().map(|e| e.running()).sum::<usize>() + self.worker_calls.load(Ordering::Acquire)
     }
 
     /// Closes the sessions without a request for `idle` and without an in-place call running
@@ -424,7 +478,7 @@ impl SessionManager for QuiverSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        if misread_standard_request(&message)
+        if (misread_standard_request(&message) || dropped_list_params(&message))
             && let Some(flag) = refused_flag(&message)
         {
             flag.0.store(true, Ordering::Release);
@@ -435,7 +489,9 @@ impl SessionManager for QuiverSessions {
             Err(message) => message,
         };
         self.touch(id);
-        Ok(Answer::Worker(SessionManager::create_stream(&*self.local, id, message).await?))
+        // (Only requests come here: rmcp hands notifications and responses to `accept_message`.)
+        let call = WorkerCall::new(&self.worker_calls);
+        Ok(Answer::Worker(SessionManager::create_stream(&*self.local, id, message).await?, Some(call)))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {

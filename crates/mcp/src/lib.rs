@@ -9,16 +9,17 @@
 //!   only protocol messages) and [`serve_http`] (streamable HTTP at `/mcp`, loopback `Host`s and
 //!   `Origin`s only unless told otherwise; 403 for any other origin). Both answer malformed
 //!   input with JSON-RPC errors (`-32700` for bytes that are not JSON, `-32600` for messages
-//!   that are not requests or too large, `-32602` for bad parameters), never with a crash.
+//!   that are not requests or too large, such as one with both `method` and `result`, `-32602`
+//!   for bad parameters, naming the field), never with a crash.
 //!   On stdio, `tools/call` skips `rmcp`'s per-request dispatch: the transport runs the same
 //!   handler itself and writes the response line when it is ready (see `stdio.rs`); over HTTP,
 //!   a `tools/call` that needs nothing of `rmcp`'s session worker is run on the request's own
 //!   task (see `http_sessions.rs`).
 //! - `tools/list` is the session's surface (`Session::surface`) in its deterministic order,
-//!   paged with opaque cursors (an invalid or stale cursor is `-32602`); each tool carries
-//!   annotations from its manifest risk, its output schema, and `_meta` under
-//!   [`META_PREFIX`] (plugin, version, lifecycle state, bundle sha256, signer key id,
-//!   deprecated aliases).
+//!   paged with opaque cursors (a cursor that is not a string, or invalid or stale, is
+//!   `-32602`); each tool carries annotations from its manifest risk, its output schema, and
+//!   `_meta` under [`META_PREFIX`] (plugin, version, lifecycle state, bundle sha256, signer key
+//!   id, deprecated aliases).
 //! - `tools/call` goes to the router, whose `CallOutcome` becomes `content`,
 //!   `structuredContent`, `isError` and `_meta` (the call's metadata and any deprecation
 //!   notice). The meta tools are served here: `tool_search` loads its confident matches into

@@ -59,7 +59,7 @@ pub(crate) fn parse(bytes: &[u8], framing: Framing) -> Result<Option<ClientJsonR
         Ok(ClientJsonRpcMessage::Request(r)) => {
             let refused = match &r.request {
                 ClientRequest::CustomRequest(c) => bad_params(c),
-                _ => None,
+                other => dropped_params(other, bytes),
             };
             match refused {
                 Some(error) => Err(Refusal { id: Some(r.id.clone()), error }),
@@ -167,8 +167,13 @@ fn field_problem(method: &str, params: &Value) -> Option<String> {
     let wrong = |field: &str, want: &str, v: &Value| match (want, v) {
         ("string", Value::String(_)) | ("object", Value::Object(_)) => None,
         _ => Some(format!(
-            "`{field}` must be {}, not {}",
+            "`{field}` must be {}{}, not {}",
             if want == "object" { "an object" } else { "a string" },
+            if field == "cursor" {
+                " (the opaque `nextCursor` of a previous page; leave it out for the first page)"
+            } else {
+                ""
+            },
             kind(v)
         )),
     };
@@ -212,7 +217,32 @@ fn bad_params(c: &CustomRequest) -> Option<ErrorData> {
             _ => None,
         })
         .unwrap_or_else(|| "they do not match the method's parameters (see the MCP specification)".to_owned());
-    Some(ErrorData::invalid_params(format!("Invalid params for `{method}`: {why}"), Some(json!({ "method": method }))))
+    Some(invalid_params(method, &why))
+}
+
+/// `rmcp` reads the parameters of a list request (`tools/list`, `resources/list`, ...) that do
+/// not fit as no parameters at all (`{"cursor": 5}` would be answered with the first page);
+/// such a request has invalid parameters (`-32602`). `bytes` is the message as it came: read
+/// again only for a list request whose parameters came out absent.
+pub(crate) fn dropped_params(request: &ClientRequest, bytes: &[u8]) -> Option<ErrorData> {
+    let absent = match request {
+        ClientRequest::ListToolsRequest(r) => r.params.is_none(),
+        ClientRequest::ListResourcesRequest(r) => r.params.is_none(),
+        ClientRequest::ListResourceTemplatesRequest(r) => r.params.is_none(),
+        ClientRequest::ListPromptsRequest(r) => r.params.is_none(),
+        _ => false,
+    };
+    if !absent {
+        return None;
+    }
+    let message: Value = serde_json::from_slice(bytes).ok()?;
+    let method = request.method();
+    let why = field_problem(method, message.get("params").filter(|p| !p.is_null())?)?;
+    Some(invalid_params(method, &why))
+}
+
+fn invalid_params(method: &str, why: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("Invalid params for `{method}`: {why}"), Some(json!({ "method": method })))
 }
 
 fn id_of(v: &Value) -> Option<RequestId> {
@@ -274,6 +304,16 @@ fn refuse(bytes: &[u8], typed: &serde_json::Error, framing: Framing) -> Result<(
         return Err(Refusal {
             id,
             error: ErrorData::invalid_request("Invalid Request: `jsonrpc` must be \"2.0\"", None),
+        });
+    }
+    // Neither a request nor a response (JSON-RPC 2.0 §4, §5): refused as such, under its id.
+    if obj.contains_key("method") && (obj.contains_key("result") || obj.contains_key("error")) {
+        return Err(Refusal {
+            id,
+            error: ErrorData::invalid_request(
+                "Invalid Request: a message is either a request or notification (with `method`) or a response (with `result` or `error`), not both; send a request without `result` and `error`",
+                None,
+            ),
         });
     }
     match (obj.get("method"), id) {
@@ -445,6 +485,17 @@ mod tests {
         let (c, _) = code(r#"{"jsonrpc":"2.0","id":8,"method":"initialize","params":{}}"#).unwrap();
         assert_eq!(c, -32602);
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":5}"#).map(|c| c.0), Some(-32602));
+        // A cursor of the wrong type (rmcp reads it as no parameters at all).
+        let (c, id) = code(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{"cursor":5}}"#).unwrap();
+        assert_eq!((c, id), (-32602, Some(NumberOrString::Number(10))));
+        assert!(
+            parse(br#"{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{"cursor":null}}"#, Framing::Line)
+                .is_ok()
+        );
+        // `method` with `result` or `error`: neither a request nor a response.
+        let (c, id) = code(r#"{"jsonrpc":"2.0","id":11,"method":"ping","result":{}}"#).unwrap();
+        assert_eq!((c, id), (-32600, Some(NumberOrString::Number(11))));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","method":"ping","error":{}}"#), Some((-32600, None)));
         // Unknown methods parse (the handler answers -32601); broken notifications are ignored.
         assert!(parse(br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#, Framing::Line).unwrap().is_some());
         let broken = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#;

@@ -229,6 +229,44 @@ async fn malformed_bodies_get_json_rpc_errors_and_other_sessions_are_unaffected(
     shutdown.cancel();
 }
 
+/// Over HTTP as on stdio: a list request's `cursor` that is not a string is invalid params
+/// naming the field (it used to answer the first page), and a message with `method` and
+/// `result` or `error` is an invalid request (it used to be invalid params); both under the
+/// request's id (`null` without one), with status 400, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_cursors_and_messages_with_method_and_result_are_refused_saying_what_is_wrong() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions { page_size: 4, ..ServerOptions::default() });
+    let (addr, shutdown) = start(&f).await;
+    let session = open_session(addr, "refusals").await;
+    let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+    let cursor = "`cursor` must be a string (the opaque `nextCursor` of a previous page; leave it out for the first page), not a number";
+    let not_both = "(with `method`) or a response (with `result` or `error`), not both";
+    for (body, id, code, says) in [
+        (json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"cursor": 5}}), json!(5), -32602, cursor),
+        (json!({"jsonrpc": "2.0", "id": 6, "method": "ping", "result": {}}), json!(6), -32600, not_both),
+        (
+            json!({"jsonrpc": "2.0", "id": "e", "method": "tools/list", "params": {}, "error": {"code": 1, "message": "m"}}),
+            json!("e"),
+            -32600,
+            not_both,
+        ),
+        (json!({"jsonrpc": "2.0", "method": "notifications/initialized", "result": {}}), Value::Null, -32600, not_both),
+    ] {
+        let (status, h, reply) = http(addr, "POST", &headers, body.to_string().as_bytes()).await;
+        let text = String::from_utf8_lossy(&reply);
+        assert_eq!(status, 400, "{body} -> {text}");
+        assert_eq!(header(&h, "content-type"), Some("application/json"), "{text}");
+        let m: Value = serde_json::from_slice(&reply).expect("a JSON-RPC error body");
+        assert_eq!((&m["error"]["code"], &m["id"]), (&json!(code), &id), "{body} -> {m}");
+        assert!(m["error"]["message"].as_str().is_some_and(|t| t.contains(says)), "{body} -> {m}");
+    }
+    for params in [json!({}), json!({ "cursor": null })] {
+        let r = rpc(addr, &session, 7, "tools/list", params.clone()).await;
+        assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(4), "{params} -> {r}");
+    }
+    shutdown.cancel();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_and_logs_travel_with_the_call() {
     let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
@@ -407,7 +445,59 @@ async fn a_shutdown_answers_the_calls_still_running() {
     assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end after its calls: {ended:?}");
 }
 
-/// A `tools/call` under the id of one still running in the same session is refused under that
+/// Calls through the session's worker (here a `tools/call` with a `progressToken`) get the
+/// same grace at shutdown as calls served in place: answered before the sessions end (their
+/// streams used to end at once, with no answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_answers_the_calls_through_the_session_worker_too() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let shutdown = CancellationToken::new();
+    let (addr, served) = serve(&f, HttpOptions { shutdown: shutdown.clone(), ..HttpOptions::default() }).await;
+    let session = open_session(addr, "shutdown-worker").await;
+    let call = tokio::spawn(async move {
+        let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+        let body = call_body(3, "marker_sleep", json!({"ms": 800}), Some(json!({"progressToken": "p"})));
+        http(addr, "POST", &headers, &body).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    shutdown.cancel();
+    let (status, _, body) = call.await.unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{text}");
+    // The worker's stream (its event ids are rmcp's, not `q...`).
+    assert!(event_ids(&body).first().is_some_and(|i| !i.starts_with('q')), "{text}");
+    let answer = messages(&body).into_iter().find(|m| m["id"] == 3);
+    assert!(answer.is_some_and(|m| m["result"]["isError"] == false), "no answer before the shutdown: {text}");
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), served).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end after its calls: {ended:?}");
+}
+
+/// The grace is a limit: a call through the worker still running when it is over does not
+/// keep the server from ending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_waits_for_worker_calls_no_longer_than_the_grace() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let shutdown = CancellationToken::new();
+    let grace = std::time::Duration::from_millis(500);
+    let opts = HttpOptions { shutdown: shutdown.clone(), shutdown_grace: grace, ..HttpOptions::default() };
+    let (addr, served) = serve(&f, opts).await;
+    let session = open_session(addr, "shutdown-worker-grace").await;
+    let call = tokio::spawn(async move {
+        let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+        let body = call_body(3, "marker_sleep", json!({"ms": 30000}), Some(json!({"progressToken": "p"})));
+        http(addr, "POST", &headers, &body).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let stopped = std::time::Instant::now();
+    shutdown.cancel();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), served).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end: {ended:?}");
+    assert!(stopped.elapsed() >= grace, "the server ended before the grace: {:?}", stopped.elapsed());
+    let (status, _, _) = tokio::time::timeout(std::time::Duration::from_secs(10), call).await.unwrap().unwrap();
+    assert_eq!(status, 200);
+}
+
+/// A `tools/call` under the id of one still running in the same session is refused under that/// A `tools/call` under the id of one still running in the same session is refused under that
 /// id, as on stdio (both ran, and a cancellation of that id reached both).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_reusing_the_id_of_one_still_running_is_refused() {

@@ -125,6 +125,58 @@ async fn bad_input_gets_json_rpc_errors_and_the_session_survives() {
     assert!(c.notes.is_empty(), "no stray messages: {:?}", c.notes);
 }
 
+/// A list request's `cursor` that is not a string is invalid params naming the field (rmcp reads
+/// such parameters as none at all, which answered the first page); no cursor, or `null`, is
+/// the first page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_that_is_not_a_string_is_refused_naming_the_field() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("cursor-type-test", json!({})).await;
+    for (method, cursor, kind) in [
+        ("tools/list", json!(5), "a number"),
+        ("tools/list", json!({"offset": 4}), "an object"),
+        ("tools/list", json!(["x"]), "an array"),
+        ("resources/list", json!(true), "a boolean"),
+    ] {
+        let m = c.request(method, json!({ "cursor": cursor })).await;
+        assert_eq!(error_code(&m), -32602, "{method} {cursor} -> {m}");
+        let text = m["error"]["message"].as_str().unwrap();
+        assert!(text.contains(&format!("Invalid params for `{method}`: `cursor` must be a string")), "{m}");
+        assert!(text.contains("`nextCursor` of a previous page") && text.ends_with(&format!("not {kind}")), "{m}");
+    }
+    for params in [json!({}), json!({ "cursor": null })] {
+        let m = c.request("tools/list", params.clone()).await;
+        assert_eq!(m["result"]["tools"].as_array().map(Vec::len), Some(4), "{params} -> {m}");
+    }
+}
+
+/// A message with `method` and `result` (or `error`) is neither a request nor a response:
+/// `-32600` under its id (`null` without one), saying so; it used to be invalid params.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_with_method_and_result_or_error_is_an_invalid_request() {
+    let f = Fixture::new(ExposureMode::Full, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("method-and-result-test", json!({})).await;
+    for (line, id) in [
+        (r#"{"jsonrpc":"2.0","id":21,"method":"ping","result":{}}"#, json!(21)),
+        (r#"{"jsonrpc":"2.0","id":"r","method":"tools/list","params":{},"result":{"tools":[]}}"#, json!("r")),
+        (
+            r#"{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"marker_echo","arguments":{"text":"x"}},"error":{"code":1,"message":"m"}}"#,
+            json!(22),
+        ),
+        (r#"{"jsonrpc":"2.0","method":"notifications/initialized","result":{}}"#, Value::Null),
+    ] {
+        c.send(line).await;
+        let m = c.recv().await;
+        assert_eq!((error_code(&m), &m["id"]), (-32600, &id), "{line} -> {m}");
+        let text = m["error"]["message"].as_str().unwrap();
+        assert!(text.contains("(with `method`) or a response (with `result` or `error`), not both"), "{m}");
+    }
+    // The session goes on.
+    assert_eq!(c.call("marker_echo", json!({"text": "x"})).await["result"]["isError"], false);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_ending_ends_the_session_cleanly() {
     let f = Fixture::new(ExposureMode::Full, options());
