@@ -148,6 +148,7 @@ fn rejection_scenarios_child() {
         assert!(stage.before_load());
         assert!(host.catalog().tools().is_empty());
         assert!(marker_lines(&marker).is_empty(), "{name}: plugin code ran: {:?}", marker_lines(&marker));
+        report.rejected[0].message.clone()
     };
 
     // One byte of the library changed after signing.
@@ -174,7 +175,9 @@ fn rejection_scenarios_child() {
     // No signature at all.
     let d = tempfile::tempdir().unwrap();
     write_bundle(d.path(), PLUGIN, &v1, None, None);
-    expect_rejected("missing signature", d.path(), Stage::Signature);
+    let message = expect_rejected("missing signature", d.path(), Stage::Signature);
+    // The command it suggests runs as written: `quiver sign` needs the key.
+    assert!(message.contains("quiver sign") && message.contains(" --key "), "{message}");
 
     // An older version than the loaded one.
     let d = tempfile::tempdir().unwrap();

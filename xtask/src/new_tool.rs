@@ -35,7 +35,8 @@ pub struct ToolNames {
 }
 
 impl ToolNames {
-    /// Checks NAME (kebab-case, a valid tool name once `-` becomes `_`) and derives the others.
+    /// Checks NAME (kebab-case, a valid tool name once `-` becomes `_`, not a meta tool's) and
+    /// derives the others.
     pub fn new(name: &str) -> Result<ToolNames> {
         let kebab = !name.is_empty()
             && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -50,6 +51,13 @@ impl ToolNames {
         if name.len() > 64 {
             bail!("`{name}` is {} characters long; tool names are at most 64", name.len());
         }
+        let tool = name.replace('-', "_");
+        if quiver_manifest::is_reserved_tool_name(&tool) {
+            bail!(
+                "`{name}` would make a tool named `{tool}`, one of Quiver's own meta tools ({}); pick another name (for example with a prefix: `my-{name}`)",
+                quiver_manifest::RESERVED_TOOL_NAMES.join(", ")
+            );
+        }
         let words: Vec<&str> = name.split('-').collect();
         let capitalize = |w: &str| {
             let mut c = w.chars();
@@ -57,7 +65,7 @@ impl ToolNames {
         };
         Ok(ToolNames {
             name: name.to_owned(),
-            tool: name.replace('-', "_"),
+            tool,
             type_name: words.iter().map(|w| capitalize(w)).collect(),
             title: words.iter().map(|w| capitalize(w)).collect::<Vec<_>>().join(" "),
         })
@@ -78,11 +86,37 @@ pub fn render(names: &ToolNames) -> Vec<(&'static str, String)> {
     TEMPLATES.iter().map(|(path, t)| (*path, names.render(t))).collect()
 }
 
-/// Writes the scaffold into `plugins_dir/NAME`; refuses an existing folder.
+/// The plugin (id and source manifest) under `plugins_dir` whose `tool.yaml` already names
+/// `tool` as a tool or alias, and which of the two; manifests that do not parse are skipped.
+fn served_by(plugins_dir: &Path, tool: &str) -> Option<(String, PathBuf, &'static str)> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir(plugins_dir).ok()?.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    dirs.into_iter().find_map(|dir| {
+        let path = dir.join("tool.yaml");
+        let text = fs::read_to_string(&path).ok()?;
+        let m = quiver_manifest::Manifest::from_yaml(&text, &path.display().to_string()).ok()?;
+        let kind = m.tools.iter().find_map(|t| {
+            if t.name == tool { Some("tool") } else { t.aliases.iter().any(|a| a.name == tool).then_some("alias") }
+        })?;
+        Some((m.id, path, kind))
+    })
+}
+
+/// Writes the scaffold into `plugins_dir/NAME`; refuses an existing folder and a tool name that
+/// another plugin's `tool.yaml` already uses (the host would refuse one of the two bundles).
 pub fn scaffold(plugins_dir: &Path, names: &ToolNames) -> Result<PathBuf> {
     let dir = plugins_dir.join(&names.name);
     if dir.exists() {
         bail!("{} already exists; pick another name or remove the folder", dir.display());
+    }
+    if let Some((id, path, kind)) = served_by(plugins_dir, &names.tool) {
+        bail!(
+            "`{}` would make a tool named `{}`, but plugin `{id}` already has a {kind} `{}` ({}), and a host serves each name once; pick another name",
+            names.name,
+            names.tool,
+            names.tool,
+            path.display()
+        );
     }
     for (path, text) in render(names) {
         let file = dir.join(path);
@@ -126,6 +160,30 @@ mod tests {
         for bad in ["", "Demo", "demo_tool", "-demo", "demo-", "de--mo", "1demo", "demo tool"] {
             assert!(ToolNames::new(bad).is_err(), "{bad:?} was accepted");
         }
+    }
+
+    #[test]
+    fn names_of_the_meta_tools_are_refused() {
+        for reserved in ["run-tool", "tool-search", "list-tools"] {
+            let e = ToolNames::new(reserved).unwrap_err().to_string();
+            assert!(e.contains("meta tools") && e.contains("pick another name"), "{reserved}: {e}");
+        }
+    }
+
+    #[test]
+    fn scaffold_refuses_a_tool_name_another_plugin_serves() {
+        let dir = std::env::temp_dir().join(format!("xtask-new-tool-clash-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        scaffold(&dir, &ToolNames::new("demo-tool").unwrap()).unwrap();
+        let other = dir.join("demo-tool/tool.yaml");
+        let text = fs::read_to_string(&other).unwrap().replace("  - name: demo_tool\n", "  - name: word_count\n");
+        fs::write(&other, text + "    aliases: [{name: count_words, state: deprecated}]\n").unwrap();
+        for (name, taken) in [("word-count", "tool `word_count`"), ("count-words", "alias `count_words`")] {
+            let e = scaffold(&dir, &ToolNames::new(name).unwrap()).unwrap_err().to_string();
+            assert!(e.contains(taken) && e.contains("demo-tool") && e.contains("pick another name"), "{e}");
+            assert!(!dir.join(name).exists(), "{name} was written");
+        }
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

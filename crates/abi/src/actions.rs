@@ -24,8 +24,8 @@
 //!   actions take it. Models fill flat objects far more reliably than `oneOf` branches.
 //! - **One schema per action** ([`ActionSchema::input_schema`]), reported to the host in
 //!   [`crate::ToolSchemas::actions`] with the action's description, side effects, confirmation
-//!   and aliases, so `quiver contract-test` can check them against the manifest's `actions` and
-//!   `aliases`, and error hints can quote the right excerpt.
+//!   and aliases, so `cargo xtask contract-test` can check them against the manifest's `actions`
+//!   and `aliases`, and error hints can quote the right excerpt.
 //! - **Errors that name the action**: a missing `action`, an unknown one, or fields that do not
 //!   fit the chosen action give `invalid_arguments` with the action's own field list (for
 //!   example `action \`move\`: missing field \`to\` (move takes: path (required), to

@@ -4,7 +4,9 @@
 //!
 //! A file holds one case or an array of cases: `{"name", "tool", "arguments", "config"?,
 //! "expect": {"status", "outputs"? (subset match: objects recursively, everything else whole),
-//! "error_code"?}}`; the string `${FIXTURE_DIR}` anywhere in a case becomes the fixtures folder.
+//! "error_code"?}}`; the string `${FIXTURE_DIR}` anywhere in a case becomes the absolute path of
+//! a private copy of the fixtures folder (made once per run, removed after it), as in
+//! `cargo xtask contract-test`, so a case that writes there never changes the sources.
 
 use std::path::Path;
 
@@ -108,10 +110,49 @@ fn check(registry: &Registry, case: &Value, dir: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs every case of every `*.json` file in `dir` (sorted) through `registry`.
+/// Copies the folder tree `from` into `to` (created; symbolic links are copied as links).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let kind = e.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if kind.is_symlink() {
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// A private copy of a fixtures folder, removed when dropped.
+struct PrivateCopy(std::path::PathBuf);
+
+impl PrivateCopy {
+    fn of(dir: &Path) -> std::io::Result<PrivateCopy> {
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let copy = PrivateCopy(std::env::temp_dir().join(format!("quiver-fixtures-{}-{n}", std::process::id())));
+        let _ = std::fs::remove_dir_all(&copy.0);
+        copy_tree(dir, &copy.0)?;
+        Ok(copy)
+    }
+}
+
+impl Drop for PrivateCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs every case of every `*.json` file in `dir` (sorted) through `registry`, with
+/// `${FIXTURE_DIR}` naming a private copy of `dir`.
 pub fn run_fixtures(registry: &Registry, dir: &Path) -> FixtureReport {
     let mut report = FixtureReport::default();
-    let dir_text = dir.to_string_lossy().into_owned();
     let mut files: Vec<_> = match std::fs::read_dir(dir) {
         Ok(rd) => {
             rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect()
@@ -122,6 +163,14 @@ pub fn run_fixtures(registry: &Registry, dir: &Path) -> FixtureReport {
         }
     };
     files.sort();
+    let copy = match PrivateCopy::of(dir) {
+        Ok(copy) => copy,
+        Err(e) => {
+            report.failures.push(format!("{}: cannot make a private copy of the fixtures folder: {e}", dir.display()));
+            return report;
+        }
+    };
+    let dir_text = copy.0.to_string_lossy().into_owned();
     for file in &files {
         let parsed: Value = match std::fs::read_to_string(file)
             .map_err(|e| e.to_string())
@@ -176,6 +225,40 @@ mod tests {
                 Ok(Out { double: input.n * 2 })
             }
         }
+    }
+    /// Writes `note.json` into the folder its config names (`${FIXTURE_DIR}` in a fixture).
+    struct Touch;
+    impl Tool for Touch {
+        const NAME: &'static str = "touch";
+        type Input = serde_json::Value;
+        type Output = serde_json::Value;
+        fn call(&self, _input: Value, cx: &mut Context<'_>) -> Result<Value, ToolError> {
+            let dir = cx.config()["dir"].as_str().unwrap_or_default();
+            std::fs::write(Path::new(dir).join("note.json"), "{}").map_err(|e| ToolError::tool(e.to_string()))?;
+            Ok(serde_json::json!({"wrote": true}))
+        }
+    }
+
+    #[test]
+    fn cases_that_write_into_the_fixture_dir_leave_the_sources_alone() {
+        let dir = std::env::temp_dir().join(format!("quiver-fixtures-writes-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::write(dir.join("data/seed.txt"), "seed").unwrap();
+        std::fs::write(
+            dir.join("cases.json"),
+            r#"{"name": "writes", "tool": "touch", "config": {"dir": "${FIXTURE_DIR}"}, "expect": {"status": "ok", "outputs": {"wrote": true}}}"#,
+        )
+        .unwrap();
+        let registry = Registry::new("", vec![erase(Touch)]);
+        let first = run_fixtures(&registry, &dir);
+        let second = run_fixtures(&registry, &dir);
+        let mut left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(first.failures.is_empty() && first.ran == 1, "{first}");
+        // A note.json written into the sources would be read as a second (broken) fixture file.
+        assert!(second.failures.is_empty() && second.ran == 1, "{second}");
+        assert_eq!(left, ["cases.json", "data"]);
     }
 
     #[test]

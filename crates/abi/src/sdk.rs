@@ -3,9 +3,14 @@
 //! ```text
 //! use quiver_abi::{Context, Tool, ToolError, schemars::JsonSchema, serde::{Deserialize, Serialize}};
 //!
+//! // The `crate = ...` attributes let the derives work with `quiver-abi` as the only dependency.
 //! #[derive(Deserialize, JsonSchema)]
+//! #[serde(crate = "quiver_abi::serde")]
+//! #[schemars(crate = "quiver_abi::schemars")]
 //! struct Input { text: String }
 //! #[derive(Serialize, JsonSchema)]
+//! #[serde(crate = "quiver_abi::serde")]
+//! #[schemars(crate = "quiver_abi::schemars")]
 //! struct Output { length: usize }
 //!
 //! struct Length;

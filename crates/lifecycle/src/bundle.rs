@@ -483,7 +483,7 @@ pub(crate) fn verify_bundle_with(
                 return Err(fail(
                     Stage::Signature,
                     format!(
-                        "no signature file {}; sign the manifest with `quiver sign {}` using a key listed in trusted_keys",
+                        "no signature file {}; sign the manifest with `quiver sign {} --key SECRET_KEY` (a plugin library's bundle also with `--library LIB --report`), the key's .pub listed in trusted_keys",
                         sig_path.display(),
                         manifest_path.display()
                     ),

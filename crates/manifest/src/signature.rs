@@ -413,8 +413,9 @@ pub fn check_bundle_comment(comment: &str, id: &str, version: &str, sha256: &str
     let mut words = comment.split(' ');
     if words.next() != Some(BUNDLE_COMMENT_PREFIX) {
         return Err(format!(
-            "the signature's trusted comment `{}` is not a Quiver bundle comment (`{BUNDLE_COMMENT_PREFIX} id=... version=... sha256=...`), which binds the signature to one plugin id, version and library; re-sign the bundle with `quiver sign` or `cargo xtask build-plugins`",
-            crate::error::excerpt(comment)
+            "the signature's trusted comment `{}` is not a Quiver bundle comment (`{BUNDLE_COMMENT_PREFIX} id=... version=... sha256=...`), which binds the signature to one plugin id, version and library; re-sign the bundle with `quiver sign` or `cargo xtask build-plugins` (with the minisign tool: `minisign -S ... -t \"{}\"`)",
+            crate::error::excerpt(comment),
+            bundle_comment(id, version, sha256)
         ));
     }
     let mut seen = [None, None, None];
@@ -615,6 +616,8 @@ mod tests {
         }
         let legacy = check_bundle_comment("test bundle demo", "demo", "1.2.0", &sha).unwrap_err();
         assert!(legacy.contains("not a Quiver bundle comment"), "{legacy}");
+        // A minisign user learns the exact comment to pass.
+        assert!(legacy.contains(&format!("minisign -S ... -t \"{c}\"")), "{legacy}");
         let partial = check_bundle_comment("quiver-bundle id=demo version=1.2.0", "demo", "1.2.0", &sha).unwrap_err();
         assert!(partial.contains("lacks `sha256=`"), "{partial}");
         let twice = format!("{c} id=other");

@@ -473,6 +473,15 @@ fn check_versioning(plugin_dir: &Path, now: &Manifest, before: Option<&Manifest>
     out
 }
 
+/// A status as a fixture's `expect.status` writes it.
+fn status_word(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "ok",
+        Status::Error => "error",
+        Status::Partial => "partial",
+    }
+}
+
 fn run_case(rt: &tokio::runtime::Runtime, router: &Router, case: &Case) -> Result<(), String> {
     let caller = Caller::new("contract-test", Access::unrestricted());
     let mut call = Call::new(&case.tool, case.arguments.clone(), caller).confirmed(true);
@@ -482,7 +491,11 @@ fn run_case(rt: &tokio::runtime::Runtime, router: &Router, case: &Case) -> Resul
     let mut problems = Vec::new();
     if r.status != case.expect.status {
         let why = r.error.as_ref().map(|e| format!(" ({}: {})", e.code, e.message)).unwrap_or_default();
-        problems.push(format!("status: expected {:?}, got {:?}{why}", case.expect.status, r.status));
+        problems.push(format!(
+            "status: expected {}, got {}{why}",
+            status_word(case.expect.status),
+            status_word(r.status)
+        ));
     }
     if let Some(code) = &case.expect.error_code {
         match &r.error {
@@ -660,6 +673,15 @@ mod tests {
                 .starts_with("outputs.b.c: expected [1]")
         );
         assert!(check_subset(&json!({"a": "1"}), &actual, "outputs").is_err());
+    }
+
+    #[test]
+    fn statuses_are_named_as_fixtures_write_them() {
+        assert_eq!(
+            [Status::Ok, Status::Error, Status::Partial].map(status_word),
+            ["ok", "error", "partial"],
+            "a failed case says `expected ok, got error`, in the words of `expect.status`"
+        );
     }
 
     #[test]

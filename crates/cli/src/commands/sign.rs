@@ -36,6 +36,17 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
     let origin = a.manifest.display().to_string();
     let mut text =
         std::fs::read_to_string(&a.manifest).with_context(|| format!("cannot read the manifest {origin}"))?;
+    if !a.manifest.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".tool.yaml")) {
+        // The host scans only `*.tool.yaml`; signing (and pinning the library into) any other file,
+        // such as a plugin's source `tool.yaml`, makes a bundle nothing loads.
+        let id = Manifest::from_yaml(&text, &origin).map(|m| m.id).unwrap_or_else(|_| "ID".to_owned());
+        let dir = a.manifest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        return Err(crate::UsageError(format!(
+            "{origin}: a host loads only bundle manifests named NAME.tool.yaml; copy it to {} (beside the library) and sign that",
+            dir.join(format!("{id}.tool.yaml")).display()
+        ))
+        .into());
+    }
     let key_text =
         std::fs::read_to_string(&a.key).with_context(|| format!("cannot read the secret key {}", a.key.display()))?;
     let pair = KeyPair::from_secret_key_text(&key_text).with_context(|| {

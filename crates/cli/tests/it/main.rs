@@ -779,3 +779,24 @@ fn token_entries_paste_into_the_configuration_and_read_back_exactly() {
         }
     }
 }
+
+#[test]
+fn sign_refuses_a_manifest_file_the_host_never_loads() {
+    let p = Project::new();
+    let dir = p.path("plugins/marker");
+    // A newcomer signs the source manifest, `tool.yaml`, instead of a bundle's NAME.tool.yaml.
+    fs::copy(repo_root().join("tests/plugins/marker-plugin/tool.yaml"), dir.join("tool.yaml")).unwrap();
+    let before = fs::read_to_string(dir.join("tool.yaml")).unwrap();
+    let lib = dir.join(marker_library().file_name().unwrap());
+    let run = p
+        .quiver(&["sign", "plugins/marker/tool.yaml", "--key", "keys/test.key", "--library"])
+        .arg_path(&lib)
+        .failure(2);
+    assert!(
+        run.stderr().contains("NAME.tool.yaml") && run.stderr().contains("marker-plugin.tool.yaml"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(fs::read_to_string(dir.join("tool.yaml")).unwrap(), before, "the source manifest was rewritten");
+    assert!(!dir.join("tool.yaml.minisig").exists());
+}
