@@ -74,11 +74,6 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
         }
     }
     let manifest = Manifest::from_yaml(&text, &origin)?;
-    if manifest.artifact.is_none() && manifest.adapter.is_none() {
-        eprintln!(
-            "warning: {origin} has no `artifact` section: the host will refuse this bundle; sign with --library LIB"
-        );
-    }
     // The trusted comment binds the plugin id, version and library (checked by the host); for
     // an adapter bundle (no library), the manifest bytes' own sha256.
     let comment = match (&manifest.artifact, &manifest.adapter) {
@@ -88,7 +83,14 @@ pub fn run(g: &GlobalArgs, a: &SignArgs) -> Result<()> {
             &manifest.version.to_string(),
             &quiver_manifest::sha256_hex(text.as_bytes()),
         ),
-        (None, None) => format!("{} {}", manifest.id, manifest.version),
+        // Every host refuses a plugin bundle that pins no library: no signature is written.
+        (None, None) => {
+            return Err(crate::UsageError(format!(
+                "{origin} has no `artifact` section, so every host would refuse this bundle; sign with \
+                 --library LIB to pin the plugin library (add --report to ship its load report)"
+            ))
+            .into());
+        }
     };
     let signature = quiver_manifest::sign(&pair, text.as_bytes(), &comment);
     let sig_path = quiver_lifecycle::signature_path(&a.manifest);

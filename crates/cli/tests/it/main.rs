@@ -800,3 +800,16 @@ fn sign_refuses_a_manifest_file_the_host_never_loads() {
     assert_eq!(fs::read_to_string(dir.join("tool.yaml")).unwrap(), before, "the source manifest was rewritten");
     assert!(!dir.join("tool.yaml.minisig").exists());
 }
+
+/// `quiver sign` of a plugin manifest with no `artifact` section and no `--library` used to
+/// warn, exit 0 and write a signature every host refuses; it now refuses and writes nothing.
+#[test]
+fn sign_refuses_a_plugin_manifest_that_pins_no_library() {
+    let p = Project::new();
+    let dir = p.path("plugins/bare");
+    fs::create_dir_all(&dir).unwrap();
+    fs::copy(repo_root().join("tests/plugins/marker-plugin/tool.yaml"), dir.join("marker.tool.yaml")).unwrap();
+    let run = p.quiver(&["sign", "plugins/bare/marker.tool.yaml", "--key", "keys/test.key"]).failure(2);
+    assert!(run.stderr().contains("no `artifact` section") && run.stderr().contains("--library"), "{}", run.stderr());
+    assert!(!dir.join("marker.tool.yaml.minisig").exists(), "a signature no host accepts was written");
+}
