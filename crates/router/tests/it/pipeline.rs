@@ -319,6 +319,27 @@ async fn removed_names_name_the_replacement_and_the_removing_version() {
     assert_eq!(code(&o), ErrorCode::UNKNOWN_TOOL);
 }
 
+/// A profile's `gated` list may name an alias: it gates the tool that alias reaches, so neither
+/// the alias, nor the tool, nor its other names can be called (through either lane).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gating_an_alias_gates_the_tool_it_reaches() {
+    let f = fixture(RouterSettings::default());
+    for gated in ["marker_yell", "marker_say", "marker_text"] {
+        let who = || with(caller(&["*"], &[gated]), Approval::Allow);
+        for name in ["marker_yell", "marker_say", "marker_text"] {
+            let args = json!({"text": "x", "action": "echo"});
+            let args = if name == "marker_text" { args } else { json!({"text": "x"}) };
+            let o = f.typed(name, args.clone(), who()).await;
+            assert_eq!(code(&o), ErrorCode::UNKNOWN_TOOL, "gated {gated}, called {name}: {:?}", o.response);
+            let o = f.generic(name, args, who()).await;
+            assert_eq!(code(&o), ErrorCode::UNKNOWN_TOOL, "gated {gated}, run_tool {name}: {:?}", o.response);
+        }
+        // Other tools are not affected.
+        let o = f.typed("marker_echo", json!({"text": "x"}), who()).await;
+        assert_eq!(code(&o), "ok", "gated {gated}: {:?}", o.response);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_names_get_suggestions_among_visible_tools_only() {
     let f = fixture(RouterSettings::default());
