@@ -46,10 +46,20 @@ impl Access {
     }
 
     /// True when the session may know that the tool exists: it holds every scope the tool
-    /// requires and the profile does not gate the tool's canonical name. Action scopes are
-    /// checked at call time ([`Access::may_call`]).
+    /// requires and the profile gates none of the tool's names. Action scopes are checked at
+    /// call time ([`Access::may_call`]).
     pub fn may_see(&self, canonical_name: &str, def: &ToolDef) -> bool {
-        !self.gated.contains(canonical_name) && def.spec.scopes.iter().all(|s| self.holds(s))
+        !self.gates(canonical_name, def) && def.spec.scopes.iter().all(|s| self.holds(s))
+    }
+
+    /// True when the profile gates the tool: by its exposed name, its manifest name, or any of
+    /// its aliases (an alias, of an action too, gates the whole tool it reaches, so a gated
+    /// name can never be called through another).
+    fn gates(&self, canonical_name: &str, def: &ToolDef) -> bool {
+        !self.gated.is_empty()
+            && (self.gated.contains(canonical_name)
+                || self.gated.contains(&def.spec.name)
+                || def.spec.aliases.iter().any(|a| self.gated.contains(&a.name)))
     }
 
     /// True when the session may run the tool with the given action.

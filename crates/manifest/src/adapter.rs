@@ -238,7 +238,7 @@ impl Template {
                         pieces.push(Piece::Arg(name));
                     } else {
                         return Err(format!(
-                            "`{{{}}}` is not a placeholder: name one top-level argument (`{{query}}`) or write `{{*}}` for all arguments as JSON",
+                            "`{{{}}}` is not a placeholder: name one top-level argument (`{{query}}`), write `{{*}}` for all arguments as JSON, or write `{{{{` and `}}}}` for literal braces",
                             excerpt(&name)
                         ));
                     }
@@ -519,7 +519,11 @@ pub(crate) fn adapter_issues(
         }
         for (path, text) in templates {
             match Template::parse(text) {
-                Err(e) => push(path, e, "fix the template"),
+                Err(e) => push(
+                    path,
+                    e,
+                    "a template takes `{name}` (one argument), `{*}` (all arguments as JSON) and `{{` `}}` (a literal brace)",
+                ),
                 Ok(t) => {
                     for a in t.args() {
                         if !props.iter().any(|p| p == a) {
@@ -745,6 +749,20 @@ mod tests {
             );
             assert!(m.is_ok(), "{program} {args}: {m:?}");
         }
+    }
+
+    /// Literal braces in a fixed argument (`echo '{}'`) are refused with how to write them,
+    /// not a fix that only says to fix the template.
+    #[test]
+    fn literal_braces_in_a_template_are_refused_with_how_to_write_them() {
+        let e = manifest("  command: {program: sh}", "    invoke: {args: [\"-c\", \"echo '{}'\"]}", "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tools[0].invoke.args[1]: `{}` is not a placeholder"), "{e}");
+        assert!(e.contains("`{{` and `}}`"), "{e}");
+        assert!(!e.contains("fix the template"), "{e}");
+        let ok = manifest("  command: {program: sh}", "    invoke: {args: [\"-c\", \"echo '{{}}'\"]}", "");
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]

@@ -710,15 +710,20 @@ impl Router {
         Code::UnknownTool.error(message).with_details(json!({ "suggestions": suggestions, "search_tool": TOOL_SEARCH }))
     }
 
-    pub(crate) fn removed(catalog: &Catalog, access: &Access, notice: &Notice) -> ToolError {
-        let mut n = notice.clone();
-        // Never name a replacement the caller may not see.
+    /// Drops a notice's replacement (and its action) when the caller may not see it or it
+    /// cannot be called: a notice never names a tool outside the caller's scopes or gates.
+    pub(crate) fn hide_unseen_replacement(catalog: &Catalog, access: &Access, n: &mut Notice) {
         if let Some(rep) = &n.replacement
             && !catalog.resolve(rep).is_some_and(|r| access.may_see(&r.tool.name, r.def) && r.state.is_dispatchable())
         {
             n.replacement = None;
             n.action = None;
         }
+    }
+
+    pub(crate) fn removed(catalog: &Catalog, access: &Access, notice: &Notice) -> ToolError {
+        let mut n = notice.clone();
+        Self::hide_unseen_replacement(catalog, access, &mut n);
         Code::ToolRemoved.error(n.message()).with_details(json!({
             "replacement": n.replacement,
             "action": n.action,

@@ -371,7 +371,13 @@ impl Router {
         cx.tool_counters = Some(state.counters.clone());
         cx.meta.names = Some(names);
         cx.meta.lifecycle_state = Some(resolved.state);
-        cx.meta.notice = resolved.notice(&cx.meta.called_name).map(Box::new);
+        cx.meta.notice = resolved.notice(&cx.meta.called_name).map(|mut n| {
+            // A deprecated tool's replacement may be one the caller may not see.
+            if resolved.is_canonical() {
+                Self::hide_unseen_replacement(catalog, access, &mut n);
+            }
+            Box::new(n)
+        });
         if !resolved.state.is_dispatchable() {
             cx.step(Step::ResolveRemoved);
             let notice = cx.meta.notice.as_deref().cloned().unwrap_or_else(|| Notice {

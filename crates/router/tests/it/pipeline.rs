@@ -319,6 +319,62 @@ async fn removed_names_name_the_replacement_and_the_removing_version() {
     assert_eq!(code(&o), ErrorCode::UNKNOWN_TOOL);
 }
 
+/// A deprecated tool still runs and carries its notice, but the notice never names a
+/// replacement the caller may not see (as for removed names).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deprecation_notices_never_name_a_replacement_the_caller_may_not_see() {
+    let f = fixture(RouterSettings::default());
+    let plugin = f.host.catalog().plugins()[0].clone();
+    let mut m = plugin.manifest.clone();
+    let shout = m.tools.iter_mut().find(|t| t.name == "marker_shout").unwrap();
+    shout.lifecycle.state = LifecycleState::Deprecated;
+    shout.lifecycle.replacement = Some("marker_secret".into());
+    let entry = support::entry_with(&plugin, m, plugin.backend.clone());
+    let catalog = quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap();
+    let router = Router::new(Arc::new(Arc::new(catalog)), RouterSettings::default());
+    for lane in [Lane::Typed, Lane::Generic] {
+        let make = |c| match lane {
+            Lane::Typed => Call::new("marker_shout", json!({"text": "x"}), c),
+            Lane::Generic => Call::generic("marker_shout", json!({"text": "x"}), c),
+        };
+        // Without the scope `marker.secret`: deprecated, pointing at tool_search instead.
+        let o = router.call(make(caller(&[], &[]))).await;
+        assert_eq!(o.response.outputs, json!({"text": "X"}), "{lane:?}");
+        let n = o.meta.notice.expect("a deprecated tool carries its notice");
+        assert_eq!(n.replacement, None, "{lane:?}: {n:?}");
+        assert!(!n.message().contains("marker_secret") && n.message().contains("tool_search"), "{}", n.message());
+        // Gated away: the same.
+        let o = router.call(make(caller(&["*"], &["marker_secret"]))).await;
+        assert!(!o.meta.notice.unwrap().message().contains("marker_secret"), "{lane:?}");
+        // A caller who may see the replacement is told its name.
+        let o = router.call(make(caller(&["marker.secret"], &[]))).await;
+        let n = o.meta.notice.unwrap();
+        assert_eq!(n.replacement.as_deref(), Some("marker_secret"), "{lane:?}");
+        assert!(n.message().contains("call `marker_secret` instead"), "{}", n.message());
+    }
+}
+
+/// A profile's `gated` list may name an alias: it gates the tool that alias reaches, so neither
+/// the alias, nor the tool, nor its other names can be called (through either lane).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gating_an_alias_gates_the_tool_it_reaches() {
+    let f = fixture(RouterSettings::default());
+    for gated in ["marker_yell", "marker_say", "marker_text"] {
+        let who = || with(caller(&["*"], &[gated]), Approval::Allow);
+        for name in ["marker_yell", "marker_say", "marker_text"] {
+            let args = json!({"text": "x", "action": "echo"});
+            let args = if name == "marker_text" { args } else { json!({"text": "x"}) };
+            let o = f.typed(name, args.clone(), who()).await;
+            assert_eq!(code(&o), ErrorCode::UNKNOWN_TOOL, "gated {gated}, called {name}: {:?}", o.response);
+            let o = f.generic(name, args, who()).await;
+            assert_eq!(code(&o), ErrorCode::UNKNOWN_TOOL, "gated {gated}, run_tool {name}: {:?}", o.response);
+        }
+        // Other tools are not affected.
+        let o = f.typed("marker_echo", json!({"text": "x"}), who()).await;
+        assert_eq!(code(&o), "ok", "gated {gated}: {:?}", o.response);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_names_get_suggestions_among_visible_tools_only() {
     let f = fixture(RouterSettings::default());
