@@ -244,7 +244,8 @@ impl Settings {
     /// Warns about each configuration entry that names what is not loaded, and so does nothing:
     /// `isolation.plugins` and `plugin_config` ids (a misspelt id in `isolation.plugins` would
     /// leave the plugin it meant running where trust alone puts it: a first-party bundle in the
-    /// host process, unsandboxed), and each profile's `eager` and `gated` tool names and
+    /// host process, unsandboxed), `rate_limits` tool names (a misspelt or alias name would
+    /// leave the tool unlimited), and each profile's `eager` and `gated` tool names and
     /// `scopes`. Not an error: a plugin may not be installed yet, or failed its checks (reported
     /// above).
     fn warn_unmatched_entries(&self, catalog: &quiver_catalog::Catalog) {
@@ -282,10 +283,39 @@ impl Settings {
                 warn(&format!("{field}.{id}"), id, &plugins, "plugin");
             }
         }
+        // Rate limits are kept per canonical tool: an alias there limits nothing.
+        for tool in self.config.rate_limits.keys().filter(|t| catalog.tool_index(t).is_none()) {
+            match catalog.resolve(tool) {
+                Some(r) => crate::telemetry::notice(
+                    "WARN",
+                    &format!(
+                        "warning: rate_limits.{tool} in {} names an alias of `{}`, so it has no effect (limits are kept per tool); write the entry under `{}`",
+                        self.origin(),
+                        r.tool.name,
+                        r.tool.name
+                    ),
+                ),
+                None => warn(&format!("rate_limits.{tool}"), tool, &tools, "tool"),
+            }
+        }
         for (name, profile) in &self.config.profiles {
             for (field, names) in [("eager", &profile.eager), ("gated", &profile.gated)] {
                 for tool in names.iter().filter(|t| catalog.resolve(t).is_none()) {
                     warn(&format!("profiles.{name}.{field}: `{tool}`"), tool, &tools, "tool");
+                }
+            }
+            // A gated alias gates the whole tool it reaches (every action and name).
+            for (alias, r) in profile.gated.iter().filter_map(|g| Some((g, catalog.resolve(g)?))) {
+                if !r.is_canonical() {
+                    crate::telemetry::notice(
+                        "WARN",
+                        &format!(
+                            "warning: profiles.{name}.gated: `{alias}` in {} is an alias of `{}`, so the whole tool `{}` is gated (all its actions and names); to refuse only some actions, leave the profile without the scopes they need",
+                            self.origin(),
+                            r.tool.name,
+                            r.tool.name
+                        ),
+                    );
                 }
             }
             for scope in profile.scopes.iter().filter(|s| *s != "*" && !scopes.contains(&s.as_str())) {

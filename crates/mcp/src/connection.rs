@@ -668,6 +668,9 @@ impl Connection {
         let mut outcome = outcome;
         // A `run_tool` call the router refused before reaching any tool: its envelope was wrong.
         match envelope {
+            // `quiver.read_result` is no catalog tool and its envelope was read: a bad handle
+            // gets no hint about `run_tool`'s fields (nor, for want of a schema, any other).
+            Some(_) if outcome.meta.called_name == quiver_router::READ_RESULT => {}
             Some(envelope) if outcome.meta.tool().is_none() => self.escalate(live, RUN_TOOL, &envelope, &mut outcome),
             _ => self.escalate(live, &target, &target_args, &mut outcome),
         }
@@ -732,11 +735,21 @@ impl Connection {
         match &mut outcome.response.error {
             Some(e) if Code::of(e) == Some(Code::InvalidArguments) => {
                 let catalog = self.shared.source.catalog();
-                // A catalog tool's input schema; for a meta tool (a malformed `run_tool` envelope),
-                // the schema it advertises.
+                // The input schema of the tool the name reaches (an alias's too, with the action
+                // it fills in as the only one); for a meta tool (a malformed `run_tool`
+                // envelope), the schema it advertises.
                 let schema = match quiver_catalog::meta_schema(tool) {
                     Some(meta) => Some(meta.schema.clone()),
-                    None => catalog.tool_index(tool).map(|i| catalog.def(&catalog.tools()[i]).input_schema.clone()),
+                    None => catalog.resolve(tool).map(|r| match r.action {
+                        Some(action) => {
+                            let mut schema = (*r.def.input_schema).clone();
+                            if let Some(p) = schema.pointer_mut("/properties/action") {
+                                *p = json!({ "type": "string", "enum": [action] });
+                            }
+                            Arc::new(schema)
+                        }
+                        None => r.def.input_schema.clone(),
+                    }),
                 };
                 let hint = state.session.repeats.record_failure(tool, arguments, schema.as_deref());
                 e.message = format!("{} {}", e.message, hint.message);

@@ -62,6 +62,7 @@ impl SessionProfile {
         caller.client = client.into();
         caller.mode = self.name.clone();
         caller.principal = principal;
+        caller.searches = self.policy.mode.meta_tools().contains(&quiver_catalog::TOOL_SEARCH);
         caller
     }
 

@@ -81,6 +81,8 @@ pub struct Caller {
     /// The authenticated principal (HTTP auth); `None` on stdio and without authentication.
     /// Keys the per-principal rate limits.
     pub principal: Option<String>,
+    /// The session offers `tool_search` (every mode but `full`): errors point there only then.
+    pub searches: bool,
     /// The `agent_context` of this caller's requests as the router writes it, made on the
     /// first call ([`Caller::agent_context_json`]).
     agent_context: std::sync::OnceLock<AgentContextJson>,
@@ -126,6 +128,7 @@ impl Caller {
             access,
             approval: Approval::Ask,
             principal: None,
+            searches: true,
             agent_context: std::sync::OnceLock::new(),
         }
     }

@@ -689,7 +689,9 @@ impl Router {
         state
     }
 
-    pub(crate) fn unknown_tool(catalog: &Catalog, access: &Access, name: &str) -> ToolError {
+    /// `searches`: the session offers `tool_search` (else the message says its tool list is
+    /// complete instead of pointing at a tool it does not have).
+    pub(crate) fn unknown_tool(catalog: &Catalog, access: &Access, name: &str, searches: bool) -> ToolError {
         // A name is echoed back at most 64 characters long (a client may send megabytes), and
         // one that long is like no tool name (they are short): no suggestions to compute.
         const ECHO: usize = 64;
@@ -705,6 +707,10 @@ impl Router {
             message.push_str(&format!("; did you mean {}?", list.join(", ")));
         } else {
             message.push('.');
+        }
+        if !searches {
+            message.push_str(" This session's tool list shows every tool it may call.");
+            return Code::UnknownTool.error(message).with_details(json!({ "suggestions": suggestions }));
         }
         message.push_str(&format!(" Use `{TOOL_SEARCH}` with a few words about the task to find the right tool."));
         Code::UnknownTool.error(message).with_details(json!({ "suggestions": suggestions, "search_tool": TOOL_SEARCH }))

@@ -360,7 +360,7 @@ impl Router {
         let access = &cx.caller.access;
         let Some(resolved) = catalog.resolve(&cx.meta.called_name).filter(|r| access.may_see(&r.tool.name, r.def))
         else {
-            let error = Self::unknown_tool(catalog, access, &cx.meta.called_name);
+            let error = Self::unknown_tool(catalog, access, &cx.meta.called_name, cx.caller.searches);
             cx.step(Step::ResolveUnknown);
             return Err(error);
         };

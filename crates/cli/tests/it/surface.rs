@@ -269,3 +269,97 @@ fn surface_default(dir: &Path) -> Vec<u8> {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     out.stdout
 }
+
+/// A stdio session of `quiver serve` (the default profile) that makes each call in turn: the
+/// `tools/call` responses.
+fn session_calls(dir: &Path, calls: &[(&str, serde_json::Value)]) -> Vec<serde_json::Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(QUIVER)
+        .current_dir(dir)
+        .args(["serve"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "hints", "version": "1"}}}));
+    lines.next().unwrap().unwrap();
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut answers = Vec::new();
+    for (k, (name, arguments)) in calls.iter().enumerate() {
+        let id = 2 + k as u64;
+        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}));
+        let answer = loop {
+            let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if v["id"] == id {
+                break v;
+            }
+        };
+        answers.push(answer);
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    answers
+}
+
+/// The same malformed call repeated by an alias gets the hints of the tool the alias reaches
+/// (its fields, an example, its schema), with the action an action's alias fills in; not "no
+/// named fields" and an empty schema.
+#[test]
+fn repeated_malformed_calls_by_an_alias_get_the_hints_of_the_tool_it_reaches() {
+    let dir = project_with("");
+    let bad = serde_json::json!({"paht": "notes.txt"});
+    let generic = serde_json::json!({"name": "read_file", "arguments": {"paht": "notes.txt"}});
+    let calls = [
+        ("write_file", bad.clone()),
+        ("write_file", bad.clone()),
+        ("write_file", bad.clone()),
+        ("delete_file", bad.clone()),
+        ("delete_file", bad.clone()),
+        ("run_tool", generic.clone()),
+    ];
+    let answers = session_calls(dir.path(), &calls);
+    let text = |a: &serde_json::Value| a["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+    let hint = |a: &serde_json::Value| a["result"]["_meta"]["io.github.quiver/error"]["details"]["hint"].clone();
+    for a in &answers {
+        assert_eq!(a["result"]["isError"], true, "{a}");
+        assert!(!text(a).contains("no named fields"), "{}", text(a));
+    }
+    assert!(text(&answers[0]).contains("path (string, required)"), "{}", text(&answers[0]));
+    assert!(text(&answers[5]).contains("path (string, required)"), "{}", text(&answers[5]));
+    // The example of `delete_file` names its own action, which the alias accepts.
+    assert_eq!(hint(&answers[4])["example"]["arguments"]["action"], "delete", "{}", answers[4]);
+    assert!(hint(&answers[4])["example"]["arguments"]["path"].is_string(), "{}", answers[4]);
+    // The whole schema is fs_edit's, with `write` as the only action.
+    let schema = &hint(&answers[2])["input_schema"];
+    assert!(schema["properties"]["path"].is_object(), "{}", answers[2]);
+    assert_eq!(schema["properties"]["action"]["enum"], serde_json::json!(["write"]), "{}", answers[2]);
+}
+
+/// Entries naming an alias where a tool is meant are explained: a gated alias gates the whole
+/// tool it reaches, a rate limit under an alias (or a misspelt name) limits nothing.
+#[test]
+fn configuration_entries_naming_an_alias_are_explained() {
+    let dir = project_with(
+        "default_profile: p\nprofiles:\n  p: {gated: [delete_file]}\nrate_limits:\n  write_file: {session: {per_minute: 1}}\n  fs_eidt: {session: {per_minute: 1}}\n",
+    );
+    let out = Command::new(QUIVER).current_dir(dir.path()).args(["list"]).env_remove("RUST_LOG").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = |entry: &str| {
+        err.lines().find(|l| l.contains(entry)).unwrap_or_else(|| panic!("{entry} not warned about:\n{err}")).to_owned()
+    };
+    let gated = line("profiles.p.gated");
+    assert!(gated.contains("`delete_file`") && gated.contains("the whole tool `fs_edit` is gated"), "{gated}");
+    let alias = line("rate_limits.write_file");
+    assert!(alias.contains("no effect") && alias.contains("under `fs_edit`"), "{alias}");
+    let typo = line("rate_limits.fs_eidt");
+    assert!(typo.contains("no effect") && typo.contains("did you mean `fs_edit`"), "{typo}");
+}

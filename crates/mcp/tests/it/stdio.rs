@@ -868,3 +868,46 @@ async fn pipelined_lane_calls_are_each_answered_once_in_whole_lines() {
     assert!(texts.iter().all(|(id, text)| *text == format!("t{id}")), "{texts:?}");
     assert_eq!(c.quiet_for(Duration::from_millis(200)).await, None);
 }
+
+/// An unknown name's error points at `tool_search` only where the session has it: in `full`
+/// mode (no meta tools) it says the tool list is complete, also for a call of `tool_search`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tool_errors_point_at_tool_search_only_where_the_session_has_it() {
+    for (mode, offers) in [(ExposureMode::Full, false), (ExposureMode::Hybrid, true), (ExposureMode::Lazy, true)] {
+        let f = Fixture::new(mode, options());
+        let mut c = RawClient::start(&f.server);
+        c.initialize("unknown-client", json!({})).await;
+        let names = if offers { &["marker_ech"][..] } else { &["marker_ech", "tool_search", "list_tools"][..] };
+        for name in names {
+            let r = c.call(name, json!({})).await;
+            let e = &r["error"];
+            assert_eq!(e["data"]["code"], "unknown_tool", "{mode:?} {name}: {r}");
+            let message = e["message"].as_str().unwrap();
+            assert_eq!(message.contains("Use `tool_search`"), offers, "{mode:?} {name}: {message}");
+            assert_eq!(message.contains("tool list shows every tool"), !offers, "{mode:?} {name}: {message}");
+            assert_eq!(e["data"]["details"].get("search_tool").is_some(), offers, "{mode:?} {name}: {r}");
+        }
+        // Through run_tool too.
+        let r = c.call("run_tool", json!({ "name": "marker_ech", "arguments": {} })).await;
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("unknown_tool") && text.contains("marker_echo"), "{mode:?}: {text}");
+        assert_eq!(text.contains("Use `tool_search`"), offers, "{mode:?}: {text}");
+    }
+}
+
+/// `run_tool` with `quiver.read_result` and a bad handle is refused for the handle, with no
+/// hint about `run_tool`'s own fields (the envelope was right).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_result_handle_gets_no_hint_about_run_tools_fields() {
+    let f = Fixture::new(ExposureMode::Hybrid, options());
+    let mut c = RawClient::start(&f.server);
+    c.initialize("handle-client", json!({})).await;
+    for _ in 0..2 {
+        let r =
+            c.call("run_tool", json!({ "name": "quiver.read_result", "arguments": { "handle": "res-nope" } })).await;
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        let text = r["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("unknown or expired result handle"), "{text}");
+        assert!(!text.contains("`run_tool` takes") && !text.contains("Hint"), "{text}");
+    }
+}
