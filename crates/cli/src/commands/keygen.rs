@@ -1,6 +1,6 @@
 //! `quiver keygen`: a minisign key pair for signing bundles.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -40,12 +40,13 @@ pub fn run(g: &GlobalArgs, a: &KeygenArgs) -> Result<()> {
     write_new(&secret_path, pair.secret_key_text().as_bytes(), 0o600)?;
     write_new(&public_path, pair.public_key_text().as_bytes(), 0o644)?;
     let key_id = pair.key_id();
+    let (config, entry_path) = trusted_key_path(g, &public_path);
     if g.json {
         let out = serde_json::json!({
             "key_id": key_id,
             "public_key": public_path,
             "secret_key": secret_path,
-            "trusted_key": { "name": a.name, "path": public_path },
+            "trusted_key": { "name": a.name, "path": entry_path },
         });
         println!("{out:#}");
     } else {
@@ -53,10 +54,29 @@ pub fn run(g: &GlobalArgs, a: &KeygenArgs) -> Result<()> {
         println!("public key: {}", public_path.display());
         println!("secret key: {} (mode 0600, unencrypted: keep it private)", secret_path.display());
         println!();
-        println!("Trust it in quiver.yaml (paths are relative to the config file's folder):");
+        match &config {
+            Some(config) => println!("Trust it in {} (its paths start at its own folder):", config.display()),
+            None => println!("Trust it in a quiver.yaml:"),
+        }
         println!("trusted_keys:");
         println!("  - name: {}", a.name);
-        println!("    path: {}", public_path.display());
+        println!("    path: {}", entry_path.display());
     }
     Ok(())
+}
+
+/// The configuration file the other commands would read (none when there is none, or when
+/// `--config` names a missing file), and the public key's path as its `trusted_keys` entry
+/// should say it: relative to that file's folder, where the configuration's relative paths
+/// start, when the key lies inside it; else absolute.
+fn trusted_key_path(g: &GlobalArgs, public_path: &Path) -> (Option<PathBuf>, PathBuf) {
+    let Ok(cwd) = std::env::current_dir() else { return (None, public_path.to_path_buf()) };
+    let key = std::fs::canonicalize(public_path).unwrap_or_else(|_| cwd.join(public_path));
+    let config = crate::config_file::locate(g.config.as_deref(), &cwd).ok().flatten().map(|(p, _)| p);
+    let base = config.as_ref().and_then(|c| std::fs::canonicalize(cwd.join(c)).ok()?.parent().map(Path::to_path_buf));
+    let entry = match base.as_deref().and_then(|b| key.strip_prefix(b).ok()) {
+        Some(rel) => rel.to_path_buf(),
+        None => key.clone(),
+    };
+    (config, entry)
 }

@@ -350,6 +350,44 @@ fn keygen_refuses_to_overwrite_and_protects_the_secret_key() {
     assert!(v["key_id"].is_string());
 }
 
+/// The `trusted_keys` entry `keygen` prints is one the configuration can use as written:
+/// relative to the configuration file's folder (where its paths start), not to the folder
+/// `keygen` ran in, and absolute when the key is outside that folder or there is no
+/// configuration file.
+#[test]
+fn keygen_prints_a_trusted_key_path_the_configuration_resolves() {
+    let p = Project::new();
+    let path_line = |run: &Run| {
+        let out = run.stdout();
+        let line = out.lines().rfind(|l| l.trim_start().starts_with("path:")).map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no `path:` line:\n{out}"))
+            .trim_start()
+            .trim_start_matches("path:")
+            .trim()
+            .to_owned()
+    };
+    // Run inside `keys/`, writing there, with the project's quiver.yaml named by `--config`.
+    let run = p.quiver_in(&p.path("keys"), &["--config", "../quiver.yaml", "keygen", "--name", "inner"]).success();
+    assert_eq!(path_line(&run), "keys/inner.pub", "{}", run.stdout());
+    assert!(run.stdout().contains("quiver.yaml"), "{}", run.stdout());
+    // The JSON form says the same.
+    let v = p
+        .quiver_in(&p.path("keys"), &["--json", "--config", "../quiver.yaml", "keygen", "--name", "json"])
+        .success()
+        .json();
+    assert_eq!(v["trusted_key"]["path"], "keys/json.pub", "{v}");
+    // A key outside the configuration's folder: an absolute path.
+    let outside = tempfile::tempdir().unwrap();
+    let run = p.quiver(&["keygen", "--name", "away", "--out-dir"]).arg_path(outside.path()).success();
+    let printed = path_line(&run);
+    assert!(Path::new(&printed).is_absolute() && Path::new(&printed).is_file(), "{}", run.stdout());
+    // No configuration file at all: absolute, since nothing says where paths start.
+    let bare = tempfile::tempdir().unwrap();
+    let run = p.quiver_in(bare.path(), &["keygen", "--name", "solo"]).success();
+    let printed = path_line(&run);
+    assert_eq!(Path::new(&printed), bare.path().join("solo.pub").canonicalize().unwrap(), "{}", run.stdout());
+}
+
 #[test]
 fn sign_with_library_keeps_comments_and_replaces_the_artifact() {
     let p = Project::new();
