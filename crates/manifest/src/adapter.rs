@@ -730,7 +730,9 @@ mod tests {
             .unwrap_err()
             .to_string();
             assert!(
-                e.contains(&format!("tools[0].invoke.args[{at}]: an argument is interpolated into code")),
+                e.contains(&format!(
+                    "tools[0].invoke.args[{at}] (tool `demo_run`): an argument is interpolated into code"
+                )),
                 "{program} {args}: {e}"
             );
         }
@@ -758,7 +760,7 @@ mod tests {
         let e = manifest("  command: {program: sh}", "    invoke: {args: [\"-c\", \"echo '{}'\"]}", "")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("tools[0].invoke.args[1]: `{}` is not a placeholder"), "{e}");
+        assert!(e.contains("tools[0].invoke.args[1] (tool `demo_run`): `{}` is not a placeholder"), "{e}");
         assert!(e.contains("`{{` and `}}`"), "{e}");
         assert!(!e.contains("fix the template"), "{e}");
         let ok = manifest("  command: {program: sh}", "    invoke: {args: [\"-c\", \"echo '{{}}'\"]}", "");
@@ -773,11 +775,11 @@ mod tests {
         assert_eq!(ok.tools[0].invoke.as_ref().unwrap().stdin, Some(Payload::Json));
 
         let e = manifest("  command: {program: jq}", "    invoke: {args: [\"{nope}\"]}", "").unwrap_err().to_string();
-        assert!(e.contains("tools[0].invoke.args[0]: placeholder `{nope}` names no property"), "{e}");
+        assert!(e.contains("tools[0].invoke.args[0] (tool `demo_run`): placeholder `{nope}` names no property"), "{e}");
         let e = manifest("  command: {program: ./jq}", "    invoke: {method: GET}", "").unwrap_err().to_string();
         assert!(
             e.contains("adapter.command.program")
-                && e.contains("tools[0].invoke.method: `method` is for HTTP adapters"),
+                && e.contains("tools[0].invoke.method (tool `demo_run`): `method` is for HTTP adapters"),
             "{e}"
         );
         let e = manifest("  http: {base_url: \"http://127.0.0.1:1\"}", "    invoke: {path: \"/x/{q}\"}", "")
@@ -793,7 +795,12 @@ mod tests {
         let e = manifest("  command: {program: /bin/sh}", "    invoke: {args: [\"-c\", \"echo {q}\"]}", "")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("tools[0].invoke.args[1]: an argument is interpolated into code that `sh` runs"), "{e}");
+        assert!(
+            e.contains(
+                "tools[0].invoke.args[1] (tool `demo_run`): an argument is interpolated into code that `sh` runs"
+            ),
+            "{e}"
+        );
         assert!(
             manifest(
                 "  command: {program: sh}",

@@ -19,12 +19,32 @@ pub struct Issue {
     pub message: String,
     /// How to fix it.
     pub fix: String,
+    /// For a path inside `tools[N]` of a manifest: that tool's name, shown after the path
+    /// (`tools[1].policies (tool `search`)`) so a long manifest need not be counted through.
+    pub tool: Option<String>,
 }
 
 impl Issue {
     /// An issue at `path`.
     pub fn new(path: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> Issue {
-        Issue { path: path.into(), message: message.into(), fix: fix.into() }
+        Issue { path: path.into(), message: message.into(), fix: fix.into(), tool: None }
+    }
+}
+
+/// Names the tool of each issue inside `tools[N]` of the manifest document `doc` (see
+/// [`Issue::tool`]), unless what is wrong is that tool's name itself, it has none, or the
+/// message names it already.
+pub(crate) fn name_tools(issues: &mut [Issue], doc: &serde_json::Value) {
+    for issue in issues {
+        let Some(rest) = issue.path.strip_prefix("tools[") else { continue };
+        let Some((n, after)) = rest.split_once(']') else { continue };
+        if after == ".name" || after.starts_with(".name.") {
+            continue;
+        }
+        let name = n.parse::<usize>().ok().and_then(|n| doc.get("tools")?.get(n)?.get("name")?.as_str());
+        // A message that names the tool already says it once.
+        let name = name.filter(|n| !n.is_empty() && n.len() <= 64 && !issue.message.contains(&format!("`{n}`")));
+        issue.tool = name.map(str::to_owned);
     }
 }
 
@@ -80,7 +100,10 @@ impl fmt::Display for ManifestError {
 /// `{path}: {message} (fix: {fix})`.
 impl fmt::Display for Issue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} (fix: {})", self.path, self.message, self.fix)
+        match &self.tool {
+            Some(tool) => write!(f, "{} (tool `{tool}`): {} (fix: {})", self.path, self.message, self.fix),
+            None => write!(f, "{}: {} (fix: {})", self.path, self.message, self.fix),
+        }
     }
 }
 

@@ -120,7 +120,7 @@ impl DocumentSchema {
         };
         let instance = error.instance();
         let value = quote_value(instance);
-        let mut push = |path: String, message: String, fix: String| issues.push(Issue { path, message, fix });
+        let mut push = |path: String, message: String, fix: String| issues.push(Issue::new(path, message, fix));
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let mut allowed: Vec<&str> = node

@@ -83,14 +83,18 @@ impl Manifest {
     /// the semantic checks always run.
     pub fn from_yaml_with(text: &str, origin: &str, checked_before: bool) -> Result<Manifest, ManifestError> {
         let value = yaml::parse(text).map_err(|issues| ManifestError::new(origin, issues))?;
+        let fail = |mut issues: Vec<Issue>| {
+            crate::error::name_tools(&mut issues, &value);
+            ManifestError::new(origin, issues)
+        };
         let issues = if checked_before { Vec::new() } else { manifest_schema().check(&value) };
         if !issues.is_empty() {
-            return Err(ManifestError::new(origin, issues));
+            return Err(fail(issues));
         }
         let manifest: Manifest = serde_path_to_error::deserialize(&value)
-            .map_err(|e| ManifestError::single(origin, crate::error::model_issue(e, "manifest", SCHEMA_FILE)))?;
+            .map_err(|e| fail(vec![crate::error::model_issue(e, "manifest", SCHEMA_FILE)]))?;
         let issues = semantic_issues(&manifest);
-        if issues.is_empty() { Ok(manifest) } else { Err(ManifestError::new(origin, issues)) }
+        if issues.is_empty() { Ok(manifest) } else { Err(fail(issues)) }
     }
 
     /// Checks a manifest built in code (e.g. by a bundle builder) exactly as [`Manifest::from_yaml`]
@@ -107,6 +111,7 @@ impl Manifest {
         if issues.is_empty() {
             issues = semantic_issues(self);
         }
+        crate::error::name_tools(&mut issues, &value);
         if issues.is_empty() { Ok(()) } else { Err(ManifestError::new(origin, issues)) }
     }
 

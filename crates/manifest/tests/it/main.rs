@@ -517,6 +517,31 @@ fn all_issues_are_collected() {
     assert!(err.has_path("tools[1].name") && err.has_path("tools[0].input_schema.properties.action.enum"), "{err}");
 }
 
+/// An issue inside a tool names the tool as well as its index (`tools[1] (tool `other`)`), at
+/// each step: the schema, the typed model and the semantic rules; not where the name itself is
+/// what is wrong.
+#[test]
+fn issues_inside_a_tool_name_the_tool() {
+    let line = |text: &str, path: &str| {
+        let err = error_of(text).to_string();
+        err.lines().find(|l| l.contains(path)).unwrap_or_else(|| panic!("no issue at {path}:\n{err}")).to_owned()
+    };
+    // The schema step.
+    let l = line(&edit("    title: Other\n", "    title: Other\n    colour: red\n"), "tools[1].colour");
+    assert!(l.starts_with("demo.tool.yaml: tools[1].colour (tool `other`): unknown field"), "{l}");
+    // The semantic step.
+    let l = line(&edit("enum: [get, put]", "enum: [get]"), "tools[0].input_schema");
+    assert!(l.contains("tools[0].input_schema.properties.action.enum (tool `act`): "), "{l}");
+    // An alias's issue names the tool it belongs to.
+    let l = line(&edit("state: hidden-compatibility", "state: removed"), "tools[0].aliases[0]");
+    assert!(l.contains("tools[0].aliases[0].removed_in_version (tool `act`): "), "{l}");
+    // The name itself is wrong: not repeated as if it named the tool.
+    let l = line(&edit("name: other", "name: Other Thing"), "tools[1].name");
+    assert!(!l.contains("(tool "), "{l}");
+    // Paths stay as they were for callers that look issues up by field.
+    assert!(error_of(&edit("    title: Other\n", "    title: Other\n    colour: red\n")).has_path("tools[1].colour"));
+}
+
 fn check(text: &str, expect: Expect) {
     expect.assert_eq(&error_of(text).to_string());
 }
@@ -526,14 +551,14 @@ fn error_snapshots() {
     check(
         &edit("    title: Other\n", "    title: Other\n    colour: red\n    policies: {timeout_ms: 0}\n"),
         expect![[r#"
-            demo.tool.yaml: tools[1].colour: unknown field `colour` (fix: remove `colour`; the fields allowed here are: actions, aliases, capabilities, description, domain, examples, idempotent, input_schema, invoke, lifecycle, name, output_schema, policies, prompt_snippet, scopes, secrets, side_effects, title)
-            demo.tool.yaml: tools[1].policies.timeout_ms: 0 is below the minimum 1 (fix: use 1 or more; Deadline of a call in milliseconds, 1 to 600000 (10 minutes). Default 30000.)"#]],
+            demo.tool.yaml: tools[1].colour (tool `other`): unknown field `colour` (fix: remove `colour`; the fields allowed here are: actions, aliases, capabilities, description, domain, examples, idempotent, input_schema, invoke, lifecycle, name, output_schema, policies, prompt_snippet, scopes, secrets, side_effects, title)
+            demo.tool.yaml: tools[1].policies.timeout_ms (tool `other`): 0 is below the minimum 1 (fix: use 1 or more; Deadline of a call in milliseconds, 1 to 600000 (10 minutes). Default 30000.)"#]],
     );
     check(
         &edit("enum: [get, put]", "enum: [get, post]").replace("state: hidden-compatibility", "state: removed"),
         expect![[r#"
-            demo.tool.yaml: tools[0].input_schema.properties.action.enum: the `action` enum does not match the actions: it lacks put and has post which is no action (fix: list exactly the action names: `enum: [get, put]`)
-            demo.tool.yaml: tools[0].aliases[0].removed_in_version: a removed alias must say which version removed it (fix: add `removed_in_version: <plugin version>`)"#]],
+            demo.tool.yaml: tools[0].input_schema.properties.action.enum (tool `act`): the `action` enum does not match the actions: it lacks put and has post which is no action (fix: list exactly the action names: `enum: [get, put]`)
+            demo.tool.yaml: tools[0].aliases[0].removed_in_version (tool `act`): a removed alias must say which version removed it (fix: add `removed_in_version: <plugin version>`)"#]],
     );
     check(
         &edit("version: 1.0.0", "version: \"1.0\""),
