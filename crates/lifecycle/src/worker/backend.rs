@@ -817,7 +817,9 @@ impl ToolBackend for WorkerBackend {
                             sup.changed.notify_waiters();
                         }
                     } else {
-                        tracing::warn!(
+                        // Logged once, as a warning, when the worker is seen to end (with
+                        // this reason): here only at debug.
+                        tracing::debug!(
                             pid = shared.pid,
                             "a call overran its deadline and ignored cancellation; killing its worker"
                         );
