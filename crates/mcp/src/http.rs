@@ -333,6 +333,16 @@ pub async fn serve_http_on(server: QuiverServer, listener: TcpListener, opts: Ht
             while manager.running_calls() > 0 && tokio::time::Instant::now() < until {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            // Calls still running are answered with an error and cancelled; their answers get
+            // a moment to go out on their streams before the sessions end.
+            if manager.running_calls() > 0 {
+                let answered = manager.answer_at_shutdown(grace);
+                tracing::warn!(answered, "calls still running after the shutdown grace were cancelled");
+                let flush = tokio::time::Instant::now() + Duration::from_millis(500);
+                while manager.running_calls() > 0 && tokio::time::Instant::now() < flush {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
             sessions_end.cancel();
         }
     };

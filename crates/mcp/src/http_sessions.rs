@@ -212,6 +212,10 @@ struct Kept {
     request: RequestId,
     token: CancellationToken,
     answer: watch::Receiver<Option<Arc<ServerJsonRpcMessage>>>,
+    /// Where its answer is published, so a shutdown can answer a call the grace did not see
+    /// end ([`QuiverSessions::answer_at_shutdown`]). Weak: the task running the call holds the
+    /// sender, and its end without an answer (cancelled) ends the call's stream.
+    publish: std::sync::Weak<watch::Sender<Option<Arc<ServerJsonRpcMessage>>>>,
     /// When it was answered (or cancelled).
     finished: Option<Instant>,
 }
@@ -245,8 +249,9 @@ impl InPlace {
         &self,
         request: RequestId,
         token: CancellationToken,
-        answer: watch::Receiver<Option<Arc<ServerJsonRpcMessage>>>,
+        publish: &Arc<watch::Sender<Option<Arc<ServerJsonRpcMessage>>>>,
     ) -> u64 {
+        let (answer, publish) = (publish.subscribe(), Arc::downgrade(publish));
         let mut calls = self.calls();
         let now = Instant::now();
         calls.kept.retain(|k| k.finished.is_none_or(|f| now.duration_since(f) < COMPLETED_TTL));
@@ -258,7 +263,7 @@ impl InPlace {
         }
         calls.serial += 1;
         let serial = calls.serial;
-        calls.kept.push(Kept { serial, request, token, answer, finished: None });
+        calls.kept.push(Kept { serial, request, token, answer, publish, finished: None });
         serial
     }
 
@@ -402,11 +407,13 @@ impl QuiverSessions {
         // Not ready: it runs on as a task of its own (a dropped connection does not cancel it),
         // and its answer is kept for resumption.
         let (tx, rx) = watch::channel(None);
-        let serial = entry.keep(id, token.clone(), rx.clone());
+        let tx = Arc::new(tx);
+        let serial = entry.keep(id, token.clone(), &tx);
         tokio::spawn(async move {
             let answer = call.await;
             if !token.is_cancelled() {
-                tx.send_replace(Some(Arc::new(answer)));
+                // Unless a shutdown answered it already.
+                tx.send_if_modified(|v| v.is_none().then(|| *v = Some(Arc::new(answer))).is_some());
             }
             entry.finish(serial);
         });
@@ -422,6 +429,35 @@ impl QuiverSessions {
     pub(crate) fn running_calls(&self) -> usize {
         let all = self.shared.in_place.read().unwrap_or_else(|e| e.into_inner());
         all.values().map(|e| e.running()).sum::<usize>() + self.worker_calls.load(Ordering::Acquire)
+    }
+
+    /// At the end of a shutdown's grace: answers each in-place call still running with an error
+    /// saying so, and cancels it (its stream would otherwise end with no answer). Returns how
+    /// many it answered. (Calls through a session's worker are `rmcp`'s: they end with it.)
+    pub(crate) fn answer_at_shutdown(&self, grace: Duration) -> usize {
+        let all: Vec<Arc<InPlace>> =
+            self.shared.in_place.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let mut answered = 0;
+        for entry in all {
+            for k in entry.calls().kept.iter().filter(|k| k.finished.is_none() && !k.token.is_cancelled()) {
+                let error = rmcp::model::ErrorData::internal_error(
+                    format!(
+                        "the server is shutting down and this call was still running {} ms into its shutdown grace, so it was cancelled; it may have taken effect: check before calling it again, once the server is back",
+                        grace.as_millis()
+                    ),
+                    Some(
+                        serde_json::json!({ "code": quiver_router::codes::Code::Cancelled.as_str(), "reason": "shutdown" }),
+                    ),
+                );
+                let message = Arc::new(ServerJsonRpcMessage::error(error, Some(k.request.clone())));
+                let Some(publish) = k.publish.upgrade() else { continue };
+                if publish.send_if_modified(|v| v.is_none().then(|| *v = Some(message)).is_some()) {
+                    answered += 1;
+                }
+                k.token.cancel();
+            }
+        }
+        answered
     }
 
     /// Closes the sessions without a request for `idle` and without an in-place call running

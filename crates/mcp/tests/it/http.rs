@@ -497,7 +497,46 @@ async fn a_shutdown_waits_for_worker_calls_no_longer_than_the_grace() {
     assert_eq!(status, 200);
 }
 
-/// A `tools/call` under the id of one still running in the same session is refused under that/// A `tools/call` under the id of one still running in the same session is refused under that
+/// A call served in place that is still running when the grace is over is answered with an
+/// error saying so (its stream used to end with no answer, which clients wait on or report as
+/// a dropped connection), and the tool is cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_still_running_after_the_grace_is_answered_with_an_error() {
+    let f = Fixture::new(ExposureMode::Full, ServerOptions::default());
+    let shutdown = CancellationToken::new();
+    let grace = std::time::Duration::from_millis(500);
+    let opts = HttpOptions { shutdown: shutdown.clone(), shutdown_grace: grace, ..HttpOptions::default() };
+    let (addr, served) = serve(&f, opts).await;
+    let session = open_session(addr, "shutdown-past-grace").await;
+    let call = tokio::spawn(async move {
+        let headers = [JSON, ACCEPT, ("Mcp-Session-Id", session.as_str())];
+        http(addr, "POST", &headers, &call_body(3, "marker_sleep", json!({"ms": 30000}), None)).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let stopped = std::time::Instant::now();
+    shutdown.cancel();
+    let (status, _, body) = tokio::time::timeout(std::time::Duration::from_secs(10), call).await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(status, 200, "{text}");
+    assert!(stopped.elapsed() >= grace, "answered before the grace was over: {:?}", stopped.elapsed());
+    let answer = messages(&body).into_iter().find(|m| m["id"] == 3).unwrap_or_else(|| panic!("no answer: {text}"));
+    let message = answer["error"]["message"].as_str().unwrap_or_else(|| panic!("not an error: {answer}"));
+    assert!(message.contains("shutting down") && message.contains("may have taken effect"), "{message}");
+    assert_eq!(answer["error"]["data"]["code"], "cancelled", "{answer}");
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), served).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "the server did not end: {ended:?}");
+    // The router records the call as cancelled once it stops waiting for the tool (at once; a
+    // loaded machine may take a moment), well before the tool's 30 s were over.
+    let start = std::time::Instant::now();
+    let mut errors = f.router.telemetry().snapshot().errors;
+    while !errors.contains_key("cancelled") && start.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        errors = f.router.telemetry().snapshot().errors;
+    }
+    assert_eq!(errors.get("cancelled").copied(), Some(1), "the tool was not cancelled: {errors:?}");
+}
+
+/// A `tools/call` under the id of one still running in the same session is refused under that
 /// id, as on stdio (both ran, and a cancellation of that id reached both).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_reusing_the_id_of_one_still_running_is_refused() {
