@@ -1,7 +1,9 @@
 //! `cargo xtask contract-test [NAME...]`: every plugin's source manifest validates, and every
 //! fixture in `plugins/NAME/fixtures/*.json` passes through the real host and router, failure
 //! paths behave, every example finds its tool in the whole configured catalog (top `--k`), and
-//! versioning rules hold (see `quiver contract-test`).
+//! versioning rules hold (see `quiver contract-test`). The fixtures run in-process and again in
+//! a sandboxed worker process, as a host runs a bundle it does not trust, so a case touching a
+//! path the manifest's `sandbox:` does not grant fails here, not in production.
 //!
 //! This side validates the source manifests, builds the plugins and the `quiver` binary (dev
 //! profile, one cargo invocation) and runs the hidden `quiver contract-test` once per plugin.

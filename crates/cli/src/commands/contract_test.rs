@@ -17,6 +17,25 @@
 //! 8. Versioning: `CHANGELOG.md` has a section for the manifest's version; compared with the
 //!    last committed `tool.yaml` (git `HEAD`), the version does not go down and no tool
 //!    disappears without an alias keeping its name or a `lifecycle.replacement`.
+//! 9. The worker pass: the fixture cases (in file order, against a fresh private copy of the
+//!    fixtures) and the failure paths of step 4 run again through the plugin loaded as a host
+//!    runs a bundle it does not trust in-process: in a `quiver worker` process of its own,
+//!    sandboxed (Landlock) to what the manifest's `sandbox:` declares, with the configured
+//!    host's worker settings (`isolation.worker`: limits, environment). Steps 2 and 3 load the
+//!    plugin in-process, where nothing confines it, so a fixture that reads or writes a path its
+//!    `sandbox:` does not grant (or connects without `network: true`) would pass there and fail
+//!    in production. A case that passes in-process and fails in the worker is a failure
+//!    (`worker:FILE` rows) naming the case, the tool, what the sandbox granted and the likely
+//!    fix: the `sandbox.filesystem` entry to declare in tool.yaml (`config: KEY` when the case's
+//!    `config` names the path, `access: read_write` when the tool writes through a read grant).
+//!    Sandbox paths are resolved as a host resolves them: a `config: KEY` grant takes the case's
+//!    `config` as the operator's `plugin_config` (one worker per distinct set of grants), so
+//!    `{"config": {"root": "${FIXTURE_DIR}/root"}}` grants that folder of the private copy to a
+//!    plugin declaring `{config: root}`; a fixed `path:` cannot name the private copy, so files
+//!    a fixture points a tool at are granted through a configuration setting; relative values
+//!    and `default: working_dir` are the folder contract-test runs in. Where the kernel has no
+//!    Landlock the worker would confine nothing: the pass is skipped and a `SKIP` row says so
+//!    and why (never a silent pass).
 //!
 //! `--load-only` stops after loading (manifest ↔ library, actions, clashes): the check
 //! `cargo xtask build-plugins` runs on every freshly built library.
@@ -29,7 +48,8 @@
 //! `{"name", "tool", "arguments", "config"?, "expect": {"status", "outputs"?, "error_code"?}}`.
 //! `outputs` is a subset match (objects recursively: every key given must be present and equal;
 //! arrays and scalars compared whole). The text `${FIXTURE_DIR}` anywhere in a case becomes the
-//! absolute path of a private copy of the fixtures folder, so cases can never change the sources.
+//! absolute path of a private copy of the fixtures folder, so cases can never change the sources
+//! (the worker pass has a copy of its own, so it starts from the same files as the in-process run).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -40,8 +60,9 @@ use clap::Args;
 use quiver_abi::Status;
 use quiver_abi::fixtures::{check_subset, substitute_fixture_dir};
 use quiver_catalog::{Access, Catalog, SearchRequest, search_catalog};
-use quiver_lifecycle::{Host, HostSettings, VerifyPolicy};
-use quiver_manifest::{Artifact, KeyPair, Manifest, TrustedKeys};
+use quiver_lifecycle::worker::protocol::SandboxRules;
+use quiver_lifecycle::{Host, HostSettings, IsolationPolicy, VerifyPolicy, sandbox_rules};
+use quiver_manifest::{Artifact, Isolation, KeyPair, Manifest, PathAccess, SideEffects, TrustedKeys};
 use quiver_router::{Call, Caller, Router, RouterSettings};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -99,6 +120,8 @@ struct Outcome {
     file: String,
     name: String,
     passed: bool,
+    /// Not run, and `detail` says why (counted as neither passed nor failed).
+    skipped: bool,
     detail: String,
 }
 
@@ -196,7 +219,7 @@ fn clashes(plugin: &Manifest, plugin_path: &Path, others: &[Neighbour], origin: 
     for (name, what) in names(plugin) {
         for other in others {
             if let Some((_, theirs)) = names(&other.manifest).into_iter().find(|(n, _)| *n == name) {
-                out.push(Outcome {
+                out.push(Outcome { skipped: false,
                     file: "names".into(),
                     name: format!("{what} is unique"),
                     passed: false,
@@ -222,6 +245,7 @@ fn load_bundle(
     dir: &Path,
     others: &[Neighbour],
     trusted: &TrustedKeys,
+    isolation: IsolationPolicy,
 ) -> Result<Arc<Host>> {
     let source_path = plugin_dir.join("tool.yaml");
     let source = fs::read_to_string(&source_path).with_context(|| format!("cannot read {}", source_path.display()))?;
@@ -291,7 +315,7 @@ fn load_bundle(
         },
         cache_dir: Some(dir.join("cache")),
         conflicts: Default::default(),
-        isolation: Default::default(),
+        isolation,
     };
     let host = Host::new(settings).context("cannot start the plugin host")?;
     let report = host.rescan();
@@ -309,10 +333,12 @@ fn load_bundle(
 }
 
 /// The failure paths every tool must handle: bad input, and a cancelled call that leaves the
-/// tool working.
-fn check_failure_paths(
+/// tool working. `router` takes the calls with bad arguments; `route` picks the router a
+/// fixture case runs on (`None`: not rerun after its cancelled call).
+fn check_failure_paths<'r>(
     rt: &tokio::runtime::Runtime,
-    router: &Router,
+    router: &'r Router,
+    route: &dyn Fn(&Case) -> Option<&'r Router>,
     catalog: &Catalog,
     id: &str,
     cases: &[Case],
@@ -328,6 +354,7 @@ fn check_failure_paths(
         }
         let mut push = |case: &str, result: Result<(), String>| {
             out.push(Outcome {
+                skipped: false,
                 file: format!("failure:{}", r.name),
                 name: case.to_owned(),
                 passed: result.is_ok(),
@@ -351,7 +378,8 @@ fn check_failure_paths(
             );
         }
         // A cancelled call, then the same call again: the tool must still work.
-        if let Some(case) = cases.iter().find(|c| c.tool == r.name && c.expect.status == Status::Ok) {
+        let found = cases.iter().find(|c| c.tool == r.name && c.expect.status == Status::Ok);
+        if let Some((case, router)) = found.and_then(|c| Some((c, route(c)?))) {
             let mut c = Call::new(&case.tool, case.arguments.clone(), caller()).confirmed(true);
             c.config = case.config.clone().unwrap_or(Value::Null);
             c.cancel.cancel();
@@ -361,6 +389,228 @@ fn check_failure_paths(
         }
     }
     out
+}
+
+/// What the fixture cases need of the worker pass: the plugin, where its fixtures are, and
+/// the host's worker settings.
+struct WorkerPass<'a> {
+    plugin_dir: &'a Path,
+    library: Option<&'a Path>,
+    manifest: &'a Manifest,
+    /// A folder of its own (bundles, one per worker).
+    dir: &'a Path,
+    trusted: &'a TrustedKeys,
+    /// The configured host's isolation (worker program, limits, environment, working folder).
+    isolation: &'a IsolationPolicy,
+}
+
+/// The fixture cases (in file order, against a fresh private copy of the fixtures: `cases` are
+/// substituted for it) and the failure paths run again through the plugin loaded as a host
+/// runs a bundle it does not trust in-process: in a worker process of its own, sandboxed to
+/// what its manifest's `sandbox:` declares. Sandbox paths declared by configuration key are
+/// resolved against each case's `config` as the operator's `plugin_config`, so one worker runs
+/// per distinct sandbox the cases' configurations grant. `in_process[i]` says whether case `i`
+/// passed in-process: a case that passes there and fails here is reported with the tool and
+/// the likely fix. Without Landlock the pass is skipped, and one row says so and why.
+fn worker_pass(
+    rt: &tokio::runtime::Runtime,
+    w: &WorkerPass<'_>,
+    cases: &[(String, Case)],
+    in_process: &[bool],
+) -> Vec<Outcome> {
+    let id = &w.manifest.id;
+    let row = |name: &str, passed: bool, detail: String| Outcome {
+        skipped: false,
+        file: "worker".into(),
+        name: name.to_owned(),
+        passed,
+        detail,
+    };
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    if w.isolation.worker.is_none() {
+        return vec![row(
+            "fixture cases in a sandboxed worker",
+            false,
+            "this host has no worker program to run the plugin in; run contract-test with the `quiver` binary".into(),
+        )];
+    }
+    // One worker per distinct sandbox the cases' configurations resolve to (in the order cases
+    // first use it): cases whose `config` grants the same paths share a worker.
+    let rules_of = |c: &Case| sandbox_rules(&w.manifest.sandbox, c.config.as_ref(), &w.isolation.working_dir);
+    let mut sandboxes: Vec<SandboxRules> = Vec::new();
+    let mut configs: Vec<Option<&Value>> = Vec::new();
+    for (_, c) in cases {
+        let rules = rules_of(c);
+        if !sandboxes.contains(&rules) {
+            sandboxes.push(rules);
+            configs.push(c.config.as_ref());
+        }
+    }
+    // The workers start side by side (each reads, hashes and sends the library, then opens it).
+    let loaded: Vec<Result<Arc<Host>>> = std::thread::scope(|scope| {
+        let starts: Vec<_> = configs
+            .iter()
+            .enumerate()
+            .map(|(i, config)| {
+                let isolation = IsolationPolicy {
+                    default: Some(Isolation::Process),
+                    plugins: Default::default(),
+                    keys: Default::default(),
+                    first_party: Default::default(),
+                    plugin_config: config
+                        .map(|c| std::iter::once((id.clone(), c.clone())).collect())
+                        .unwrap_or_default(),
+                    start_cache: None,
+                    ..w.isolation.clone()
+                };
+                let dir = w.dir.join(format!("worker-{i}"));
+                scope.spawn(move || load_bundle(w.plugin_dir, w.library, &dir, &[], w.trusted, isolation))
+            })
+            .collect();
+        starts
+            .into_iter()
+            .map(|s| s.join().unwrap_or_else(|_| Err(anyhow::anyhow!("loading the bundle panicked"))))
+            .collect()
+    });
+    let mut hosts = Vec::new();
+    for (config, host) in configs.iter().zip(loaded) {
+        match host {
+            Ok(host) => hosts.push(host),
+            Err(e) => {
+                let with = config.map(|c| format!(" with config {c}")).unwrap_or_default();
+                return vec![row(
+                    "the plugin loads in a sandboxed worker",
+                    false,
+                    format!(
+                        "it loads in-process but not in a worker{with}: {e:#}; {}",
+                        sandbox_fix(w.manifest, None, *config, &w.isolation.working_dir)
+                    ),
+                )];
+            }
+        }
+    }
+    let catalog = hosts[0].catalog();
+    let placement = catalog
+        .plugins()
+        .iter()
+        .find(|p| p.id() == id)
+        .map(|p| p.backend.placement())
+        .map(|p| p.detail)
+        .unwrap_or_default();
+    if placement.contains("NOT SANDBOXED") || !placement.contains("landlock") {
+        return vec![Outcome {
+            skipped: true,
+            ..row(
+                "fixture cases in a sandboxed worker",
+                true,
+                format!(
+                    "SKIPPED: the worker is not sandboxed on this machine ({placement}); the cases ran in-process only, so a path or the network that `sandbox:` does not grant is not caught here"
+                ),
+            )
+        }];
+    }
+    let routers: Vec<Router> = hosts.iter().map(|h| Router::new(h.clone(), RouterSettings::default())).collect();
+    let route = |c: &Case| {
+        let rules = rules_of(c);
+        sandboxes.iter().position(|s| *s == rules).map(|i| &routers[i])
+    };
+    let mut out = vec![row(
+        "fixture cases in a sandboxed worker",
+        true,
+        format!(
+            "{} case(s) in {} worker process(es), one per sandbox the cases' `config` grants; {placement}",
+            cases.len(),
+            hosts.len()
+        ),
+    )];
+    for (i, (file, case)) in cases.iter().enumerate() {
+        let Some(router) = route(case) else { continue };
+        let result = run_case(rt, router, case).map_err(|problem| {
+            if in_process.get(i).copied().unwrap_or(false) {
+                format!(
+                    "passes in-process but fails in a sandboxed worker: {problem}; {}",
+                    sandbox_fix(w.manifest, Some(&case.tool), case.config.as_ref(), &w.isolation.working_dir)
+                )
+            } else {
+                format!("fails in the sandboxed worker too: {problem}")
+            }
+        });
+        out.push(Outcome {
+            skipped: false,
+            file: format!("worker:{file}"),
+            name: case.name.clone(),
+            passed: result.is_ok(),
+            detail: result.err().unwrap_or_default(),
+        });
+    }
+    // A case that failed here is not run again after a cancelled call (its row says why).
+    let failed: Vec<&str> =
+        out.iter().filter(|o| !o.passed && o.file.starts_with("worker:")).map(|o| o.name.as_str()).collect();
+    let route_passed = |c: &Case| if failed.contains(&c.name.as_str()) { None } else { route(c) };
+    let substituted: Vec<Case> = cases.iter().map(|(_, c)| c.clone()).collect();
+    let paths = check_failure_paths(rt, &routers[0], &route_passed, &catalog, id, &substituted);
+    for mut o in paths {
+        o.file = format!("worker:{}", o.file);
+        out.push(o);
+    }
+    out
+}
+
+/// The likely fix of a case that passes in-process and fails in a sandboxed worker, naming the
+/// tool (if any), what its sandbox grants for the case's `config`, and the `sandbox:` field of
+/// tool.yaml to declare.
+fn sandbox_fix(manifest: &Manifest, tool: Option<&str>, config: Option<&Value>, working_dir: &Path) -> String {
+    let spec = &manifest.sandbox;
+    let granted = sandbox_rules(spec, config, working_dir).paths;
+    let granted = if granted.is_empty() {
+        "no path".to_owned()
+    } else {
+        granted
+            .iter()
+            .map(|p| format!("{} ({})", p.path, if p.write { "read_write" } else { "read" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let def = tool.and_then(|t| manifest.tool(t));
+    let writes = def.is_some_and(|t| t.side_effects != SideEffects::Read);
+    let who = match tool {
+        Some(t) => format!("tool `{t}` likely opens a file or connects where its sandbox does not let it"),
+        None => "the plugin likely opens a file or connects where its sandbox does not let it".to_owned(),
+    };
+    // Configuration settings of the case that name paths: the usual way fixtures point a tool
+    // at `${FIXTURE_DIR}`.
+    let path_settings: Vec<&str> = config
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter(|(_, v)| {
+                    v.as_str().is_some_and(|s| s.starts_with('/') || s.starts_with('.') || s.contains('/'))
+                })
+                .map(|(k, _)| k.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let fix = path_settings
+        .iter()
+        .find_map(|key| match spec.filesystem.iter().find(|g| g.config.as_deref() == Some(*key)) {
+            None => Some(format!(
+                "declare it under `sandbox.filesystem` in tool.yaml: `- {{config: {key}, access: {}}}` grants the path the plugin's `{key}` setting names (the case's `config.{key}`)",
+                if writes { "read_write" } else { "read" }
+            )),
+            Some(g) if g.access == PathAccess::Read && writes => Some(format!(
+                "the grant `config: {key}` under `sandbox.filesystem` in tool.yaml has `access: read`, and the tool writes: set `access: read_write`"
+            )),
+            Some(_) => None,
+        })
+        .unwrap_or_else(|| {
+            format!(
+                "declare what it opens under `sandbox:` in tool.yaml: `sandbox.filesystem` entries (`config: KEY` for a path named by a `plugin_config` setting, `path: /absolute` for a fixed one; `access: read_write` to write){}",
+                if spec.network { "" } else { ", and `sandbox.network: true` to use TCP" }
+            )
+        });
+    format!("{who} (granted: {granted}); {fix}")
 }
 
 /// With a `config_schema`: every fixture case's `config` fits it (a case whose configuration
@@ -373,6 +623,7 @@ fn check_fixture_configs(manifest: &Manifest, cases: &[Case]) -> Option<Outcome>
         Some(format!("case `{}`: {}", c.name, issues.first()?))
     });
     Some(Outcome {
+        skipped: false,
         file: "config".into(),
         name: "every fixture's config fits the manifest's config_schema".into(),
         passed: problem.is_none(),
@@ -411,6 +662,7 @@ fn committed_manifest(plugin_dir: &Path) -> Option<Manifest> {
 /// downgrade, no removal without an alias or replacement.
 fn check_versioning(plugin_dir: &Path, now: &Manifest, before: Option<&Manifest>) -> Vec<Outcome> {
     let outcome = |name: &str, result: Result<String, String>| Outcome {
+        skipped: false,
         file: "versioning".into(),
         name: name.to_owned(),
         passed: result.is_ok(),
@@ -537,7 +789,13 @@ fn check_examples(catalog: &Catalog, id: &str, k: usize) -> Vec<Outcome> {
                 },
                 Err(e) => (false, format!("search failed: {e}")),
             };
-            out.push(Outcome { file: format!("examples:{}", r.name), name: example.clone(), passed, detail });
+            out.push(Outcome {
+                skipped: false,
+                file: format!("examples:{}", r.name),
+                name: example.clone(),
+                passed,
+                detail,
+            });
         }
     }
     out
@@ -561,9 +819,17 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
     let settings = Settings::load(g)?;
     let others = neighbours(&settings.host.plugins_dir, &manifest.id);
     let mut results = clashes(&manifest, &source_path, &others, &settings.origin());
-    let host = load_bundle(&plugin_dir, a.library.as_deref(), temp.path(), &others, &settings.host.verify.trusted)?;
+    let host = load_bundle(
+        &plugin_dir,
+        a.library.as_deref(),
+        temp.path(),
+        &others,
+        &settings.host.verify.trusted,
+        IsolationPolicy::default(),
+    )?;
     let catalog = host.catalog();
     results.push(Outcome {
+        skipped: false,
         file: "load".into(),
         name: "the library implements the manifest's tools and actions".into(),
         passed: true,
@@ -582,17 +848,24 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
 
     // The local HTTP test endpoint `cargo xtask contract-test` started for HTTP adapters.
     let endpoint = std::env::var("QUIVER_TEST_ENDPOINT").ok();
-    let mut substituted = Vec::new();
-    for (file, mut case) in cases {
+    let substitute_all = |mut case: Case, fixture_dir: &str| {
         for v in [Some(&mut case.arguments), case.config.as_mut(), case.expect.outputs.as_mut()].into_iter().flatten() {
-            substitute_fixture_dir(v, &fixture_dir_text);
+            substitute_fixture_dir(v, fixture_dir);
             if let Some(url) = &endpoint {
                 substitute(v, "${TEST_ENDPOINT}", url);
             }
         }
+        case
+    };
+    let mut substituted = Vec::new();
+    let mut in_process = Vec::new();
+    for (file, case) in cases.iter().cloned() {
+        let case = substitute_all(case, &fixture_dir_text);
         let outcome = run_case(&rt, &router, &case);
         substituted.push(case.clone());
+        in_process.push(outcome.is_ok());
         results.push(Outcome {
+            skipped: false,
             file,
             name: case.name.clone(),
             passed: outcome.is_ok(),
@@ -601,6 +874,7 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
     }
     if results.is_empty() {
         results.push(Outcome {
+            skipped: false,
             file: "fixtures/".into(),
             name: "at least one fixture case".into(),
             passed: false,
@@ -611,7 +885,25 @@ pub fn run(g: &GlobalArgs, a: &ContractTestArgs) -> Result<()> {
         });
     }
     results.extend(check_fixture_configs(&manifest, &substituted));
-    results.extend(check_failure_paths(&rt, &router, &catalog, &manifest.id, &substituted));
+    results.extend(check_failure_paths(&rt, &router, &|_| Some(&router), &catalog, &manifest.id, &substituted));
+    // Again in a sandboxed worker, against a fresh copy of the fixtures.
+    let worker_dir = temp.path().join("worker");
+    let worker_fixtures = worker_dir.join("fixtures");
+    if plugin_dir.join("fixtures").is_dir() {
+        copy_tree(&plugin_dir.join("fixtures"), &worker_fixtures)?;
+    }
+    let worker_text = worker_fixtures.display().to_string();
+    let worker_cases: Vec<(String, Case)> =
+        cases.into_iter().map(|(file, case)| (file, substitute_all(case, &worker_text))).collect();
+    let pass = WorkerPass {
+        plugin_dir: &plugin_dir,
+        library: a.library.as_deref(),
+        manifest: &manifest,
+        dir: &worker_dir,
+        trusted: &settings.host.verify.trusted,
+        isolation: &settings.host.isolation,
+    };
+    results.extend(worker_pass(&rt, &pass, &worker_cases, &in_process));
     results.extend(check_examples(&catalog, &manifest.id, a.k));
     results.extend(check_versioning(&plugin_dir, &manifest, committed_manifest(&plugin_dir).as_ref()));
     report(g, &plugin_dir, results)
@@ -629,21 +921,28 @@ fn substitute(v: &mut Value, from: &str, to: &str) {
 
 fn report(g: &GlobalArgs, plugin_dir: &Path, results: Vec<Outcome>) -> Result<()> {
     let n_failed = results.iter().filter(|r| !r.passed).count();
+    let n_skipped = results.iter().filter(|r| r.passed && r.skipped).count();
+    let n_passed = results.len() - n_failed - n_skipped;
     if g.json {
         let cases: Vec<Value> = results
             .iter()
-            .map(|r| json!({"file": r.file, "case": r.name, "passed": r.passed, "detail": r.detail}))
+            .map(|r| json!({"file": r.file, "case": r.name, "passed": r.passed, "skipped": r.skipped, "detail": r.detail}))
             .collect();
         println!(
             "{:#}",
-            json!({"plugin": plugin_dir, "cases": cases, "n_passed": results.len() - n_failed, "n_failed": n_failed})
+            json!({"plugin": plugin_dir, "cases": cases, "n_passed": n_passed, "n_failed": n_failed, "n_skipped": n_skipped})
         );
     } else {
         let rows: Vec<Vec<String>> = results
             .iter()
             .map(|r| {
                 vec![
-                    if r.passed { "PASS" } else { "FAIL" }.to_owned(),
+                    match (r.passed, r.skipped) {
+                        (false, _) => "FAIL",
+                        (true, true) => "SKIP",
+                        (true, false) => "PASS",
+                    }
+                    .to_owned(),
                     r.file.clone(),
                     r.name.clone(),
                     r.detail.clone(),
@@ -651,7 +950,8 @@ fn report(g: &GlobalArgs, plugin_dir: &Path, results: Vec<Outcome>) -> Result<()
             })
             .collect();
         print_table(&["RESULT", "FILE", "CASE", "DETAIL"], &rows);
-        println!("{} passed, {n_failed} failed", results.len() - n_failed);
+        let skipped = if n_skipped > 0 { format!(", {n_skipped} skipped") } else { String::new() };
+        println!("{n_passed} passed, {n_failed} failed{skipped}");
     }
     if n_failed > 0 { Err(Reported.into()) } else { Ok(()) }
 }
@@ -764,6 +1064,44 @@ mod versioning_tests {
             failed.detail.contains("case `typo`") && failed.detail.contains("plugin_config.demo.rot"),
             "{}",
             failed.detail
+        );
+    }
+
+    #[test]
+    fn a_case_failing_only_in_the_worker_is_told_the_sandbox_field_to_declare() {
+        let with_sandbox = |sandbox: &str| {
+            let y = serde_yaml::to_string(&manifest("0.1.0", &["demo_a"], "")).unwrap();
+            let y = y.replace("tools:\n", &format!("{sandbox}tools:\n"));
+            let mut m = Manifest::from_yaml(&y, "tool.yaml").unwrap();
+            m.tools[0].side_effects = SideEffects::Write;
+            m
+        };
+        let root = tempfile::tempdir().unwrap();
+        let config = json!({"root": root.path().display().to_string(), "mode": "fast"});
+        // No grant names `root`: declare one, with write access for a tool that writes.
+        let none = sandbox_fix(&with_sandbox(""), Some("demo_a"), Some(&config), root.path());
+        assert!(
+            none.starts_with("tool `demo_a` likely opens")
+                && none.contains("(granted: no path)")
+                && none.contains("under `sandbox.filesystem` in tool.yaml: `- {config: root, access: read_write}`"),
+            "{none}"
+        );
+        // A read grant for a tool that writes: the access field.
+        let read = with_sandbox("sandbox:\n  filesystem:\n    - {config: root, access: read}\n");
+        let narrow = sandbox_fix(&read, Some("demo_a"), Some(&config), root.path());
+        let granted = fs::canonicalize(root.path()).unwrap().display().to_string();
+        assert!(
+            narrow.contains(&format!("(granted: {granted} (read))"))
+                && narrow.contains("`config: root` under `sandbox.filesystem` in tool.yaml has `access: read`")
+                && narrow.contains("set `access: read_write`"),
+            "{narrow}"
+        );
+        // Granted as it needs: what else a worker refuses (other paths, the network).
+        let full = with_sandbox("sandbox:\n  filesystem:\n    - {config: root, access: read_write}\n");
+        let other = sandbox_fix(&full, Some("demo_a"), Some(&config), root.path());
+        assert!(
+            other.contains("`path: /absolute` for a fixed one") && other.contains("`sandbox.network: true` to use TCP"),
+            "{other}"
         );
     }
 

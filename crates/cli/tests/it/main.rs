@@ -439,6 +439,7 @@ fn bad_config_names_the_file_and_the_fix() {
 
 mod adapters;
 mod approvals;
+mod contract;
 mod isolation;
 mod operations;
 mod revisions;
