@@ -219,7 +219,8 @@ fn clashes(plugin: &Manifest, plugin_path: &Path, others: &[Neighbour], origin: 
     for (name, what) in names(plugin) {
         for other in others {
             if let Some((_, theirs)) = names(&other.manifest).into_iter().find(|(n, _)| *n == name) {
-                out.push(Outcome { skipped: false,
+                out.push(Outcome {
+                    skipped: false,
                     file: "names".into(),
                     name: format!("{what} is unique"),
                     passed: false,
