@@ -195,11 +195,16 @@ pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Re
                 continue;
             }
         };
-        let call = match rec.lane {
+        let mut call = match rec.lane {
             Lane::Typed => Call::new(name, arguments, caller.clone()),
             Lane::Generic => Call::generic(&name, arguments, caller.clone()),
         }
         .confirmed(rec.confirmed);
+        // The recorded request id again: a cut result names its handle (`res-<request id>`)
+        // in its output, and a later recorded `quiver.read_result` reads it by that handle.
+        if !rec.request_id.is_empty() {
+            call.request_id = Some(rec.request_id.clone());
+        }
         let mut outcome = router.call(call).await;
         if removed_notice.is_some() {
             outcome.meta.notice = removed_notice.map(Box::new);

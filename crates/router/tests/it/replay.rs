@@ -187,3 +187,20 @@ async fn surfaces_and_meta_tool_calls_reach_the_transcript_and_stats() {
     let report = replay(&path, &f.router, everyone()).await.unwrap();
     assert_eq!((report.identical, report.failed), (1, 0));
 }
+
+/// A call whose result was cut to its size limit replays identically in another process (as
+/// `quiver replay` runs): the cut result names its handle, which must be the recorded one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_result_replays_identically_in_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(RouterSettings { transcript_dir: Some(dir.path().to_owned()), ..RouterSettings::default() });
+    let big = f.typed("marker_big", json!({"bytes": 5000}), everyone()).await;
+    assert_eq!(big.response.status, quiver_abi::Status::Partial);
+    f.router.flush_transcripts();
+    let path = f.router.transcript_path("test-session").unwrap();
+    let other = fixture(RouterSettings::default());
+    let mut replayer = everyone();
+    replayer.session_id = "replay-1".into();
+    let report = replay(&path, &other.router, replayer).await.unwrap();
+    assert_eq!((report.identical, report.changed, report.failed), (1, 0, 0), "{:#?}", report.entries[0].verdict);
+}
