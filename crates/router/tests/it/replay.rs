@@ -235,3 +235,33 @@ async fn a_cut_result_and_the_read_of_its_handle_replay_identically() {
         report.entries.iter().map(|e| (&e.called_name, &e.verdict)).collect::<Vec<_>>()
     );
 }
+
+/// A replay honours the tool's rate limits without failing for them: recorded calls made over
+/// time, replayed at once, wait for their bucket (`retry_after_ms`) instead of coming back
+/// `rate_limited`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_waits_for_rate_limits_instead_of_failing_on_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(RouterSettings { transcript_dir: Some(dir.path().to_owned()), ..RouterSettings::default() });
+    for text in ["a", "b", "c", "d"] {
+        let o = f.typed("marker_echo", json!({"text": text}), everyone()).await;
+        assert_eq!(o.response.outputs["text"], text);
+    }
+    f.router.flush_transcripts();
+    let path = f.router.transcript_path("test-session").unwrap();
+    let limited = quiver_manifest::RateLimits {
+        session: Some(quiver_manifest::RateLimit { per_minute: 3000, burst: Some(1) }),
+        ..Default::default()
+    };
+    let other = fixture(RouterSettings {
+        rate_limits: [("marker_echo".to_owned(), limited)].into_iter().collect(),
+        ..RouterSettings::default()
+    });
+    let report = replay(&path, &other.router, everyone()).await.unwrap();
+    assert_eq!(
+        (report.identical, report.changed, report.failed),
+        (4, 0, 0),
+        "{:#?}",
+        report.entries.iter().map(|e| &e.verdict).collect::<Vec<_>>()
+    );
+}
