@@ -674,3 +674,21 @@ fn stats_of_a_url_that_is_not_prometheus_text_fail_and_say_what_came_back() {
         assert!(err.contains("/metrics"), "{err}");
     }
 }
+
+/// The server's address with a trailing slash means its metrics, as without one; a path the
+/// server does not serve (404) is an error that says where the metrics are.
+#[test]
+fn stats_of_a_server_root_reads_its_metrics_and_a_wrong_path_names_the_right_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    let config = dir.path().join("quiver.yaml");
+    std::fs::write(&config, "plugins_dir: plugins\nrescan_interval_ms: 0\n").unwrap();
+    let server = serve_http(dir.path(), &config, &[]);
+    let (code, out, err) = stats_of(&format!("http://{}/", server.addr), &[]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("0 plugins, 0 tools"), "{out}");
+    let url = format!("http://{}/metric", server.addr);
+    let (code, out, err) = stats_of(&url, &[]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("404") && err.contains(&format!("http://{}/metrics", server.addr)), "{err}");
+}
