@@ -115,6 +115,23 @@ fn json_diff(at: &str, a: &Value, b: &Value, out: &mut Vec<String>, max: usize) 
                 json_diff(&format!("{at}/{i}"), u, v, out, max);
             }
         }
+        // Two long strings shortened alike would read the same: show where they part.
+        (Value::String(x), Value::String(y)) if short(a) == short(b) => {
+            let (mut xs, mut ys, mut i) = (x.char_indices(), y.char_indices(), 0);
+            let (cx, cy) = loop {
+                match (xs.next(), ys.next()) {
+                    (Some((_, p)), Some((_, q))) if p == q => i += 1,
+                    (p, q) => break (p.map_or(x.len(), |(b, _)| b), q.map_or(y.len(), |(b, _)| b)),
+                }
+            };
+            let from = |t: &str, at: usize| Value::String(t[at..].to_owned());
+            out.push(format!(
+                "{}: strings differ from character {i}: {} -> {}",
+                if at.is_empty() { "/" } else { at },
+                short(&from(x, cx)),
+                short(&from(y, cy))
+            ));
+        }
         _ => out.push(format!("{}: {} -> {}", if at.is_empty() { "/" } else { at }, short(a), short(b))),
     }
 }
@@ -306,6 +323,20 @@ mod tests {
         match compare(&ok(json!({"a": 1, "b": [1, 2]})), &ok(json!({"a": 2, "b": [1, 3], "c": true}))) {
             ReplayVerdict::Changed { diff } => {
                 assert_eq!(diff, "outputs differ: /a: 1 -> 2; /b/1: 2 -> 3; /c: true added")
+            }
+            v => panic!("{v:?}"),
+        }
+        // Long strings that part after the shortened prefix say where.
+        let long = "x".repeat(100);
+        match compare(&ok(json!({"t": format!("{long}abc")})), &ok(json!({"t": format!("{long}abd")}))) {
+            ReplayVerdict::Changed { diff } => {
+                assert_eq!(diff, r#"outputs differ: /t: strings differ from character 102: "c" -> "d""#)
+            }
+            v => panic!("{v:?}"),
+        }
+        match compare(&ok(json!({"t": long.clone()})), &ok(json!({"t": format!("{long}é and more")}))) {
+            ReplayVerdict::Changed { diff } => {
+                assert_eq!(diff, r#"outputs differ: /t: strings differ from character 100: "" -> "é and more""#)
             }
             v => panic!("{v:?}"),
         }
