@@ -171,7 +171,7 @@ async def agent_session(config):
         if "py_wipe" in params.message:
             # Quiver asking to confirm a destructive call: no the first time, yes the second.
             first = sum("py_wipe" in m for k, m in asked) == 1
-            return types.ElicitResult(action="decline" if first else "accept", content=None if first else {})
+            return types.ElicitResult(action="decline" if first else "accept", content=None if first else {"confirm": True})
         return types.ElicitResult(action="accept", content={"name": "Ada Lovelace", "check": True})
 
     async def on_sample(context, params):

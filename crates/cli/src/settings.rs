@@ -91,7 +91,7 @@ impl Settings {
                     quiver_lifecycle::RollbackStore::checking(&base_dir.join(&config.state_dir))
                         .map_err(|e| anyhow::anyhow!("{origin}: state_dir: {e}"))?,
                 )),
-                secrets: secret_status,
+                secrets: quiver_lifecycle::SecretStatus::new(secret_status),
                 plugin_config: Some(config.plugin_config.clone()),
                 // `serve` records checked manifests in its state folder; other commands check
                 // every manifest in full.
@@ -128,22 +128,33 @@ impl Settings {
         Ok(store)
     }
 
-    /// Reads the plugin secrets again (an operator rotated a file or variable), starting from
-    /// `last`: a secret that cannot be read now keeps its last value (a failed update keeps the
-    /// last good state) and its error is returned, without the value, for the log.
+    /// Reads the plugin secrets again (an operator rotated a file or variable, or supplied one
+    /// that was missing), starting from `last`: a secret that cannot be read now keeps its last
+    /// value (a failed update keeps the last good state) and its error is returned, without the
+    /// value, for the log. The bundle check's status ([`VerifyPolicy::secrets`], shared with the
+    /// host) is updated, so a bundle refused for a secret loads at the next rescan once the
+    /// secret can be read.
     pub fn reread_secrets(&self, last: &PluginSecrets) -> (PluginSecrets, Vec<String>) {
-        let (mut now, status) = read_secrets(&self.config, &self.base_dir);
+        let (mut now, mut status) = read_secrets(&self.config, &self.base_dir);
         let mut errors = Vec::new();
-        for (plugin, named) in status {
+        for (plugin, named) in &mut status {
             for (name, st) in named {
                 if let Err(e) = st {
-                    if let Some(v) = last.get(&plugin).and_then(|m| m.get(&name)) {
-                        now.entry(plugin.clone()).or_default().insert(name.clone(), v.clone());
+                    match last.get(plugin).and_then(|m| m.get(name)) {
+                        Some(v) => {
+                            errors.push(format!("secrets.{plugin}.{name}: {e}; keeping the last value read"));
+                            now.entry(plugin.clone()).or_default().insert(name.clone(), v.clone());
+                            // The tools keep getting the last value: the secret is still supplied.
+                            *st = Ok(());
+                        }
+                        None => errors.push(format!(
+                            "secrets.{plugin}.{name}: {e}; the bundles needing it stay refused until it can be read"
+                        )),
                     }
-                    errors.push(format!("secrets.{plugin}.{name}: {e}; keeping the last value read"));
                 }
             }
         }
+        self.host.verify.secrets.set(status);
         (now, errors)
     }
 

@@ -132,8 +132,10 @@ pub struct VerifyPolicy {
     /// The secrets the host configuration names, per plugin id and secret name (`secrets:`):
     /// `Ok` when its value was resolved, `Err(why)` when its variable or file could not be
     /// read. A bundle whose tools declare a secret that is missing here or `Err` is refused
-    /// before loading.
-    pub secrets: BTreeMap<String, BTreeMap<String, Result<(), String>>>,
+    /// before loading. Shared by every copy of the policy: `quiver serve` updates it after
+    /// reading the secrets again ([`SecretStatus::set`]), so a bundle refused for a secret
+    /// loads at the next rescan once the secret can be read.
+    pub secrets: SecretStatus,
     /// The host configuration's `plugin_config`, per plugin id: a bundle whose manifest has a
     /// `config_schema` its entry does not fit is refused before loading, naming each field.
     /// `None`: every call brings its own configuration and nothing is checked at load (the
@@ -147,6 +149,37 @@ pub struct VerifyPolicy {
     pub checked_manifests: Option<PathBuf>,
 }
 
+/// Whether each configured secret could be read, per plugin id and secret name (see
+/// [`VerifyPolicy::secrets`]); clones share one status.
+#[derive(Debug, Clone, Default)]
+pub struct SecretStatus(Arc<std::sync::RwLock<SecretStatusMap>>);
+
+/// Per plugin id and secret name: `Ok` when its value was read, else why not (never the value).
+pub type SecretStatusMap = BTreeMap<String, BTreeMap<String, Result<(), String>>>;
+
+impl SecretStatus {
+    /// A status holding `status`.
+    pub fn new(status: SecretStatusMap) -> SecretStatus {
+        SecretStatus(Arc::new(std::sync::RwLock::new(status)))
+    }
+
+    /// Replaces the status (the secrets were read again); every copy of the policy sees it.
+    pub fn set(&self, status: SecretStatusMap) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = status;
+    }
+
+    /// The status of plugin `id`'s secrets, when the configuration names any.
+    pub fn of(&self, id: &str) -> Option<BTreeMap<String, Result<(), String>>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+    }
+}
+
+impl FromIterator<(String, BTreeMap<String, Result<(), String>>)> for SecretStatus {
+    fn from_iter<I: IntoIterator<Item = (String, BTreeMap<String, Result<(), String>>)>>(iter: I) -> SecretStatus {
+        SecretStatus::new(iter.into_iter().collect())
+    }
+}
+
 impl Default for VerifyPolicy {
     /// No trusted keys, signed bundles only, 64 MiB libraries, strict, no revocations, no
     /// persistent rollback record.
@@ -158,7 +191,7 @@ impl Default for VerifyPolicy {
             strict: true,
             revoked: Revocations::default(),
             rollback: None,
-            secrets: BTreeMap::new(),
+            secrets: SecretStatus::default(),
             plugin_config: Some(BTreeMap::new()),
             checked_manifests: None,
         }
@@ -524,11 +557,11 @@ pub(crate) fn verify_bundle_with(
         .map_err(|_| fail(Stage::Manifest, format!("{origin} is not UTF-8 text")))?;
     let manifest =
         read_manifest(text, &origin, &manifest_sha256, policy).map_err(|e| fail(Stage::Manifest, e.to_string()))?;
-    let supplied = policy.secrets.get(&manifest.id);
+    let supplied = policy.secrets.of(&manifest.id);
     for tool in &manifest.tools {
         for name in &tool.secrets {
             let (id, tool) = (&manifest.id, &tool.name);
-            let problem = match supplied.and_then(|s| s.get(name)) {
+            let problem = match supplied.as_ref().and_then(|s| s.get(name)) {
                 Some(Ok(())) => continue,
                 Some(Err(why)) => {
                     format!(

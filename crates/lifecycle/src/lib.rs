@@ -37,7 +37,8 @@ mod source;
 pub mod worker;
 
 pub use bundle::{
-    BundleError, MAX_MANIFEST_BYTES, Stage, VerifiedBundle, VerifyPolicy, load_verified, signature_path, verify_bundle,
+    BundleError, MAX_MANIFEST_BYTES, SecretStatus, SecretStatusMap, Stage, VerifiedBundle, VerifyPolicy, load_verified,
+    signature_path, verify_bundle,
 };
 pub use host::{Host, HostSettings, RescanSignal, Rescanner, ScanReport};
 pub use host_services::InProcessBackend;

@@ -7,7 +7,11 @@ use quiver_abi::{Status, ToolResponse};
 use quiver_telemetry::{Lane, TranscriptRecord};
 use serde_json::Value;
 
+use crate::codes::Code;
 use crate::{Call, CallOutcome, Caller, Router};
+
+/// Times a replayed call refused by a rate limit waits for its bucket and runs again.
+const MAX_RATE_LIMIT_WAITS: usize = 100;
 
 /// How a replayed call compares with its recording (outputs and status; metadata such as
 /// notices, durations and request ids is not compared).
@@ -111,6 +115,23 @@ fn json_diff(at: &str, a: &Value, b: &Value, out: &mut Vec<String>, max: usize) 
                 json_diff(&format!("{at}/{i}"), u, v, out, max);
             }
         }
+        // Two long strings shortened alike would read the same: show where they part.
+        (Value::String(x), Value::String(y)) if short(a) == short(b) => {
+            let (mut xs, mut ys, mut i) = (x.char_indices(), y.char_indices(), 0);
+            let (cx, cy) = loop {
+                match (xs.next(), ys.next()) {
+                    (Some((_, p)), Some((_, q))) if p == q => i += 1,
+                    (p, q) => break (p.map_or(x.len(), |(b, _)| b), q.map_or(y.len(), |(b, _)| b)),
+                }
+            };
+            let from = |t: &str, at: usize| Value::String(t[at..].to_owned());
+            out.push(format!(
+                "{}: strings differ from character {i}: {} -> {}",
+                if at.is_empty() { "/" } else { at },
+                short(&from(x, cx)),
+                short(&from(y, cy))
+            ));
+        }
         _ => out.push(format!("{}: {} -> {}", if at.is_empty() { "/" } else { at }, short(a), short(b))),
     }
 }
@@ -155,7 +176,8 @@ fn compare(old: &ToolResponse, new: &ToolResponse) -> ReplayVerdict {
 /// order, through the lane it was recorded on, and compares status and outputs with the
 /// recording. The recorded `confirmed` flag is passed on; confirmations the user gave
 /// interactively are not, so `caller.approval` decides those (use `Approval::Allow` to replay
-/// confirmed side-effecting calls, `Deny` to never run them).
+/// confirmed side-effecting calls, `Deny` to never run them). A call a rate limit refuses (and
+/// that was not refused so when recorded) waits `retry_after_ms` and runs again.
 pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Result<ReplayReport> {
     let (lines, cut) = quiver_telemetry::read_transcript_lines(path)?;
     let mut report = ReplayReport { cut_last_line: cut, ..ReplayReport::default() };
@@ -195,12 +217,7 @@ pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Re
                 continue;
             }
         };
-        let call = match rec.lane {
-            Lane::Typed => Call::new(name, arguments, caller.clone()),
-            Lane::Generic => Call::generic(&name, arguments, caller.clone()),
-        }
-        .confirmed(rec.confirmed);
-        let mut outcome = router.call(call).await;
+        let mut outcome = rerun(router, &caller, &rec, &name, &arguments).await;
         if removed_notice.is_some() {
             outcome.meta.notice = removed_notice.map(Box::new);
         }
@@ -220,6 +237,39 @@ pub async fn replay(path: &Path, router: &Router, caller: Caller) -> std::io::Re
         });
     }
     Ok(report)
+}
+
+/// Runs a recorded call again through the lane it was recorded on. Calls recorded over time and
+/// replayed at once meet the tool's rate limits: a replay honours them (they guard paid or
+/// fragile services) by waiting for the bucket, as the error says, rather than reporting a call
+/// that works as failed.
+async fn rerun(router: &Router, caller: &Caller, rec: &TranscriptRecord, name: &str, arguments: &Value) -> CallOutcome {
+    let call = || {
+        let mut call = match rec.lane {
+            Lane::Typed => Call::new(name, arguments.clone(), caller.clone()),
+            Lane::Generic => Call::generic(name, arguments.clone(), caller.clone()),
+        }
+        .confirmed(rec.confirmed);
+        // The recorded request id again: a cut result names its handle (`res-<request id>`)
+        // in its output, and a later recorded `quiver.read_result` reads it by that handle.
+        if !rec.request_id.is_empty() {
+            call.request_id = Some(rec.request_id.clone());
+        }
+        call
+    };
+    let mut outcome = router.call(call()).await;
+    let recorded_limited = rec.response.error.as_ref().is_some_and(|e| e.code == Code::RateLimited.as_str());
+    for _ in 0..MAX_RATE_LIMIT_WAITS {
+        let wait = match &outcome.response.error {
+            Some(e) if !recorded_limited && e.code == Code::RateLimited.as_str() => {
+                e.details.get("retry_after_ms").and_then(Value::as_u64).unwrap_or(1000)
+            }
+            _ => break,
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(wait.clamp(1, 60_000))).await;
+        outcome = router.call(call()).await;
+    }
+    outcome
 }
 
 /// What to run for a recorded call, by the names' `replay_supported` promise: a name whose
@@ -273,6 +323,20 @@ mod tests {
         match compare(&ok(json!({"a": 1, "b": [1, 2]})), &ok(json!({"a": 2, "b": [1, 3], "c": true}))) {
             ReplayVerdict::Changed { diff } => {
                 assert_eq!(diff, "outputs differ: /a: 1 -> 2; /b/1: 2 -> 3; /c: true added")
+            }
+            v => panic!("{v:?}"),
+        }
+        // Long strings that part after the shortened prefix say where.
+        let long = "x".repeat(100);
+        match compare(&ok(json!({"t": format!("{long}abc")})), &ok(json!({"t": format!("{long}abd")}))) {
+            ReplayVerdict::Changed { diff } => {
+                assert_eq!(diff, r#"outputs differ: /t: strings differ from character 102: "c" -> "d""#)
+            }
+            v => panic!("{v:?}"),
+        }
+        match compare(&ok(json!({"t": long.clone()})), &ok(json!({"t": format!("{long}é and more")}))) {
+            ReplayVerdict::Changed { diff } => {
+                assert_eq!(diff, r#"outputs differ: /t: strings differ from character 100: "" -> "é and more""#)
             }
             v => panic!("{v:?}"),
         }

@@ -475,6 +475,9 @@ impl Router {
         match envelope(std::mem::take(&mut call.arguments)) {
             Ok((name, arguments)) if name == READ_RESULT => {
                 call.name = name;
+                // Recorded as every generic call is: the name passed and its arguments (what
+                // `quiver replay` sends through `run_tool` again), not the envelope.
+                let recorded = recorded.map(|_| arguments.clone());
                 let mut cx = CallContext::new(call, recorded, &self.clock);
                 cx.step(Step::RunToolReadResult);
                 let response = self.read_result_call(&cx.caller, &arguments).unwrap_or_else(ToolResponse::error);

@@ -487,9 +487,11 @@ impl Router {
             a = cx.bridge.elicit(request) => a,
         };
         match answer {
+            // Only the box ticked is a yes: an accepted form without `confirm: true` (left
+            // unticked and left out, or not a boolean) is no confirmation.
             Ok(v)
                 if v.get("action").and_then(Value::as_str) == Some("accept")
-                    && v.pointer("/content/confirm").and_then(Value::as_bool) != Some(false) =>
+                    && v.pointer("/content/confirm").and_then(Value::as_bool) == Some(true) =>
             {
                 cx.step(Step::ApprovalConfirmedByUser);
                 Ok(true)

@@ -251,18 +251,19 @@ pub fn run(g: &GlobalArgs, a: &ServeArgs) -> Result<()> {
         let router = Arc::new(router);
         watch_secrets(&settings, &host, &router);
         if let (Some(addr), Some(m)) = (a.metrics, &metrics) {
+            let (m, auth) = (m.clone(), metrics_auth.clone());
+            // Refused before anything listens, and never announced as served.
+            if auth.is_none() && !addr.ip().is_loopback() {
+                anyhow::bail!(
+                    "--metrics {addr}: refusing to serve metrics on a non-loopback address without authentication; configure server.auth in {} or bind 127.0.0.1",
+                    settings.origin()
+                );
+            }
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("--metrics: cannot listen on {addr}"))?;
             let local = listener.local_addr()?;
             crate::telemetry::notice("INFO", &format!("quiver: serving metrics at http://{local}{METRICS_PATH}"));
-            let (m, auth) = (m.clone(), metrics_auth.clone());
-            if auth.is_none() && !local.ip().is_loopback() {
-                anyhow::bail!(
-                    "--metrics {local}: refusing to serve metrics on a non-loopback address without authentication; configure server.auth in {} or bind 127.0.0.1",
-                    settings.origin()
-                );
-            }
             tokio::spawn(async move {
                 if let Err(e) = quiver_mcp::serve_metrics_on(m, listener, auth, CancellationToken::new()).await {
                     tracing::error!(error = %e, "the metrics endpoint failed");

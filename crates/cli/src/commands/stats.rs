@@ -58,16 +58,28 @@ fn fetch(url: &str, token: Option<&str>) -> Result<Answer> {
     match status {
         "200" => Ok(Answer { content_type, body: body.to_owned() }),
         "401" => anyhow::bail!("{url}: authentication required; pass --token TOKEN (or set QUIVER_TOKEN)"),
-        _ => anyhow::bail!("{url}: HTTP {status}: {}", body.trim()),
+        "403" => anyhow::bail!("{url}: HTTP {status}: {}", body.trim()),
+        _ => {
+            let body = body.trim();
+            let said = if body.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", body.chars().take(200).collect::<String>())
+            };
+            anyhow::bail!(
+                "{url}: HTTP {status}{said}; point `quiver stats` at the server's metrics (http://{authority}/metrics), served by `quiver serve --http` or `--metrics`"
+            )
+        }
     }
 }
 
-/// The authority and path of an `http://` URL (`/metrics` when it has no path).
+/// The authority and path of an `http://` URL (`/metrics` when it has no path, or only `/`).
 fn split_url(url: &str) -> Result<(&str, &str)> {
     let rest =
         url.strip_prefix("http://").context("only http:// URLs are supported (serve HTTP behind a TLS proxy)")?;
     Ok(match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
+        Some(i) if &rest[i..] != "/" => (&rest[..i], &rest[i..]),
+        Some(i) => (&rest[..i], "/metrics"),
         None => (rest, "/metrics"),
     })
 }

@@ -569,6 +569,17 @@ fn serve_refuses_a_public_bind_without_auth() {
     assert!(err.contains("quiver.yaml"), "names the configuration to fix: {err}");
 }
 
+/// `--metrics` on a public address without authentication is refused before anything listens,
+/// and never announced as served.
+#[test]
+fn serve_refuses_public_metrics_without_auth_and_never_says_it_serves_them() {
+    let p = Project::new();
+    let run = p.quiver(&["serve", "--metrics", "0.0.0.0:0"]).failure(1);
+    let err = run.stderr();
+    assert!(err.contains("refusing to serve metrics") && err.contains("server.auth"), "{err}");
+    assert!(!err.contains("serving metrics at"), "a refused endpoint is not announced: {err}");
+}
+
 #[test]
 fn the_rollback_record_persists_and_rolling_back_is_explicit_and_logged() {
     let p = Project::new();

@@ -397,6 +397,33 @@ fn a_rotated_secret_file_reaches_the_tool_after_the_next_rescan() {
     assert!(!log.contains(OLD) && !log.contains(NEW), "no secret in the log: {log}");
 }
 
+/// A bundle refused because its secret file did not exist yet loads once the operator creates
+/// the file: the next rescan reads the secret again and checks the bundle again, no restart.
+#[test]
+fn a_bundle_refused_for_a_missing_secret_file_loads_once_the_file_is_there() {
+    const VALUE: &str = "sk-late-3e4f5a6b7c8d9e0f";
+    let dir = tempfile::tempdir().unwrap();
+    let server =
+        start(dir.path(), "rescan_interval_ms: 100\nsecrets:\n  secret-plugin:\n    API_TOKEN: {file: api-token}\n");
+    let addr = server.addr.clone();
+    let s = open(&addr);
+    let first = call(&addr, &s, "secret_probe", json!({}));
+    assert_eq!(first["isError"], json!(true), "refused while the file is missing: {first}");
+    std::fs::write(dir.path().join("api-token"), format!("{VALUE}\n")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut last = Value::Null;
+    while std::time::Instant::now() < deadline {
+        last = call(&addr, &open(&addr), "secret_probe", json!({}));
+        if last["structuredContent"]["received"] == json!(true) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(last["structuredContent"]["fnv1a"], json!(fnv1a(VALUE.as_bytes())), "the plugin loads: {last}");
+    let log = server.stderr.lock().unwrap().join("\n");
+    assert!(!log.contains(VALUE), "no secret in the log: {log}");
+}
+
 /// A declared secret the configuration does not supply, or whose variable is unset, refuses the
 /// bundle at load with a message naming the plugin, the secret and how to supply it.
 #[test]
@@ -646,4 +673,22 @@ fn stats_of_a_url_that_is_not_prometheus_text_fail_and_say_what_came_back() {
         assert!(err.contains("application/json") && err.contains(r#"{"status": "ok""#), "{err}");
         assert!(err.contains("/metrics"), "{err}");
     }
+}
+
+/// The server's address with a trailing slash means its metrics, as without one; a path the
+/// server does not serve (404) is an error that says where the metrics are.
+#[test]
+fn stats_of_a_server_root_reads_its_metrics_and_a_wrong_path_names_the_right_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    let config = dir.path().join("quiver.yaml");
+    std::fs::write(&config, "plugins_dir: plugins\nrescan_interval_ms: 0\n").unwrap();
+    let server = serve_http(dir.path(), &config, &[]);
+    let (code, out, err) = stats_of(&format!("http://{}/", server.addr), &[]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("0 plugins, 0 tools"), "{out}");
+    let url = format!("http://{}/metric", server.addr);
+    let (code, out, err) = stats_of(&url, &[]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("404") && err.contains(&format!("http://{}/metrics", server.addr)), "{err}");
 }

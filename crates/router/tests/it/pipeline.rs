@@ -121,6 +121,35 @@ async fn approval_and_scopes_behave_identically_through_both_lanes() {
             false,
             ErrorCode::PERMISSION_DENIED,
         ),
+        // An accepted form that does not say `confirm: true` (the box left unticked and the
+        // field left out, or not a boolean) is no confirmation.
+        (
+            "elicit accept, nothing ticked",
+            "marker_delete",
+            json!({"key": "k"}),
+            everyone(),
+            Some(TestBridge::new(true, json!({"action": "accept", "content": {}}))),
+            false,
+            ErrorCode::PERMISSION_DENIED,
+        ),
+        (
+            "elicit accept, no content",
+            "marker_delete",
+            json!({"key": "k"}),
+            everyone(),
+            Some(TestBridge::new(true, json!({"action": "accept"}))),
+            false,
+            ErrorCode::PERMISSION_DENIED,
+        ),
+        (
+            "elicit accept, confirm not a boolean",
+            "marker_delete",
+            json!({"key": "k"}),
+            everyone(),
+            Some(TestBridge::new(true, json!({"action": "accept", "content": {"confirm": "false"}}))),
+            false,
+            ErrorCode::PERMISSION_DENIED,
+        ),
         // Scopes: invisible is unknown.
         ("no scope", "marker_secret", json!({}), caller(&[], &[]), None, false, ErrorCode::UNKNOWN_TOOL),
         ("scope", "marker_secret", json!({}), caller(&["marker.secret"], &[]), None, false, "ok"),

@@ -187,3 +187,81 @@ async fn surfaces_and_meta_tool_calls_reach_the_transcript_and_stats() {
     let report = replay(&path, &f.router, everyone()).await.unwrap();
     assert_eq!((report.identical, report.failed), (1, 0));
 }
+
+/// A call whose result was cut to its size limit replays identically in another process (as
+/// `quiver replay` runs): the cut result names its handle, which must be the recorded one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_result_replays_identically_in_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(RouterSettings { transcript_dir: Some(dir.path().to_owned()), ..RouterSettings::default() });
+    let big = f.typed("marker_big", json!({"bytes": 5000}), everyone()).await;
+    assert_eq!(big.response.status, quiver_abi::Status::Partial);
+    f.router.flush_transcripts();
+    let path = f.router.transcript_path("test-session").unwrap();
+    let other = fixture(RouterSettings::default());
+    let mut replayer = everyone();
+    replayer.session_id = "replay-1".into();
+    let report = replay(&path, &other.router, replayer).await.unwrap();
+    assert_eq!((report.identical, report.changed, report.failed), (1, 0, 0), "{:#?}", report.entries[0].verdict);
+}
+
+/// A session whose result was cut (and that read the rest by its handle) replays identically in
+/// another process: the cut result names the same handle, and the read of it finds the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_result_and_the_read_of_its_handle_replay_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(RouterSettings { transcript_dir: Some(dir.path().to_owned()), ..RouterSettings::default() });
+    let big = f.typed("marker_big", json!({"bytes": 5000}), everyone()).await;
+    assert_eq!(big.response.status, quiver_abi::Status::Partial);
+    let handle = big.meta.result_handle.clone().unwrap();
+    let read = f.generic("quiver.read_result", json!({"handle": handle, "offset": 9, "length": 5}), everyone()).await;
+    assert_eq!(read.response.outputs["text"], "01234", "{:?}", read.response.error);
+    f.router.flush_transcripts();
+    let path = f.router.transcript_path("test-session").unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let second: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(second["called_name"], "quiver.read_result");
+    assert_eq!(second["arguments"], json!({"handle": handle, "offset": 9, "length": 5}), "the arguments as called");
+
+    // `quiver replay` runs in a process of its own: another router, another session.
+    let other = fixture(RouterSettings::default());
+    let mut replayer = everyone();
+    replayer.session_id = "replay-1".into();
+    let report = replay(&path, &other.router, replayer).await.unwrap();
+    assert_eq!(
+        (report.identical, report.changed, report.failed),
+        (2, 0, 0),
+        "{:#?}",
+        report.entries.iter().map(|e| (&e.called_name, &e.verdict)).collect::<Vec<_>>()
+    );
+}
+
+/// A replay honours the tool's rate limits without failing for them: recorded calls made over
+/// time, replayed at once, wait for their bucket (`retry_after_ms`) instead of coming back
+/// `rate_limited`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_waits_for_rate_limits_instead_of_failing_on_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(RouterSettings { transcript_dir: Some(dir.path().to_owned()), ..RouterSettings::default() });
+    for text in ["a", "b", "c", "d"] {
+        let o = f.typed("marker_echo", json!({"text": text}), everyone()).await;
+        assert_eq!(o.response.outputs["text"], text);
+    }
+    f.router.flush_transcripts();
+    let path = f.router.transcript_path("test-session").unwrap();
+    let limited = quiver_manifest::RateLimits {
+        session: Some(quiver_manifest::RateLimit { per_minute: 3000, burst: Some(1) }),
+        ..Default::default()
+    };
+    let other = fixture(RouterSettings {
+        rate_limits: [("marker_echo".to_owned(), limited)].into_iter().collect(),
+        ..RouterSettings::default()
+    });
+    let report = replay(&path, &other.router, everyone()).await.unwrap();
+    assert_eq!(
+        (report.identical, report.changed, report.failed),
+        (4, 0, 0),
+        "{:#?}",
+        report.entries.iter().map(|e| &e.verdict).collect::<Vec<_>>()
+    );
+}
