@@ -26,6 +26,7 @@ pub struct ReplayArgs {
 }
 
 pub fn run(g: &GlobalArgs, a: &ReplayArgs) -> Result<()> {
+    crate::commands::check_transcript_path(&a.transcript)?;
     let settings = Settings::load(g)?;
     let (profile_name, profile) = settings.profile(a.profile.as_deref())?;
     let host = settings.start_host()?;

@@ -289,6 +289,7 @@ pub fn run(g: &GlobalArgs, a: &StatsArgs) -> Result<()> {
     if let Some(url) = a.transcript.to_str().filter(|s| s.starts_with("http://") || s.starts_with("https://")) {
         return from_server(g, url, a.token.as_deref());
     }
+    crate::commands::check_transcript_path(&a.transcript)?;
     let stats = stats_from_transcript(&a.transcript)
         .with_context(|| format!("cannot read the transcript {}", a.transcript.display()))?;
     if g.json {

@@ -692,3 +692,39 @@ fn stats_of_a_server_root_reads_its_metrics_and_a_wrong_path_names_the_right_one
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(err.contains("404") && err.contains(&format!("http://{}/metrics", server.addr)), "{err}");
 }
+
+/// `stats` and `replay` of a folder (the transcripts folder itself, a natural first try) name
+/// the transcripts in it to pass instead, and of a missing path say where transcripts are
+/// written; not a bare "Is a directory".
+#[test]
+fn stats_and_replay_of_a_folder_name_the_transcripts_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::create_dir_all(dir.path().join("transcripts")).unwrap();
+    std::fs::write(dir.path().join("quiver.yaml"), "plugins_dir: plugins\nrescan_interval_ms: 0\n").unwrap();
+    std::fs::write(dir.path().join("transcripts/s-1.jsonl"), "").unwrap();
+    std::fs::write(dir.path().join("transcripts/s-2.jsonl"), "").unwrap();
+    std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_quiver"))
+            .current_dir(dir.path())
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for command in ["stats", "replay"] {
+        let (code, err) = run(&[command, "transcripts"]);
+        assert_ne!(code, Some(0), "{command}: {err}");
+        assert!(err.contains("transcripts is a folder"), "{command}: {err}");
+        assert!(err.contains("s-1.jsonl") && err.contains("s-2.jsonl"), "{command}: {err}");
+        assert!(!err.contains("Is a directory"), "{command}: {err}");
+        let (_, err) = run(&[command, "empty"]);
+        assert!(err.contains("empty is a folder") && err.contains("no transcript"), "{command}: {err}");
+        assert!(err.contains("transcripts.dir"), "{command}: {err}");
+        let (_, err) = run(&[command, "missing.jsonl"]);
+        assert!(err.contains("missing.jsonl") && err.contains("does not exist"), "{command}: {err}");
+        assert!(err.contains("transcripts.dir"), "{command}: {err}");
+    }
+}
