@@ -130,6 +130,11 @@ fn read_secret_file(path: &Path) -> Result<Secret, SecretError> {
     use std::io::Read;
     let shown = path.display().to_string();
     let unreadable = |e: std::io::Error| SecretError::FileUnreadable { path: shown.clone(), reason: e.to_string() };
+    // A FIFO (or a device) is refused before it is opened: opening a FIFO to read waits for a
+    // writer, which would hold up start-up and every rescan. (The open file is checked again.)
+    if !std::fs::metadata(path).map_err(unreadable)?.is_file() {
+        return Err(SecretError::FileInvalid { path: shown, problem: "not a regular file" });
+    }
     let file = std::fs::File::open(path).map_err(unreadable)?;
     let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
@@ -157,6 +162,30 @@ fn read_secret_file(path: &Path) -> Result<Secret, SecretError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO (or another special file) as a secret file is refused at once: opening it for
+    /// reading used to wait for a writer, and so blocked start-up and every rescan.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("token");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(SecretRef::File(path).resolve(Path::new("/")));
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        let Ok(result) = got else {
+            // Unblock the reader so the test process can end.
+            drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+            panic!("reading a FIFO secret file blocked waiting for a writer");
+        };
+        let err = result.unwrap_err();
+        assert_eq!(err, SecretError::FileInvalid { path: fifo.display().to_string(), problem: "not a regular file" });
+    }
 
     #[test]
     fn yaml_shapes_parse() {
