@@ -25,7 +25,8 @@ use crate::stages::{CallContext, Ran, Rest, Target};
 use crate::{Call, CallMeta, CallOutcome, Caller, RouterSettings, ToolNames, suggest};
 
 /// Per-tool state that outlives catalog snapshots: keyed by (library sha256, plugin-local tool
-/// name), so a hot swap to new bytes starts fresh while unrelated swaps keep breakers and limits.
+/// name), so a hot swap to new bytes starts fresh (breaker, slots) while unrelated swaps keep
+/// it; rate-limit buckets are carried over by exposed name even to new bytes ([`ToolState::limits`]).
 pub(crate) struct ToolState {
     key: (String, String),
     /// The plugin's version, formatted once.
@@ -35,8 +36,13 @@ pub(crate) struct ToolState {
     pub(crate) semaphore: Arc<Semaphore>,
     pub(crate) breaker: Breaker,
     pub(crate) counters: Arc<ToolCounters>,
-    /// Rate-limit buckets; `None` when the tool is not limited.
-    pub(crate) limits: Option<Limits>,
+    /// Rate-limit buckets; `None` when the tool is not limited. Shared with the state of the
+    /// same exposed tool in the snapshot before, when a swap changed its bytes but not its
+    /// limits: the buckets guard the service behind the tool, which a new release does not
+    /// change, so a swap never hands a caller a fresh allowance.
+    pub(crate) limits: Option<Arc<Limits>>,
+    /// The limits `limits` was made for (the manifest's, overridden by the configuration).
+    rate_config: quiver_manifest::RateLimits,
     /// The secrets the tool declares, with their values (empty for most tools); replaced when
     /// the operator's values change ([`Router::set_secrets`]).
     pub(crate) secrets: ArcSwap<Secrets>,
@@ -635,6 +641,18 @@ impl Router {
                 let def = catalog.def(r);
                 let key = (plugin.provenance.sha256.clone(), def.spec.name.clone());
                 old.by_tool.iter().find(|s| s.key == key).cloned().unwrap_or_else(|| {
+                    let manifest = def.policies.rate_limit;
+                    let rate_config = match self.settings.rate_limits.get(&r.name) {
+                        Some(over) => manifest.overridden_by(over),
+                        None => manifest,
+                    };
+                    // The buckets of the same exposed tool before the swap, if its limits held.
+                    let kept = old
+                        .names
+                        .iter()
+                        .zip(&old.by_tool)
+                        .find(|(n, s)| *n.tool == *r.name && s.rate_config == rate_config)
+                        .and_then(|(_, s)| s.limits.clone());
                     let version = plugin.manifest.version.to_string();
                     let request_tool = format!(
                         "\"tool_id\":{},\"tool_version\":{}",
@@ -656,14 +674,8 @@ impl Router {
                             &plugin.manifest.id,
                             &def.spec.secrets,
                         )),
-                        limits: {
-                            let manifest = def.policies.rate_limit;
-                            let limits = match self.settings.rate_limits.get(&r.name) {
-                                Some(over) => manifest.overridden_by(over),
-                                None => manifest,
-                            };
-                            Limits::new(&limits)
-                        },
+                        limits: kept.or_else(|| Limits::new(&rate_config).map(Arc::new)),
+                        rate_config,
                         counters: {
                             let actions: Vec<&str> = def.spec.actions.iter().map(|a| a.name.as_str()).collect();
                             self.counters.tool(&r.name, &actions)

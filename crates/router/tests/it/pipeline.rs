@@ -1241,3 +1241,47 @@ async fn a_remote_call_past_its_deadline_is_one_timeout_and_one_overrun_until_it
     assert_eq!(o.response.status, Status::Ok, "{:?}", o.response);
     assert_eq!(router.telemetry().snapshot().tools["marker_wait"].timeouts, 1);
 }
+
+/// A catalog source whose snapshot a test replaces (a hot swap).
+struct Swappable(std::sync::Mutex<Arc<quiver_catalog::Catalog>>);
+
+impl quiver_catalog::CatalogSource for Swappable {
+    fn catalog(&self) -> Arc<quiver_catalog::Catalog> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Rate-limit buckets outlive a hot swap of the tool's plugin to new library bytes (a new
+/// release): a caller who used up a limit is still limited after the swap, as long as the
+/// limit is the same. (The breaker starts fresh with the new code; the buckets guard the
+/// service behind the tool, which did not change.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_buckets_outlive_a_hot_swap_to_new_bytes() {
+    let f = fixture(RouterSettings::default());
+    let plugin = f.host.catalog().plugins()[0].clone();
+    let build = |sha: &str| {
+        let mut entry = support::entry_with(&plugin, plugin.manifest.clone(), plugin.backend.clone());
+        entry.provenance.sha256 = sha.to_owned();
+        quiver_catalog::Catalog::build(vec![Arc::new(entry)], quiver_catalog::ConflictPolicy::Error).unwrap()
+    };
+    let limit = quiver_manifest::RateLimits {
+        session: Some(quiver_manifest::RateLimit { per_minute: 1, burst: Some(1) }),
+        ..Default::default()
+    };
+    let source = Arc::new(Swappable(std::sync::Mutex::new(Arc::new(build(&"a".repeat(64))))));
+    let router = Router::new(
+        source.clone(),
+        RouterSettings { rate_limits: [("marker_echo".to_owned(), limit)].into_iter().collect(), ..Default::default() },
+    );
+    let echo = || Call::new("marker_echo", json!({"text": "x"}), everyone());
+    assert_eq!(code(&router.call(echo()).await), "ok");
+    assert_eq!(code(&router.call(echo()).await), codes::Code::RateLimited.as_str());
+    // The same plugin, new bytes.
+    *source.0.lock().unwrap() = Arc::new(build(&"b".repeat(64)));
+    let o = router.call(echo()).await;
+    assert_eq!(code(&o), codes::Code::RateLimited.as_str(), "the swap reset the bucket: {:?}", o.response);
+    // Another session has its own bucket, before and after.
+    let mut someone_else = everyone();
+    someone_else.session_id = "another-session".into();
+    assert_eq!(code(&router.call(Call::new("marker_echo", json!({"text": "x"}), someone_else)).await), "ok");
+}
