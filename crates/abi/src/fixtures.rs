@@ -110,8 +110,9 @@ fn check(registry: &Registry, case: &Value, dir: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Copies the folder tree `from` into `to` (created; symbolic links are copied as links).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies the folder tree `from` into `to` (created; symbolic links are copied as links): the
+/// private fixtures copy, here and in `quiver contract-test`.
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)? {
         let e = e?;

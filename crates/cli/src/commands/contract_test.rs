@@ -156,22 +156,10 @@ fn read_cases(dir: &Path) -> Result<Vec<(String, Case)>> {
     Ok(out)
 }
 
-/// Copies a folder tree (symbolic links are copied as links).
+/// [`quiver_abi::fixtures::copy_tree`], its error naming both folders.
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    fs::create_dir_all(to).with_context(|| format!("cannot create {}", to.display()))?;
-    for e in fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
-        let e = e?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let ft = e.file_type()?;
-        if ft.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if ft.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(&src)?, &dst)?;
-        } else {
-            fs::copy(&src, &dst).with_context(|| format!("cannot copy {}", src.display()))?;
-        }
-    }
-    Ok(())
+    quiver_abi::fixtures::copy_tree(from, to)
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
 }
 
 /// A bundle of the configured plugins folder: its manifest and folder.

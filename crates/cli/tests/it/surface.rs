@@ -183,9 +183,10 @@ fn a_tiny_profile_keeps_an_always_on_surface_of_at_most_three_tools() {
     assert_eq!(names, ["fs_read", "fs_search", "tool_search"]);
 }
 
-/// A stdio session of `quiver serve` (the default profile) that runs `tool_search` for each
-/// query, then lists its tools: the search answers and the final tool list.
-fn searches_then_listing(dir: &Path, queries: &[&str]) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+/// A stdio session of `quiver serve` (the default profile) that sends each request
+/// (`method`, `params`) in turn and waits for its answer: the responses, in request order
+/// (notifications such as tools/list_changed are skipped).
+fn stdio_session(dir: &Path, requests: &[(&str, serde_json::Value)]) -> Vec<serde_json::Value> {
     use std::io::{BufRead, BufReader, Write};
     let mut child = Command::new(QUIVER)
         .current_dir(dir)
@@ -200,28 +201,37 @@ fn searches_then_listing(dir: &Path, queries: &[&str]) -> (Vec<serde_json::Value
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
     send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "budget", "version": "1"}}}));
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "surface", "version": "1"}}}));
     lines.next().unwrap().unwrap();
     send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    // Responses by id (notifications such as tools/list_changed are skipped).
-    let mut reply = |id: u64| loop {
-        let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-        if v["id"] == id {
-            break v;
-        }
-    };
     let mut answers = Vec::new();
-    for (k, q) in queries.iter().enumerate() {
+    for (k, (method, params)) in requests.iter().enumerate() {
         let id = 2 + k as u64;
-        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "tool_search", "arguments": {"query": q}}}));
-        answers.push(reply(id)["result"]["structuredContent"].clone());
+        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        answers.push(loop {
+            let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if v["id"] == id {
+                break v;
+            }
+        });
     }
-    send(serde_json::json!({"jsonrpc": "2.0", "id": 100, "method": "tools/list", "params": {}}));
-    let listing = reply(100);
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
+    answers
+}
+
+/// A stdio session that runs `tool_search` for each query, then lists its tools: the search
+/// answers and the final tool list.
+fn searches_then_listing(dir: &Path, queries: &[&str]) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    let mut requests: Vec<(&str, serde_json::Value)> = queries
+        .iter()
+        .map(|q| ("tools/call", serde_json::json!({"name": "tool_search", "arguments": {"query": q}})))
+        .collect();
+    requests.push(("tools/list", serde_json::json!({})));
+    let mut answers = stdio_session(dir, &requests);
+    let listing = answers.pop().unwrap();
+    let answers = answers.into_iter().map(|a| a["result"]["structuredContent"].clone()).collect();
     (answers, listing["result"]["tools"].as_array().unwrap().clone())
 }
 
@@ -270,43 +280,13 @@ fn surface_default(dir: &Path) -> Vec<u8> {
     out.stdout
 }
 
-/// A stdio session of `quiver serve` (the default profile) that makes each call in turn: the
-/// `tools/call` responses.
+/// A stdio session that makes each call in turn: the `tools/call` responses.
 fn session_calls(dir: &Path, calls: &[(&str, serde_json::Value)]) -> Vec<serde_json::Value> {
-    use std::io::{BufRead, BufReader, Write};
-    let mut child = Command::new(QUIVER)
-        .current_dir(dir)
-        .args(["serve"])
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
-    send(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "hints", "version": "1"}}}));
-    lines.next().unwrap().unwrap();
-    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let mut answers = Vec::new();
-    for (k, (name, arguments)) in calls.iter().enumerate() {
-        let id = 2 + k as u64;
-        send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}}));
-        let answer = loop {
-            let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-            if v["id"] == id {
-                break v;
-            }
-        };
-        answers.push(answer);
-    }
-    drop(stdin);
-    let _ = child.kill();
-    let _ = child.wait();
-    answers
+    let requests: Vec<(&str, serde_json::Value)> = calls
+        .iter()
+        .map(|(name, arguments)| ("tools/call", serde_json::json!({"name": name, "arguments": arguments})))
+        .collect();
+    stdio_session(dir, &requests)
 }
 
 /// The same malformed call repeated by an alias gets the hints of the tool the alias reaches
