@@ -441,6 +441,16 @@ async fn resource_metadata(State(gate): State<Arc<Gate>>, request: Request) -> R
         .unwrap_or_default()
 }
 
+/// 503 for a request whose session only the shared store could tell about, while the store
+/// cannot be read: the session is not lost, so the client keeps its id and retries.
+fn store_unavailable(e: &crate::sessions::StoreError) -> Response {
+    let message = format!(
+        "the session store cannot be read ({e}); the session is not lost: retry later \
+         (check the server that `sessions.store` names)"
+    );
+    plain_error(StatusCode::SERVICE_UNAVAILABLE, &message)
+}
+
 fn plain_error(status: StatusCode, message: &str) -> Response {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
     Response::builder()
@@ -527,8 +537,12 @@ async fn admit(State(endpoint): State<Arc<Endpoint>>, mut request: Request) -> R
             if let Err(refused) = gate.check_owner(id, who, &mut request).await {
                 return refused;
             }
-            if request.method() == Method::DELETE && !gate.knows(id).await {
-                return unknown_session();
+            if request.method() == Method::DELETE {
+                match gate.knows(id).await {
+                    Ok(true) => {}
+                    Ok(false) => return unknown_session(),
+                    Err(refused) => return refused,
+                }
             }
         }
         None if request.method() == Method::POST => {
@@ -597,7 +611,14 @@ impl Gate {
                     return Err(plain_error(StatusCode::NOT_FOUND, "no such session"));
                 }
                 Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "could not read the session store"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the session store");
+                    // A session this instance does not hold cannot be told apart from one that
+                    // ended: "no such session" would make the client start over.
+                    if owned.is_none() && !self.sessions.sessions.read().await.contains_key(id) {
+                        return Err(store_unavailable(&e));
+                    }
+                }
             }
         }
         if self.auth.is_some() && owned != Some(true) {
@@ -606,20 +627,21 @@ impl Gate {
         Ok(())
     }
 
-    /// Whether a session exists: on this instance, else in the store.
-    async fn knows(&self, id: &str) -> bool {
+    /// Whether a session exists: on this instance, else in the store; the 503 answer when
+    /// the store cannot tell.
+    async fn knows(&self, id: &str) -> Result<bool, Response> {
         if self.sessions.sessions.read().await.contains_key(id) {
-            return true;
+            return Ok(true);
         }
         match &self.store {
             Some(store) => match store.load(id).await {
-                Ok(record) => record.is_some(),
+                Ok(record) => Ok(record.is_some()),
                 Err(e) => {
                     tracing::warn!(error = %e, "could not read the session store");
-                    false
+                    Err(store_unavailable(&e))
                 }
             },
-            None => false,
+            None => Ok(false),
         }
     }
 }

@@ -231,3 +231,30 @@ fn a_session_started_on_one_instance_continues_on_another_through_redis() {
     let (status, _) = request(&a, ALICE, &session, "tools/list", json!({}));
     assert_eq!(status, 404, "a deleted session is not restored");
 }
+
+/// A store that cannot be read is not a session that ended: an instance that does not hold
+/// the session answers 503 naming `sessions.store` (the client keeps its session id and
+/// retries), not 404 (which tells a client to start over and lose its loaded tools).
+#[test]
+fn a_session_store_that_cannot_be_read_is_a_503_naming_the_store_not_a_404() {
+    let Some(bin) = redis_server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (redis, port) = start_redis(bin, dir.path());
+    project(dir.path(), &format!("redis://127.0.0.1:{port}/0"));
+    let (_a, a) = serve(dir.path());
+    let (_b, b) = serve(dir.path());
+    let session = open(&a, ALICE);
+    assert!(tool_names(&b, &session).contains(&"fs_read".to_owned()), "B continues the session");
+    let (_c, c) = serve(dir.path());
+
+    drop(redis);
+    let (status, body) = request(&c, ALICE, &session, "tools/list", json!({}));
+    assert_eq!(status, 503, "{body}");
+    let text = body["body"].as_str().unwrap_or_default();
+    assert!(text.contains("sessions.store") && text.contains("retry"), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "names the store: {text}");
+    // DELETE on an instance that does not hold it cannot say the session is unknown either.
+    assert_eq!(delete(&c, ALICE, &session), 503);
+    // A's own session still answers from its memory.
+    assert!(tool_names(&a, &session).contains(&"fs_read".to_owned()));
+}
